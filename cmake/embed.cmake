@@ -1,0 +1,18 @@
+# Writes OUT, a C file holding every file of DIR as a string:
+#   const fg_embedded_file fg_embedded_templates[] = { {"name", "text"}, ... , {0,0} };
+file(GLOB files RELATIVE ${DIR} ${DIR}/*.cuh ${DIR}/*.h)
+list(SORT files)
+set(body "/* Generated from templates/ by cmake/embed.cmake: do not edit. */\n#include \"embedded.h\"\n\n")
+set(table "const fg_embedded_file fg_embedded_templates[] = {\n")
+set(i 0)
+foreach(f ${files})
+  file(READ ${DIR}/${f} hex HEX)
+  string(LENGTH "${hex}" n)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+  string(APPEND body "static const char fg_tpl_${i}[] = {${hex}0x00};\n")
+  math(EXPR len "${n} / 2")
+  string(APPEND table "  { \"${f}\", fg_tpl_${i}, ${len} },\n")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND table "  { 0, 0, 0 }\n};\n")
+file(WRITE ${OUT} "${body}\n${table}")

@@ -1,0 +1,19 @@
+/* embedded.h -- files of templates/ compiled into the library (cmake/embed.cmake). */
+#ifndef FG_EMBEDDED_H
+#define FG_EMBEDDED_H
+
+#include <stddef.h>
+
+typedef struct fg_embedded_file {
+    const char *name;      /* file name inside templates/, e.g. "prelude.cuh" */
+    const char *text;      /* NUL-terminated contents */
+    size_t len;
+} fg_embedded_file;
+
+/* Terminated by an entry with name == NULL. */
+extern const fg_embedded_file fg_embedded_templates[];
+
+/* The embedded file of that name, or NULL. */
+const fg_embedded_file *fg_embedded_find(const char *name);
+
+#endif /* FG_EMBEDDED_H */

@@ -1,0 +1,26 @@
+/*
+ * fold.h -- host-side parameter folds named by rules (`fold: [bn_into_conv]`).
+ * A fold rewrites the plan's copy of the graph: it changes weight data, may add
+ * a bias tensor to a node that had none, and marks absorbed nodes folded.
+ *
+ * Builtin folds:
+ *   bn_into_conv    W' = W*gamma/sqrt(var+eps), b' = (b-mean)*gamma/sqrt(var+eps)+beta;
+ *                   a conv without bias gets b'.
+ *   bn_into_matmul  the same per output column of a matmul/gemm.
+ *   affine_merge    two consecutive per-channel affine ops (batch_norm, or mul/add
+ *                   by per-channel vectors) merged into the first.
+ */
+#ifndef FG_FOLD_H
+#define FG_FOLD_H
+
+#include "ir.h"
+
+/* Nonzero when name is a builtin fold. */
+int fg_fold_is_builtin(const char *name);
+/* Names of the builtin folds (for suggestions); *n set to the count. */
+const char *const *fg_fold_builtin_names(int *n);
+
+/* Applies fold f of rule r to group grp of plan graph g. */
+fg_status fg_fold_apply(fg_context *ctx, const fg_rule *r, const fg_fold *f, fg_graph *g, fg_group *grp);
+
+#endif /* FG_FOLD_H */

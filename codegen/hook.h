@@ -1,0 +1,58 @@
+/*
+ * hook.h -- Lua hooks: the part of a rule that YAML cannot say.
+ *
+ * All hook files of a context share one Lua 5.4 state.  Each file runs in its
+ * own sandbox environment holding only safe libraries (base functions without
+ * load/loadstring/dofile/loadfile/require/collectgarbage, string, table, math,
+ * utf8); io, os, package and debug are absent.  Every global function a file
+ * defines becomes a hook under its name (a name defined twice is an error).
+ * Every call runs under lua_pcall with a traceback, an instruction budget
+ * (FUSEGEN_HOOK_STEPS, default 10 million VM instructions) and a memory cap
+ * (FUSEGEN_HOOK_MEMORY, default 64 MiB for the state); exceeding either stops
+ * the hook with a clear error.  Errors carry the hook's file:line.
+ *
+ * The tables hooks receive (documented in docs/rules.md):
+ *   node   = { name=, op=, attrs={...}, inputs={ {name=, shape={...}, dtype=}, ... },
+ *              output={name=, shape=, dtype=, layout=} }
+ *   group  = { rule=, template=, nodes={ node, ... } } where each input of a node
+ *              that is a weight also has data={...} (1-based array of numbers)
+ */
+#ifndef FG_HOOK_H
+#define FG_HOOK_H
+
+#include "ir.h"
+
+typedef struct fg_hooks fg_hooks;
+
+/* Loads a .lua file into the context's hook state (created on first use). */
+fg_status fg_hooks_load(fg_context *ctx, const char *path);
+void fg_hooks_free(fg_hooks *h);
+
+/* Nonzero when a hook of that name was loaded. */
+int fg_hooks_has(const fg_context *ctx, const char *name);
+/* Interned path of the file defining hook name, or NULL. */
+const char *fg_hooks_file(const fg_context *ctx, const char *name);
+
+/* Predicate hook: name(node) -> boolean.  site is the rule line that names
+ * the hook (reported with the error).  *result is 0 or 1. */
+fg_status fg_hook_predicate(fg_context *ctx, const char *name, fg_loc site, const fg_graph *g, int node,
+                            int *result);
+
+/* Fold hook: name(group) -> table { [weight tensor name] = {values...}, ... }.
+ * Each returned array replaces that weight's data in g (the plan's copy) and
+ * must have exactly its element count; anything else is an error. */
+fg_status fg_hook_fold(fg_context *ctx, const char *name, fg_loc site, fg_graph *g, const fg_group *grp);
+
+/* Epilogue hook: name(group) -> string of C text: statements that read and
+ * update the float accumulator `v` and may read `c` (channel index).  *text
+ * is malloc'd. */
+fg_status fg_hook_epilogue(fg_context *ctx, const char *name, fg_loc site, const fg_graph *g,
+                           const fg_group *grp, char **text);
+
+/* Template-parameter hook: name(group) -> table of integers; for each of
+ * keys[0..n) present in the table, vals[i] is set (others left as they are).
+ * Non-integer or non-positive values are errors. */
+fg_status fg_hook_params(fg_context *ctx, const char *name, fg_loc site, const fg_graph *g,
+                         const fg_group *grp, const char *const *keys, int n, int64_t *vals);
+
+#endif /* FG_HOOK_H */

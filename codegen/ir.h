@@ -1,0 +1,246 @@
+/*
+ * ir.h -- the data fusegen works on: op definitions (the vocabulary), model
+ * graphs, fusion rules, and plans (fused groups).  Loaders fill these from
+ * YAML; the planner, folding, reference and emitter read them.
+ *
+ * Ownership: op definitions and rules belong to the context (fg_context_free
+ * releases them); a graph owns its tensors, nodes and weight data; a plan owns
+ * a private copy of the graph (folding rewrites that copy, never the input).
+ */
+#ifndef FG_IR_H
+#define FG_IR_H
+
+#include <stdint.h>
+
+#include "diag.h"
+#include "fusegen.h"
+
+#define FG_MAX_RANK 6
+#define FG_MAX_INPUTS 8
+#define FG_MAX_ATTRS 12
+#define FG_MAX_INTS 8
+#define FG_MAX_STEPS 8
+#define FG_MAX_STEP_OPS 32
+#define FG_MAX_EPILOGUE 12
+#define FG_MAX_FOLDS 4
+#define FG_MAX_GROUP_NODES 16
+
+struct fg_expr;      /* expr.h */
+
+/* ---- attributes ------------------------------------------------------- */
+
+typedef enum fg_attr_type {
+    FG_ATTR_INT = 0,
+    FG_ATTR_FLOAT,
+    FG_ATTR_BOOL,
+    FG_ATTR_INTS,      /* a list of at most FG_MAX_INTS integers */
+    FG_ATTR_STRING,
+    FG_ATTR_TYPE_COUNT
+} fg_attr_type;
+
+const char *fg_attr_type_name(fg_attr_type t);
+
+typedef struct fg_attr_value {
+    fg_attr_type type;
+    int64_t i;                  /* INT, BOOL */
+    double f;                   /* FLOAT (an INT given for a FLOAT is converted) */
+    int n;                      /* INTS: count */
+    int64_t ints[FG_MAX_INTS];  /* INTS */
+    const char *s;              /* STRING: interned */
+} fg_attr_value;
+
+typedef struct fg_attr_def {
+    const char *name;           /* interned */
+    fg_attr_type type;
+    int required;               /* no default: a node must give it */
+    fg_attr_value def;          /* default when !required */
+    int nints;                  /* INTS: required length, 0 = any (1..FG_MAX_INTS) */
+} fg_attr_def;
+
+/* ---- op definitions --------------------------------------------------- */
+
+/* What C knows about an op: shape inference, reference semantics, which
+ * template runs it alone.  Everything else (names, inputs, attributes,
+ * pointwise expressions) is data in rules/ *.yaml. */
+typedef enum fg_op_kind {
+    FG_OPK_POINTWISE = 0,  /* expr over inputs; numpy broadcasting; per-channel inputs */
+    FG_OPK_CONV2D,         /* x[N,C,H,W] w[K,C/g,R,S] bias?[K]; stride, padding, dilation, groups */
+    FG_OPK_MATMUL,         /* a[..,M,K] b[K,N] (trans_a / trans_b) bias?  */
+    FG_OPK_BATCH_NORM,     /* x gamma beta mean var; eps, training; expr = inference form */
+    FG_OPK_POOL2D,         /* max or avg pooling; kernel, stride, padding */
+    FG_OPK_GLOBAL_POOL,    /* mean over H,W -> [N,C,1,1] */
+    FG_OPK_FLATTEN,        /* [N,C,H,W] -> [N,C*H*W] */
+    FG_OPK_COUNT
+} fg_op_kind;
+
+const char *fg_op_kind_name(fg_op_kind k);
+
+typedef struct fg_input_def {
+    const char *name;      /* interned; also the variable name in expr */
+    int optional;          /* written `bias?` in YAML */
+    int per_channel;       /* pointwise: a [C] vector broadcast along the channel axis */
+} fg_input_def;
+
+typedef struct fg_opdef {
+    const char *name;              /* interned, unique */
+    fg_op_kind kind;
+    int ninputs;
+    fg_input_def inputs[FG_MAX_INPUTS];
+    int nattrs;
+    fg_attr_def attrs[FG_MAX_ATTRS];
+    const char *expr_src;          /* pointwise / batch_norm: expression text */
+    struct fg_expr *expr;          /* parsed expr_src (variables: inputs and attrs) */
+    const char *reduce;            /* pool2d: "max" or "avg" */
+    fg_loc loc;                    /* the `op:` line */
+    uint64_t file_hash;            /* hash of the defining file's bytes */
+} fg_opdef;
+
+/* ---- graphs ----------------------------------------------------------- */
+
+typedef struct fg_tensor {
+    const char *name;              /* interned */
+    fg_dtype dtype;
+    fg_layout layout;              /* meaningful for rank-4 tensors */
+    int rank;
+    int64_t shape[FG_MAX_RANK];    /* logical shape, NCHW order for rank 4 */
+    int producer;                  /* node index; -1 for graph inputs and weights */
+    int is_input;                  /* fed by the caller */
+    int is_weight;                 /* constant; data != NULL */
+    int is_output;                 /* a graph output */
+    int nconsumers;                /* nodes reading it (a node reading twice counts twice) */
+    float *data;                   /* weights: values (fp32, logical order); owned */
+    fg_loc loc;
+} fg_tensor;
+
+typedef struct fg_node {
+    const char *name;              /* interned, unique in the graph */
+    const fg_opdef *op;
+    int ninputs;                   /* == op->ninputs */
+    int inputs[FG_MAX_INPUTS];     /* tensor indices, parallel to op->inputs; -1 = absent optional */
+    int output;                    /* tensor index */
+    fg_attr_value attrs[FG_MAX_ATTRS]; /* parallel to op->attrs, defaults filled in */
+    int folded;                    /* plan copies only: folded away, computes the identity of input 0 */
+    fg_loc loc;
+} fg_node;
+
+struct fg_graph {
+    const char *name;
+    const char *path;              /* file it was loaded from (interned) or NULL */
+    uint64_t seed;                 /* for generated weights */
+    fg_tensor *tensors;
+    int ntensors, tensors_cap;
+    fg_node *nodes;                /* topologically sorted after loading */
+    int nnodes, nodes_cap;
+    int *inputs;                   /* tensor indices of graph inputs, file order */
+    int ninputs;
+    int *outputs;                  /* tensor indices of graph outputs, file order */
+    int noutputs;
+};
+
+/* Lookup helpers (graph.c). */
+int fg_graph_find_tensor(const fg_graph *g, const char *name);   /* -1 if none */
+int fg_graph_find_node(const fg_graph *g, const char *name);     /* -1 if none */
+int64_t fg_tensor_numel(const fg_tensor *t);
+size_t fg_dtype_size(fg_dtype t);
+/* Attribute access by name on a node (must exist in its op definition). */
+const fg_attr_value *fg_node_attr(const fg_node *n, const char *name);
+int64_t fg_node_attr_int(const fg_node *n, const char *name, int index);
+double fg_node_attr_float(const fg_node *n, const char *name);
+/* Deep copy (weights included). */
+fg_graph *fg_graph_clone(const fg_graph *g);
+/* Appends a tensor/node and returns its index (graph.c). */
+int fg_graph_add_tensor(fg_graph *g, const fg_tensor *t);
+int fg_graph_add_node(fg_graph *g, const fg_node *n);
+/* Recomputes producer / nconsumers from the nodes. */
+void fg_graph_recount(fg_graph *g);
+
+/* ---- fusion rules ----------------------------------------------------- */
+
+typedef struct fg_rule_step {
+    const char *name;                      /* step name, e.g. "conv" */
+    int nops;
+    const fg_opdef *ops[FG_MAX_STEP_OPS];  /* alternation; empty with any_kind set = any op of that kind */
+    int any_kind;                          /* `kind: pointwise`: match any op of op_kind */
+    fg_op_kind op_kind;
+    int optional;                          /* `optional: true` */
+    int repeat;                            /* `repeat: true`: one or more in a row (pointwise only) */
+    struct fg_expr *where;                 /* attribute predicate or NULL */
+    const char *where_src;
+    const char *where_hook;                /* Lua function name or NULL */
+    fg_loc loc;
+} fg_rule_step;
+
+typedef enum fg_epi_kind {
+    FG_EPI_BIAS = 0,       /* add a per-channel vector: `bias: conv.bias` */
+    FG_EPI_SCALE_SHIFT,    /* y = y*scale[c] + shift[c] from a folded per-channel op */
+    FG_EPI_APPLY,          /* apply a pointwise step's expression (residual add, activation) */
+    FG_EPI_HOOK,           /* CUDA text returned by a Lua hook */
+    FG_EPI_KIND_COUNT
+} fg_epi_kind;
+
+typedef struct fg_epi_stage {
+    fg_epi_kind kind;
+    int step;              /* rule step index it refers to */
+    int input;             /* BIAS: input index of that step's op (e.g. conv's `bias`) */
+    const char *hook;      /* HOOK: Lua function name */
+    fg_loc loc;
+} fg_epi_stage;
+
+typedef struct fg_fold {
+    const char *name;      /* builtin fold (fold.c) or Lua function */
+    int is_hook;
+    fg_loc loc;
+} fg_fold;
+
+typedef struct fg_rule {
+    const char *name;                      /* interned, unique */
+    int priority;                          /* higher wins */
+    int nsteps;
+    fg_rule_step steps[FG_MAX_STEPS];
+    int nfolds;
+    fg_fold folds[FG_MAX_FOLDS];
+    const char *template_name;             /* "conv2d", "gemm", "pointwise", ... */
+    int nepilogue;
+    fg_epi_stage epilogue[FG_MAX_EPILOGUE];
+    unsigned dtypes;                       /* bit (1u << fg_dtype) allowed; all if `dtypes:` absent */
+    unsigned layouts;                      /* bit (1u << fg_layout) allowed */
+    const char *tile_hook;                 /* Lua function choosing template parameters, or NULL */
+    const char *hook_file;                 /* Lua file the rule's hooks live in, or NULL */
+    fg_loc loc;                            /* the `rule:` line */
+    uint64_t file_hash;                    /* hash of the rule file (and its hook file) */
+} fg_rule;
+
+/* ---- plans ------------------------------------------------------------ */
+
+/* A resolved epilogue stage of one group: what to apply, with graph indices. */
+typedef struct fg_group_epi {
+    fg_epi_kind kind;
+    int node;              /* plan-graph node the stage comes from (APPLY/SCALE_SHIFT/BIAS/HOOK) */
+    int tensor;            /* BIAS: bias tensor; SCALE_SHIFT: scale tensor */
+    int tensor2;           /* SCALE_SHIFT: shift tensor; else -1 */
+    const char *hook;      /* HOOK */
+} fg_group_epi;
+
+typedef struct fg_group {
+    int rule;                              /* index into ctx rules; -1: single op, no rule */
+    int nnodes;
+    int nodes[FG_MAX_GROUP_NODES];         /* plan-graph nodes in chain order */
+    int anchor;                            /* node that the template computes (conv/matmul/pool), or -1 */
+    const char *template_name;
+    int nepi;
+    fg_group_epi epi[FG_MAX_EPILOGUE];
+    int output;                            /* tensor the group writes */
+    int64_t saved_bytes;                   /* intermediate bytes no longer written + read back */
+} fg_group;
+
+struct fg_plan {
+    fg_graph *graph;                       /* owned copy, folding applied */
+    const fg_graph *source;                /* the graph planned (not owned) */
+    int ngroups;
+    fg_group *groups;                      /* in execution order */
+    char **notes;                          /* --explain: one line per near miss */
+    int nnotes;
+    int *node_group;                       /* plan-graph node -> group index (-1: folded away) */
+};
+
+#endif /* FG_IR_H */

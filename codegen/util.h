@@ -1,0 +1,67 @@
+/*
+ * util.h -- small helpers shared by every module: checked allocation, a
+ * growable text buffer, file reading, string helpers and content hashing
+ * (xxHash's XXH3).  Allocation failure aborts with a message: fusegen does
+ * not try to continue after malloc fails.
+ */
+#ifndef FG_UTIL_H
+#define FG_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FG_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
+#define FG_STATIC_ASSERT(c, msg) _Static_assert(c, msg)
+
+void *fg_xmalloc(size_t n);
+void *fg_xcalloc(size_t n, size_t size);
+void *fg_xrealloc(void *p, size_t n);
+char *fg_xstrdup(const char *s);
+char *fg_xstrndup(const char *s, size_t n);
+/* Grows *v (element size esz) so that it holds at least need elements. */
+void fg_grow(void **v, int *cap, int need, size_t esz);
+#define FG_PUSH(v, n, cap) (fg_grow((void **)&(v), &(cap), (n) + 1, sizeof(*(v))), &(v)[(n)++])
+
+/* A growable NUL-terminated text buffer.  Zero-initialised is empty. */
+typedef struct fg_buf {
+    char *s;
+    size_t len;
+    size_t cap;
+} fg_buf;
+
+void fg_buf_put(fg_buf *b, const char *s);
+void fg_buf_putn(fg_buf *b, const char *s, size_t n);
+void fg_buf_printf(fg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fg_buf_vprintf(fg_buf *b, const char *fmt, va_list ap);
+/* Appends indent*4 spaces then the formatted text. */
+void fg_buf_iprintf(fg_buf *b, int indent, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void fg_buf_free(fg_buf *b);
+/* Hands the string to the caller (never NULL) and empties the buffer. */
+char *fg_buf_take(fg_buf *b);
+
+/* Reads a whole file; returns malloc'd NUL-terminated text or NULL with errno. */
+char *fg_read_file(const char *path, size_t *len);
+/* Writes data to path atomically (temporary file in the same directory, then
+ * rename).  Returns 0 or -1 with errno. */
+int fg_write_file_atomic(const char *path, const void *data, size_t len);
+/* mkdir -p; returns 0 or -1 with errno. */
+int fg_mkdir_p(const char *path, int mode);
+/* path join into a malloc'd string. */
+char *fg_path_join(const char *a, const char *b);
+
+/* Levenshtein distance, for "did you mean" suggestions. */
+int fg_edit_distance(const char *a, const char *b);
+
+/* Content hashes (XXH3).  128-bit values print as 32 hex digits. */
+typedef struct fg_hash128 {
+    uint64_t lo, hi;
+} fg_hash128;
+uint64_t fg_hash64(const void *data, size_t len);
+fg_hash128 fg_hash128_of(const void *data, size_t len);
+void fg_hash128_hex(fg_hash128 h, char out[33]);
+
+/* Monotonic clock in seconds. */
+double fg_now(void);
+
+#endif /* FG_UTIL_H */

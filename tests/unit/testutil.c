@@ -1,0 +1,111 @@
+/* testutil.c -- see testutil.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+
+const char *tu_src(const char *rel)
+{
+    static char bufs[8][4096];
+    static int slot;
+    const char *root = getenv("FUSEGEN_SOURCE_DIR");
+    char *b = bufs[slot++ & 7];
+    snprintf(b, 4096, "%s/%s", root ? root : FG_SOURCE_DIR, rel);
+    return b;
+}
+
+char *tu_tmpdir(void)
+{
+    char tmpl[] = "/tmp/fusegen-test-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    assert_non_null(d);
+    return fg_xstrdup(d);
+}
+
+char *tu_write(const char *dir, const char *name, const char *text)
+{
+    fg_mkdir_p(dir, 0755);
+    char *p = fg_path_join(dir, name);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return p;
+}
+
+void tu_rmtree(const char *dir)
+{
+    if (!dir || strncmp(dir, "/tmp/", 5) != 0)
+        return;
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+fg_context *tu_ctx_empty(void)
+{
+    fg_context *ctx = NULL;
+    fg_options o = {0};
+    o.no_rules = 1;
+    assert_int_equal(fg_context_init(&ctx, &o), FG_OK);
+    ctx->quiet = 1;
+    return ctx;
+}
+
+fg_context *tu_ctx_shipped(void)
+{
+    fg_context *ctx = tu_ctx_empty();
+    fg_status st = fg_rules_load(ctx, tu_src("rules"));
+    if (st != FG_OK)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    return ctx;
+}
+
+int tu_has_error(const fg_context *ctx, const char *needle)
+{
+    char buf[2048];
+    for (int i = 0; i < fg_context_error_count(ctx); i++)
+        if (strstr(fg_error_format(fg_context_error(ctx, i), buf, sizeof buf), needle))
+            return 1;
+    tu_dump_errors(ctx);
+    fprintf(stderr, "(expected an error containing: %s)\n", needle);
+    return 0;
+}
+
+void tu_dump_errors(const fg_context *ctx)
+{
+    char buf[2048];
+    for (int i = 0; i < fg_context_error_count(ctx); i++)
+        fprintf(stderr, "  %s\n", fg_error_format(fg_context_error(ctx, i), buf, sizeof buf));
+}
+
+int tu_run(const char *cmd, char **out)
+{
+    char full[8192];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p)
+        return -1;
+    fg_buf b = {0};
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, p)) > 0)
+        fg_buf_putn(&b, chunk, n);
+    int st = pclose(p);
+    if (out)
+        *out = fg_buf_take(&b);
+    else
+        fg_buf_free(&b);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
