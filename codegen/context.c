@@ -84,7 +84,7 @@ FG_API fg_status fg_context_init(fg_context **out, const fg_options *opts)
     if (!ctx->rules_dir)
         ctx->rules_dir = default_rules_dir();
     ctx->cache_dir = opts && opts->cache_dir ? fg_xstrdup(opts->cache_dir) : NULL;
-    ctx->arch = env_or(opts ? opts->arch : NULL, "FUSEGEN_ARCH");
+    ctx->arch = opts && opts->arch ? fg_xstrdup(opts->arch) : NULL; /* $FUSEGEN_ARCH: jit.c */
     ctx->opts.rules_dir = ctx->rules_dir;
     ctx->opts.cache_dir = ctx->cache_dir;
     ctx->opts.arch = ctx->arch;

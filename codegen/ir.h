@@ -24,6 +24,7 @@
 #define FG_MAX_EPILOGUE 12
 #define FG_MAX_FOLDS 4
 #define FG_MAX_GROUP_NODES 16
+#define FG_MAX_WHERE_VARS 64
 
 struct fg_expr;      /* expr.h */
 
@@ -159,28 +160,29 @@ void fg_graph_recount(fg_graph *g);
 typedef struct fg_rule_step {
     const char *name;                      /* step name, e.g. "conv" */
     int nops;
-    const fg_opdef *ops[FG_MAX_STEP_OPS];  /* alternation; empty with any_kind set = any op of that kind */
-    int any_kind;                          /* `kind: pointwise`: match any op of op_kind */
-    fg_op_kind op_kind;
+    const fg_opdef *ops[FG_MAX_STEP_OPS];  /* `op: [a, b]`: alternation */
+    unsigned kinds;                        /* `kind: [pointwise]`: any op of these kinds, bit (1u << fg_op_kind) */
     int optional;                          /* `optional: true` */
     int repeat;                            /* `repeat: true`: one or more in a row (pointwise only) */
     struct fg_expr *where;                 /* attribute predicate or NULL */
     const char *where_src;
     const char *where_hook;                /* Lua function name or NULL */
+    int nwhere_vars;                       /* variable i of `where` is the attribute named */
+    const char *where_vars[FG_MAX_WHERE_VARS]; /* where_vars[i] (interned; union over the step's ops) */
     fg_loc loc;
 } fg_rule_step;
 
 typedef enum fg_epi_kind {
     FG_EPI_BIAS = 0,       /* add a per-channel vector: `bias: conv.bias` */
-    FG_EPI_SCALE_SHIFT,    /* y = y*scale[c] + shift[c] from a folded per-channel op */
-    FG_EPI_APPLY,          /* apply a pointwise step's expression (residual add, activation) */
+    FG_EPI_APPLY,          /* apply a pointwise step's expression: residual add, activation,
+                              or a batch_norm (a per-channel scale/shift) */
     FG_EPI_HOOK,           /* CUDA text returned by a Lua hook */
     FG_EPI_KIND_COUNT
 } fg_epi_kind;
 
 typedef struct fg_epi_stage {
     fg_epi_kind kind;
-    int step;              /* rule step index it refers to */
+    int step;              /* rule step index it refers to (APPLY of a repeat step: every node it matched) */
     int input;             /* BIAS: input index of that step's op (e.g. conv's `bias`) */
     const char *hook;      /* HOOK: Lua function name */
     fg_loc loc;
@@ -215,9 +217,8 @@ typedef struct fg_rule {
 /* A resolved epilogue stage of one group: what to apply, with graph indices. */
 typedef struct fg_group_epi {
     fg_epi_kind kind;
-    int node;              /* plan-graph node the stage comes from (APPLY/SCALE_SHIFT/BIAS/HOOK) */
-    int tensor;            /* BIAS: bias tensor; SCALE_SHIFT: scale tensor */
-    int tensor2;           /* SCALE_SHIFT: shift tensor; else -1 */
+    int node;              /* plan-graph node the stage comes from */
+    int tensor;            /* BIAS: the bias tensor; else -1 */
     const char *hook;      /* HOOK */
 } fg_group_epi;
 

@@ -37,4 +37,8 @@ typedef struct fg_plan_stats {
 } fg_plan_stats;
 void fg_plan_get_stats(const fg_plan *p, fg_plan_stats *s);
 
+/* A file path as shown in plan tables and notes: relative to the current
+ * directory when it lies below it, else unchanged; "?" for NULL. */
+const char *fg_plan_short_path(const char *path);
+
 #endif /* FG_PLAN_H */

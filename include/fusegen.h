@@ -132,6 +132,117 @@ FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out
 FG_API void fg_plan_free(fg_plan *p);
 FG_API int fg_plan_group_count(const fg_plan *p);
 
+
+/* ---- compiling and running plans (runtime/) -----------------------------
+ * fg_plan_compile emits one kernel per group, compiles them (NVRTC for CUDA,
+ * the host C++ compiler for emulation; both through the kernel cache), uploads
+ * the folded weights and sizes one arena for the intermediates (reused by
+ * liveness).  The plan must outlive the fg_exec.  See docs/api.md. */
+
+typedef struct fg_exec fg_exec;
+
+typedef struct fg_compile_options {
+    fg_device device;        /* FG_DEVICE_AUTO: the context's device option (auto: CUDA if present, else emu) */
+    int graph_replay;        /* CUDA: capture the launches into a CUDA graph on the first run, replay it after */
+    int timing;              /* record per-kernel times of each run (fg_exec_kernel_ms) */
+} fg_compile_options;
+
+/* A graph input or output of a compiled plan. */
+typedef struct fg_tensor_info {
+    const char *name;
+    fg_dtype dtype;
+    fg_layout layout;        /* physical layout of rank-4 tensors */
+    int rank;
+    int64_t shape[6];        /* logical shape, NCHW order for rank 4 */
+    size_t bytes;            /* storage size */
+} fg_tensor_info;
+
+/* Names a graph input or output and where its data lives: a CUDA device
+ * pointer (a CUdeviceptr cast to void *) for fg_exec_run on CUDA, a host
+ * pointer for emulation and for fg_exec_run_host.  Data is in the tensor's
+ * dtype and physical layout. */
+typedef struct fg_binding {
+    const char *name;
+    void *data;
+} fg_binding;
+
+FG_API fg_status fg_plan_compile(fg_context *ctx, const fg_plan *p, const fg_compile_options *o, fg_exec **out);
+FG_API void fg_exec_free(fg_exec *e);
+/* The device it runs on: FG_DEVICE_CUDA or FG_DEVICE_EMU, never AUTO. */
+FG_API fg_device fg_exec_device(const fg_exec *e);
+FG_API int fg_exec_input_count(const fg_exec *e);
+FG_API int fg_exec_output_count(const fg_exec *e);
+FG_API fg_status fg_exec_input_info(const fg_exec *e, int i, fg_tensor_info *info);
+FG_API fg_status fg_exec_output_info(const fg_exec *e, int i, fg_tensor_info *info);
+/* Runs the plan once.  Every graph input and output must be bound (extra or
+ * unknown names are errors).  CUDA: launches on stream (a CUstream; NULL: the
+ * exec's own stream) and returns when the launches are queued, unless timing
+ * is on (then it synchronizes).  Emulation: runs to completion, stream ignored.
+ * Runs of one exec are serialized; different execs may run concurrently. */
+FG_API fg_status fg_exec_run(fg_exec *e, const fg_binding *b, int n, void *stream);
+/* Same with host pointers on either device: on CUDA the data is copied to and
+ * from device buffers the exec owns.  Synchronous. */
+FG_API fg_status fg_exec_run_host(fg_exec *e, const fg_binding *b, int n);
+/* The kernels, in launch order: entry point name, generated CUDA source, and
+ * the milliseconds of the last run (timing on; -1 otherwise). */
+FG_API int fg_exec_kernel_count(const fg_exec *e);
+FG_API const char *fg_exec_kernel_name(const fg_exec *e, int i);
+FG_API const char *fg_exec_kernel_source(const fg_exec *e, int i);
+FG_API double fg_exec_kernel_ms(const fg_exec *e, int i);
+/* Peak bytes of the intermediate arena (after liveness reuse). */
+FG_API size_t fg_exec_arena_bytes(const fg_exec *e);
+
+/* Host conversions: n elements between dtypes (round-to-nearest-even), and a
+ * [N,C,H,W] tensor between storage layouts (src and dst must not overlap). */
+FG_API fg_status fg_convert_dtype(const void *src, fg_dtype from, void *dst, fg_dtype to, size_t n);
+FG_API fg_status fg_convert_layout(const void *src, fg_layout from, void *dst, fg_layout to, const int64_t shape[4],
+                                   size_t elem_size);
+
+/* ---- one kernel from a specification ------------------------------------
+ * A chain of ops (an anchor such as conv2d or matmul, then epilogue ops such
+ * as batch_norm and relu) is turned into a one-input graph, planned with the
+ * context's rules, and must come out as exactly one fused kernel.  The chain
+ * input is named "x" and the output "y"; weights are named
+ * "<step name>.<input name>" after the op definition's input names
+ * ("conv.weight", "bn.gamma"). */
+
+typedef struct fg_spec_op {
+    const char *name;        /* step name, unique in the spec ("conv", "bn", "act") */
+    const char *op;          /* op from the loaded vocabulary ("conv2d", "batch_norm", "relu") */
+    const char *attrs;       /* YAML flow mapping ("{ stride: [2, 2], padding: [1, 1] }") or NULL */
+} fg_spec_op;
+
+typedef struct fg_spec_weight {
+    const char *name;        /* "<step>.<input>": every required non-chain input of each op */
+    int rank;
+    int64_t shape[6];        /* logical shape (conv weights [K, C/groups, R, S]) */
+    const float *data;       /* logical order, copied at create time; NULL: seeded random values */
+} fg_spec_weight;
+
+typedef struct fg_kernel_spec {
+    const char *template_name;   /* expected template ("conv2d"), or NULL for any */
+    int nops;
+    const fg_spec_op *ops;       /* the chain; ops[0] consumes x */
+    int nweights;
+    const fg_spec_weight *weights;
+    fg_dtype dtype;
+    fg_layout layout;
+    int rank;
+    int64_t input_shape[6];      /* logical shape of x */
+    fg_compile_options compile;  /* device etc. */
+} fg_kernel_spec;
+
+typedef struct fg_kernel_handle fg_kernel_handle;
+
+FG_API fg_status fg_kernel_create(fg_context *ctx, const fg_kernel_spec *spec, fg_kernel_handle **out);
+FG_API void fg_kernel_handle_free(fg_kernel_handle *h);
+/* The generated CUDA source of the kernel (owned by the handle). */
+FG_API const char *fg_kernel_source(const fg_kernel_handle *h);
+/* The compiled one-kernel plan, for fg_exec_* queries and fg_exec_run_host. */
+FG_API fg_exec *fg_kernel_exec(fg_kernel_handle *h);
+/* Launches with bindings for "x" and "y" (fg_exec_run semantics). */
+FG_API fg_status fg_kernel_launch(fg_kernel_handle *h, const fg_binding *b, int n, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,4 +39,49 @@ void fg_cache_get_stats(const fg_cache *c, fg_cache_stats *s);
 /* Removes every entry; returns the number removed. */
 int fg_cache_clear(fg_cache *c);
 
+/* ---- entry metadata, lookup with origin, listing ----
+ * Each disk entry's header carries a short metadata text ("name=...\n"
+ * lines: kernel name, arch, generator version, NVRTC log) beside the payload;
+ * the checksum covers both. */
+
+typedef enum fg_cache_where {
+    FG_CACHE_MISS = 0,
+    FG_CACHE_MEMORY,
+    FG_CACHE_DISK,
+    FG_CACHE_WHERE_COUNT
+} fg_cache_where;
+
+/* Like fg_cache_get, but says where the hit came from; when meta is not NULL
+ * *meta receives a malloc'd copy of the entry's metadata (NULL if it has none). */
+fg_cache_where fg_cache_fetch(fg_cache *c, const char *key, void **data, size_t *size, char **meta);
+/* Like fg_cache_put, with a metadata text stored beside the payload (meta may be NULL). */
+fg_status fg_cache_put_meta(fg_cache *c, const char *key, const void *data, size_t size, const char *meta);
+/* The directory's size limit in bytes. */
+uint64_t fg_cache_limit(const fg_cache *c);
+
+/* What is known about one disk entry. */
+typedef struct fg_cache_entry {
+    char key[33];
+    char *path;               /* malloc'd */
+    uint64_t file_size;       /* bytes on disk */
+    uint64_t payload_size;    /* from the header (0 when unreadable) */
+    int64_t mtime;            /* last use, seconds since the epoch */
+    int64_t created;          /* from the header, seconds since the epoch */
+    int valid;                /* header and checksum verified */
+    char *meta;               /* malloc'd metadata text, or NULL */
+} fg_cache_entry;
+
+/* Lists the disk entries (verifying each) into a malloc'd array, oldest use
+ * first; returns the count (0 for a memory-only cache). */
+int fg_cache_list(fg_cache *c, fg_cache_entry **out);
+/* Finds the disk entry whose key starts with prefix (at least 4 hex digits).
+ * Returns 1 and fills *e when exactly one matches, 0 when none, -1 when the
+ * prefix is ambiguous. */
+int fg_cache_find_entry(fg_cache *c, const char *prefix, fg_cache_entry *e);
+void fg_cache_entry_free(fg_cache_entry *e);
+void fg_cache_entries_free(fg_cache_entry *es, int n);
+/* One value of a metadata text ("name" -> the text after "name=" on its
+ * line), copied into out; returns out, or NULL when absent. */
+char *fg_cache_meta_get(const char *meta, const char *name, char *out, size_t size);
+
 #endif /* FG_CACHE_H */

@@ -33,6 +33,9 @@ fg_status fg_jit_compile(fg_context *ctx, fg_kernel *k, const char *arch, fg_jit
 /* Compiles n kernels on a thread pool of ctx->opts.jobs threads (progress line
  * on a terminal).  infos may be NULL.  Returns the first failure's status. */
 fg_status fg_jit_compile_all(fg_context *ctx, fg_kernel *ks, int n, const char *arch, fg_jit_info *infos);
+/* FG_OK when arch names a target this NVRTC supports (sm_NN or compute_NN,
+ * optionally with an a/f suffix); else records FG_ERR_INPUT "unknown arch 'sm_9'". */
+fg_status fg_jit_check_arch(fg_context *ctx, const char *arch);
 /* "NVRTC 13.0" */
 const char *fg_nvrtc_version(void);
 /* The context's cache (opened on first use). */

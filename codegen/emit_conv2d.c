@@ -1,0 +1,122 @@
+/*
+ * emit_conv2d.c -- the conv2d family: templates/conv2d.cuh (direct
+ * convolution, weights staged in shared memory) and conv2d_depthwise.cuh
+ * (one input channel per group).  NCHW and NHWC, stride, padding, dilation,
+ * groups; every tensor is addressed in its own layout.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "emit_impl.h"
+
+fg_status fg_emit_conv2d(fg_emitter *em)
+{
+    int a = em->grp->anchor;
+    if (a < 0 || em->g->nodes[a].op->kind != FG_OPK_CONV2D)
+        return fg_em_error(em, FG_ERR_INPUT, "template %s needs a conv2d anchor", em->grp->template_name);
+    const fg_node *nd = &em->g->nodes[a];
+    int xt = nd->inputs[0], wt = nd->inputs[1];
+    const fg_tensor *x = &em->g->tensors[xt], *w = &em->g->tensors[wt], *y = em->ot;
+    if (x->rank != 4 || w->rank != 4 || y->rank != 4)
+        return fg_em_error(em, FG_ERR_INPUT, "conv2d '%s' needs rank-4 input, weight and output", nd->name);
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    int64_t K = w->shape[0], Cg = w->shape[1], R = w->shape[2], S = w->shape[3];
+    int64_t groups = fg_em_attr_int(em, a, "groups", 0);
+    if (groups < 1 || C != Cg * groups || K % groups != 0 || y->shape[1] != K)
+        return fg_em_error(em, FG_ERR_INPUT, "conv2d '%s': %" PRId64 " input channels, weight [%" PRId64 ", %" PRId64
+                           ", ...], groups %" PRId64 " do not agree", nd->name, C, K, Cg, groups);
+    int64_t Kg = K / groups;
+    int depthwise = Cg == 1 && groups > 1;
+    if (strcmp(em->grp->template_name, "conv2d_depthwise") == 0 && Cg != 1)
+        return fg_em_error(em, FG_ERR_INPUT, "template conv2d_depthwise needs one input channel per group ('%s' has %"
+                           PRId64 ")", nd->name, Cg);
+
+    fg_em_shape(em, "N", N);
+    fg_em_shape(em, "C", C);
+    fg_em_shape(em, "H", H);
+    fg_em_shape(em, "W", W);
+    fg_em_shape(em, "K", K);
+    fg_em_shape(em, "OH", y->shape[2]);
+    fg_em_shape(em, "OW", y->shape[3]);
+    fg_em_shape(em, "R", R);
+    fg_em_shape(em, "S", S);
+    fg_em_shape(em, "Cg", Cg);
+    fg_em_shape(em, "Kg", Kg);
+    fg_em_shape(em, "SH", fg_em_attr_int(em, a, "stride", 0));
+    fg_em_shape(em, "SW", fg_em_attr_int(em, a, "stride", 1));
+    fg_em_shape(em, "PH", fg_em_attr_int(em, a, "padding", 0));
+    fg_em_shape(em, "PW", fg_em_attr_int(em, a, "padding", 1));
+    fg_em_shape(em, "DH", fg_em_attr_int(em, a, "dilation", 0));
+    fg_em_shape(em, "DW", fg_em_attr_int(em, a, "dilation", 1));
+
+    fg_em_set(em, "X", "%s", fg_em_tensor(em, xt, 0));
+    fg_em_set(em, "WGT", "%s", fg_em_tensor(em, wt, 0));
+    fg_em_set(em, "Y", "%s", fg_em_tensor(em, em->out, 1));
+    static const char *const xc[] = {"n", "c", "h", "w"};
+    static const char *const wc[] = {"k", "c", "r", "s"};
+    fg_status st;
+    if ((st = fg_em_offset_fn(em, "off_x", xt, xc)) != FG_OK || (st = fg_em_offset_fn(em, "off_w", wt, wc)) != FG_OK ||
+        (st = fg_em_offset_fn(em, "off_y", em->out, xc)) != FG_OK)
+        return st;
+
+    int64_t pixels = N * y->shape[2] * y->shape[3];
+    if (depthwise) {
+        const char *keys[] = {"threads"};
+        int64_t threads = 256;
+        if ((st = fg_em_tile_params(em, keys, 1, &threads)) != FG_OK)
+            return st;
+        if (threads < 32 || threads > 1024 || threads % 32)
+            return fg_em_error(em, FG_ERR_HOOK, "tile hook: threads = %" PRId64 " (want a multiple of 32 in 32..1024)",
+                               threads);
+        static const char *const yc[] = {"n", "k", "oh", "ow"};
+        fg_buf coords = {0};
+        fg_em_decompose(em, em->out, "i", yc, 2, &coords);
+        if (coords.len)
+            coords.s[--coords.len] = 0;
+        fg_em_set(em, "COORDS", "%s", coords.s);
+        fg_buf_free(&coords);
+        em->template_file = "conv2d_depthwise.cuh";
+        em->threads = (unsigned)threads;
+        int64_t blocks = (pixels * K + threads - 1) / threads;
+        em->k->grid[0] = (unsigned)(blocks > 8192 ? 8192 : blocks < 1 ? 1 : blocks);
+        em->k->grid[1] = em->k->grid[2] = 1;
+        em->k->block[0] = (unsigned)threads;
+        em->k->block[1] = em->k->block[2] = 1;
+        return FG_OK;
+    }
+
+    const char *keys[] = {"threads", "tile_k"};
+    int64_t vals[2] = {128, 8};
+    if ((st = fg_em_tile_params(em, keys, 2, vals)) != FG_OK)
+        return st;
+    if (vals[0] < 32 || vals[0] > 1024 || vals[0] % 32)
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: threads = %" PRId64 " (want a multiple of 32 in 32..1024)",
+                           vals[0]);
+    if (vals[1] < 1 || vals[1] > 32)
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_k = %" PRId64 " (want 1..32)", vals[1]);
+    int64_t tile_k = vals[1] < Kg ? vals[1] : Kg;
+    /* weights tile of at most 4096 floats (16 KiB) where the kernel allows */
+    int64_t chunk = 4096 / (tile_k * R * S);
+    if (chunk < 1)
+        chunk = 1;
+    if (chunk > Cg)
+        chunk = Cg;
+    int64_t wtile = tile_k * chunk * R * S;
+    if (wtile * 4 > 48 * 1024)
+        return fg_em_error(em, FG_ERR_UNSUPPORTED, "conv2d '%s': a %" PRId64 "x%" PRId64
+                           " kernel does not fit the shared weight tile", nd->name, R, S);
+    fg_em_set(em, "TILE_K", "%" PRId64, tile_k);
+    fg_em_set(em, "CHUNK_C", "%" PRId64, chunk);
+    fg_em_set(em, "WTILE", "%" PRId64, wtile);
+    em->template_file = "conv2d.cuh";
+    em->threads = (unsigned)vals[0];
+    int64_t tiles = (Kg + tile_k - 1) / tile_k;
+    em->k->grid[0] = (unsigned)((pixels + vals[0] - 1) / vals[0]);
+    em->k->grid[1] = (unsigned)(groups * tiles);
+    em->k->grid[2] = 1;
+    em->k->block[0] = (unsigned)vals[0];
+    em->k->block[1] = em->k->block[2] = 1;
+    if (em->k->grid[1] > 65535)
+        return fg_em_error(em, FG_ERR_UNSUPPORTED, "conv2d '%s': too many channel tiles", nd->name);
+    return FG_OK;
+}

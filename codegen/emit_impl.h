@@ -1,0 +1,113 @@
+/*
+ * emit_impl.h -- internals of source emission shared by emit.c (the
+ * framework: placeholders, parameters, offsets, the epilogue, assembly) and
+ * the template families emit_<family>.c.
+ *
+ * A family fills the emitter's dictionary (placeholder -> text), names the
+ * template file, registers the template's shape constants, and sets the
+ * launch geometry; emit.c renders the template and assembles the source:
+ *   header comment, #include, params struct, helper functions, kernel.
+ */
+#ifndef FG_EMIT_IMPL_H
+#define FG_EMIT_IMPL_H
+
+#include "context.h"
+#include "emit.h"
+
+#define FG_EM_MAX_VARS 48
+#define FG_EM_MAX_SHAPES 48
+
+typedef struct fg_emitter {
+    fg_context *ctx;
+    const fg_plan *plan;
+    const fg_graph *g;
+    const fg_group *grp;
+    const fg_rule *rule;          /* NULL: single op */
+    const fg_emit_opts *opts;
+    fg_kernel *k;
+    fg_loc loc;                   /* where errors point: the rule, else the anchor node */
+    int out;                      /* output tensor index */
+    const fg_tensor *ot;
+    int main_node;                /* node the template computes (anchor or first pointwise node) */
+    const char *template_file;    /* e.g. "conv2d.cuh" */
+    unsigned threads;             /* block size (also FG_KERNEL's max_threads) */
+    int vec_names;                /* fg_em_apply: inputs are arrays in_<name>[j], loaded by the caller */
+    int nvars;
+    struct { const char *name; char *value; } vars[FG_EM_MAX_VARS];
+    int nshapes;
+    struct { char name[24]; int64_t value; } shapes[FG_EM_MAX_SHAPES];
+    fg_buf helpers;               /* device functions placed before the kernel */
+    fg_buf notes;                 /* extra header-comment lines */
+} fg_emitter;
+
+/* ---- emit.c: services for the families -------------------------------- */
+
+/* Sets placeholder name (a string literal) to the formatted text. */
+void fg_em_set(fg_emitter *em, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Registers a shape constant of the template: `const fg_i64 NAME = value;`
+ * (specialized) or `= p.dim_NAME;` (an I64 parameter).  Only constants the
+ * kernel text mentions are emitted. */
+void fg_em_shape(fg_emitter *em, const char *name, int64_t value);
+/* Field name of tensor t in the params struct (added on first use). */
+const char *fg_em_tensor(fg_emitter *em, int t, int writes);
+/* C type of tensor t's elements: "float", "fg_half", "fg_bf16". */
+const char *fg_em_ctype(fg_dtype d);
+/* Appends the C text of dimension `axis` of tensor t: a literal when
+ * specializing, else p.dim_<field>_<axis>. */
+void fg_em_dim(fg_emitter *em, int t, int axis, fg_buf *out);
+/* Appends the memory offset of tensor t's element at logical coordinates
+ * coords[0..crank) of a space of shape cshape: numpy broadcasting
+ * (right-aligned, size-1 axes read index 0); a per_channel rank-1 tensor is
+ * indexed by the channel coordinate.  Follows t's own layout.  Errors when t
+ * does not broadcast to cshape. */
+fg_status fg_em_offset(fg_emitter *em, int t, int per_channel, const char *const *coords, int crank,
+                       const int64_t *cshape, fg_buf *out);
+/* Appends a helper `FG_DEVICE fg_i64 fname(const Params &p, fg_i64 n, ...)`
+ * returning the offset of tensor t at its own logical coordinates. */
+fg_status fg_em_offset_fn(fg_emitter *em, const char *fname, int t, const char *const *coords);
+/* The channel axis of a rank-r output (per-channel inputs): 1, or 0 for rank 1. */
+int fg_em_channel_axis(int rank);
+/* Names of the output's logical coordinates (n c h w / b row col / row col / i0). */
+const char *const *fg_em_coord_names(int rank);
+/* Input slot of node n that carries the fused chain value (produced inside
+ * the group), or -1. */
+int fg_em_chain_input(const fg_emitter *em, int node);
+/* Emits, at indentation ind, the loads of node's inputs other than the chain
+ * input as locals `in_<name>` and returns in *expr the C expression of the
+ * node's op with the chain input as `chain` (NULL: none).  Reads use the
+ * output coordinates coords (rank of the output). */
+fg_status fg_em_apply(fg_emitter *em, int node, const char *chain, const char *const *coords, int ind,
+                      fg_buf *code, fg_buf *expr);
+/* Calls the rule's tile hook (if any) for keys[0..n); vals hold defaults. */
+fg_status fg_em_tile_params(fg_emitter *em, const char *const *keys, int n, int64_t *vals);
+/* Records an error at the emitter's location (rule or node). */
+fg_status fg_em_error(fg_emitter *em, fg_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Integer attribute `name` of node nd (element index of an INTS list). */
+int64_t fg_em_attr_int(const fg_emitter *em, int nd, const char *name, int index);
+/* Emits, at indentation ind, locals coords[0..rank) decomposing the linear
+ * memory index `lin` of tensor t (t's layout): `const fg_i64 w = lin % 5;`... */
+void fg_em_decompose(fg_emitter *em, int t, const char *lin, const char *const *coords, int ind, fg_buf *out);
+/* Number of elements of tensor t. */
+int64_t fg_em_numel(const fg_emitter *em, int t);
+
+/* ---- families ----------------------------------------------------------- */
+
+typedef fg_status (*fg_em_family_fn)(fg_emitter *em);
+
+fg_status fg_emit_pointwise(fg_emitter *em);
+fg_status fg_emit_conv2d(fg_emitter *em);
+fg_status fg_emit_gemm(fg_emitter *em);
+fg_status fg_emit_pool2d(fg_emitter *em);
+
+/* Placeholders a template file uses (NULL-terminated list), or NULL when the
+ * file is not a kernel template.  Kept in sync with the files by a test. */
+const char *const *fg_template_placeholders(const char *file);
+/* Names of all kernel template files (NULL-terminated). */
+const char *const *fg_template_files(void);
+
+/* Renders template text with em's dictionary into out.  A placeholder with
+ * no value is an error; sections {{#X}}..{{/X}} (kept when X is neither empty
+ * nor "0") and {{^X}}..{{/X}} (kept otherwise) may span lines. */
+fg_status fg_em_render(fg_emitter *em, const char *name, const char *text, fg_buf *out);
+
+#endif /* FG_EMIT_IMPL_H */

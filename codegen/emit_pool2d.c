@@ -1,0 +1,102 @@
+/*
+ * emit_pool2d.c -- the pool2d family: templates/pool2d.cuh (max / average
+ * pooling with kernel, stride, padding) and global_pool.cuh (mean over H, W,
+ * one warp per output).  Semantics follow the host reference: padding is
+ * skipped and an average divides by the elements inside the input.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "emit_impl.h"
+
+static fg_status threads_param(fg_emitter *em, int64_t *threads)
+{
+    const char *keys[] = {"threads"};
+    fg_status st = fg_em_tile_params(em, keys, 1, threads);
+    if (st == FG_OK && (*threads < 32 || *threads > 1024 || *threads % 32))
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: threads = %" PRId64 " (want a multiple of 32 in 32..1024)",
+                           *threads);
+    return st;
+}
+
+static void launch_1d(fg_emitter *em, int64_t work, int64_t threads)
+{
+    int64_t blocks = (work + threads - 1) / threads;
+    em->k->grid[0] = (unsigned)(blocks > 8192 ? 8192 : blocks < 1 ? 1 : blocks);
+    em->k->grid[1] = em->k->grid[2] = 1;
+    em->k->block[0] = (unsigned)threads;
+    em->k->block[1] = em->k->block[2] = 1;
+    em->threads = (unsigned)threads;
+}
+
+fg_status fg_emit_pool2d(fg_emitter *em)
+{
+    int a = em->grp->anchor;
+    if (a < 0 || (em->g->nodes[a].op->kind != FG_OPK_POOL2D && em->g->nodes[a].op->kind != FG_OPK_GLOBAL_POOL))
+        return fg_em_error(em, FG_ERR_INPUT, "template pool2d needs a pool2d or global_pool anchor");
+    const fg_node *nd = &em->g->nodes[a];
+    int xt = nd->inputs[0];
+    const fg_tensor *x = &em->g->tensors[xt], *y = em->ot;
+    if (x->rank != 4)
+        return fg_em_error(em, FG_ERR_INPUT, "pooling '%s' needs a rank-4 input", nd->name);
+    fg_status st;
+    int64_t threads = 128;
+    if ((st = threads_param(em, &threads)) != FG_OK)
+        return st;
+    fg_em_shape(em, "N", x->shape[0]);
+    fg_em_shape(em, "C", x->shape[1]);
+    fg_em_shape(em, "H", x->shape[2]);
+    fg_em_shape(em, "W", x->shape[3]);
+    fg_em_set(em, "X", "%s", fg_em_tensor(em, xt, 0));
+    fg_em_set(em, "Y", "%s", fg_em_tensor(em, em->out, 1));
+    static const char *const xc[] = {"n", "c", "h", "w"};
+    if ((st = fg_em_offset_fn(em, "off_x", xt, xc)) != FG_OK)
+        return st;
+
+    if (nd->op->kind == FG_OPK_GLOBAL_POOL) {
+        if (y->rank != 4 && y->rank != 2)
+            return fg_em_error(em, FG_ERR_INPUT, "global pooling '%s' output must be [N, C, 1, 1] or [N, C]", nd->name);
+        static const char *const yc4[] = {"n", "c", "0", "0"};
+        static const char *const yc2[] = {"n", "c"};
+        fg_buf off = {0};
+        st = fg_em_offset(em, em->out, 0, y->rank == 4 ? yc4 : yc2, y->rank, y->shape, &off);
+        if (st == FG_OK)
+            fg_buf_printf(&em->helpers, "// offset of %s at (n, c%s)\nFG_DEVICE fg_i64 off_y(const fg_params_%s &p, "
+                          "fg_i64 n, fg_i64 c)\n{\n    return %s;\n}\n\n", y->name, y->rank == 4 ? ", 0, 0" : "",
+                          em->k->name, off.s);
+        fg_buf_free(&off);
+        if (st != FG_OK)
+            return st;
+        fg_em_set(em, "EPI_ARGS", "%s", y->rank == 4 ? "n, c, 0, 0" : "n, c");
+        em->template_file = "global_pool.cuh";
+        launch_1d(em, x->shape[0] * x->shape[1] * 32, threads);
+        return FG_OK;
+    }
+
+    if (y->rank != 4)
+        return fg_em_error(em, FG_ERR_INPUT, "pooling '%s' output must be rank 4", nd->name);
+    int is_max = nd->op->reduce && strcmp(nd->op->reduce, "max") == 0;
+    fg_em_shape(em, "OH", y->shape[2]);
+    fg_em_shape(em, "OW", y->shape[3]);
+    fg_em_shape(em, "R", fg_em_attr_int(em, a, "kernel", 0));
+    fg_em_shape(em, "S", fg_em_attr_int(em, a, "kernel", 1));
+    fg_em_shape(em, "SH", fg_em_attr_int(em, a, "stride", 0));
+    fg_em_shape(em, "SW", fg_em_attr_int(em, a, "stride", 1));
+    fg_em_shape(em, "PH", fg_em_attr_int(em, a, "padding", 0));
+    fg_em_shape(em, "PW", fg_em_attr_int(em, a, "padding", 1));
+    static const char *const yc[] = {"n", "c", "oh", "ow"};
+    if ((st = fg_em_offset_fn(em, "off_y", em->out, xc)) != FG_OK)
+        return st;
+    fg_buf coords = {0};
+    fg_em_decompose(em, em->out, "i", yc, 2, &coords);
+    if (coords.len)
+        coords.s[--coords.len] = 0;
+    fg_em_set(em, "COORDS", "%s", coords.s);
+    fg_buf_free(&coords);
+    fg_em_set(em, "INIT", "%s", is_max ? "-3.402823466e+38f  /* lowest float */" : "0.0f");
+    fg_em_set(em, "REDUCE", "%s", is_max ? "xv > acc ? xv : acc" : "acc + xv");
+    fg_em_set(em, "FINISH", "%s", is_max ? "count > 0 ? acc : 0.0f" : "count > 0 ? acc / (float)count : 0.0f");
+    em->template_file = "pool2d.cuh";
+    launch_1d(em, fg_em_numel(em, em->out), threads);
+    return FG_OK;
+}

@@ -1,0 +1,152 @@
+/*
+ * graph.c -- helpers over fg_graph (ir.h): lookups, attribute access, deep
+ * copy, appending tensors and nodes, consumer counts, element counts and
+ * dtype sizes, and fg_graph_free.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+
+int fg_graph_find_tensor(const fg_graph *g, const char *name)
+{
+    for (int i = 0; i < g->ntensors; i++)
+        if (g->tensors[i].name == name || strcmp(g->tensors[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int fg_graph_find_node(const fg_graph *g, const char *name)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].name == name || strcmp(g->nodes[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int64_t fg_tensor_numel(const fg_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+size_t fg_dtype_size(fg_dtype t)
+{
+    switch (t) {
+    case FG_DTYPE_F32: return 4;
+    case FG_DTYPE_F16:
+    case FG_DTYPE_BF16: return 2;
+    default: return 0;
+    }
+}
+
+const fg_attr_value *fg_node_attr(const fg_node *n, const char *name)
+{
+    if (!n->op)
+        return NULL;
+    for (int i = 0; i < n->op->nattrs; i++)
+        if (strcmp(n->op->attrs[i].name, name) == 0)
+            return &n->attrs[i];
+    return NULL;
+}
+
+/* INT/BOOL: the value; INTS: element index (the last one past the end, 0
+ * when empty); FLOAT: truncated; missing attribute: 0. */
+int64_t fg_node_attr_int(const fg_node *n, const char *name, int index)
+{
+    const fg_attr_value *v = fg_node_attr(n, name);
+    if (!v)
+        return 0;
+    switch (v->type) {
+    case FG_ATTR_INT:
+    case FG_ATTR_BOOL: return v->i;
+    case FG_ATTR_FLOAT: return (int64_t)v->f;
+    case FG_ATTR_INTS:
+        if (v->n == 0)
+            return 0;
+        return v->ints[index < 0 ? 0 : index < v->n ? index : v->n - 1];
+    default: return 0;
+    }
+}
+
+/* FLOAT: the value; INT/BOOL converted; others and missing: 0. */
+double fg_node_attr_float(const fg_node *n, const char *name)
+{
+    const fg_attr_value *v = fg_node_attr(n, name);
+    if (!v)
+        return 0;
+    switch (v->type) {
+    case FG_ATTR_FLOAT: return v->f;
+    case FG_ATTR_INT:
+    case FG_ATTR_BOOL: return (double)v->i;
+    default: return 0;
+    }
+}
+
+fg_graph *fg_graph_clone(const fg_graph *g)
+{
+    fg_graph *c = fg_xcalloc(1, sizeof *c);
+    *c = *g;
+    c->tensors = fg_xcalloc((size_t)g->ntensors + 1, sizeof *c->tensors);
+    c->tensors_cap = g->ntensors + 1;
+    memcpy(c->tensors, g->tensors, sizeof *c->tensors * (size_t)g->ntensors);
+    for (int i = 0; i < g->ntensors; i++) {
+        const fg_tensor *t = &g->tensors[i];
+        if (t->data) {
+            size_t bytes = sizeof(float) * (size_t)fg_tensor_numel(t);
+            c->tensors[i].data = fg_xmalloc(bytes ? bytes : 1);
+            memcpy(c->tensors[i].data, t->data, bytes);
+        }
+    }
+    c->nodes = fg_xcalloc((size_t)g->nnodes + 1, sizeof *c->nodes);
+    c->nodes_cap = g->nnodes + 1;
+    memcpy(c->nodes, g->nodes, sizeof *c->nodes * (size_t)g->nnodes);
+    c->inputs = fg_xcalloc((size_t)g->ninputs + 1, sizeof *c->inputs);
+    memcpy(c->inputs, g->inputs, sizeof *c->inputs * (size_t)g->ninputs);
+    c->outputs = fg_xcalloc((size_t)g->noutputs + 1, sizeof *c->outputs);
+    memcpy(c->outputs, g->outputs, sizeof *c->outputs * (size_t)g->noutputs);
+    return c;
+}
+
+int fg_graph_add_tensor(fg_graph *g, const fg_tensor *t)
+{
+    *FG_PUSH(g->tensors, g->ntensors, g->tensors_cap) = *t;
+    return g->ntensors - 1;
+}
+
+int fg_graph_add_node(fg_graph *g, const fg_node *n)
+{
+    *FG_PUSH(g->nodes, g->nnodes, g->nodes_cap) = *n;
+    return g->nnodes - 1;
+}
+
+void fg_graph_recount(fg_graph *g)
+{
+    for (int i = 0; i < g->ntensors; i++) {
+        g->tensors[i].producer = -1;
+        g->tensors[i].nconsumers = 0;
+    }
+    for (int n = 0; n < g->nnodes; n++) {
+        const fg_node *nd = &g->nodes[n];
+        if (nd->output >= 0 && nd->output < g->ntensors)
+            g->tensors[nd->output].producer = n;
+        for (int i = 0; i < nd->ninputs; i++)
+            if (nd->inputs[i] >= 0 && nd->inputs[i] < g->ntensors)
+                g->tensors[nd->inputs[i]].nconsumers++;
+    }
+}
+
+FG_API void fg_graph_free(fg_graph *g)
+{
+    if (!g)
+        return;
+    for (int i = 0; i < g->ntensors; i++)
+        free(g->tensors[i].data);
+    free(g->tensors);
+    free(g->nodes);
+    free(g->inputs);
+    free(g->outputs);
+    free(g);
+}

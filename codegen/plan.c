@@ -1,0 +1,777 @@
+/*
+ * plan.c -- the planner: matches the context's fusion rules on a graph and
+ * builds the fused groups of an fg_plan (ir.h), then runs the rules' folds
+ * on the plan's private copy of the graph and resolves each group's
+ * epilogue to graph indices.
+ *
+ * Matching walks the nodes in graph (topological) order.  A node not grouped
+ * yet anchors a small backtracking search per rule whose first step accepts
+ * it; the best complete match (priority, then most nodes, then load order)
+ * becomes a group.  Legality lives here, once: every fused intermediate has
+ * exactly one consumer and is not a graph output, every step consumes the
+ * previous step's output, all nodes share the output dtype, the rule's dtype
+ * and layout guards hold, and a node belongs to one group.  When a rule
+ * almost matched, a note says which condition failed (--explain).
+ */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "context.h"
+#include "expr.h"
+#include "fold.h"
+#include "hook.h"
+#include "util.h"
+
+/* A candidate match of one rule: nodes in chain order and the step each took. */
+typedef struct pmatch {
+    int n;
+    int nodes[FG_MAX_GROUP_NODES];
+    int steps[FG_MAX_GROUP_NODES];
+} pmatch;
+
+/* A near-miss note: child was not fused into parent. */
+typedef struct pnote {
+    int child, parent;
+    char *text;
+} pnote;
+
+/* Op pointer -> index into ctx->ops, sorted by pointer for bsearch. */
+typedef struct opslot {
+    const fg_opdef *op;
+    int idx;
+} opslot;
+
+typedef struct planner {
+    fg_context *ctx;
+    fg_graph *g;
+    int *cons_start;       /* consumers of tensor t: cons[cons_start[t] .. cons_start[t+1]), unique, ascending */
+    int *cons;
+    int *reads;            /* tensor -> number of reads (a node reading twice counts twice) */
+    int *member;           /* node -> group index, -1 while free */
+    fg_group *groups;
+    int ngroups, groups_cap;
+    int (*gsteps)[FG_MAX_GROUP_NODES];   /* per group: the rule step of each node */
+    int gsteps_cap;
+    pnote *notes;
+    int nnotes, notes_cap;
+    opslot *opidx;         /* sorted */
+    int nopidx;
+    int **rules_by_op;     /* per ctx op index: rule indices (ascending), -1 terminated */
+    fg_status st;          /* first hook error */
+} planner;
+
+/* ---- small helpers ----------------------------------------------------- */
+
+const char *fg_plan_short_path(const char *path)
+{
+    static __thread char cwd[4096];
+    static __thread int have;
+    if (!path)
+        return "?";
+    if (!have) {
+        if (!getcwd(cwd, sizeof cwd))
+            cwd[0] = 0;
+        have = 1;
+    }
+    size_t n = strlen(cwd);
+    if (n > 1 && strncmp(path, cwd, n) == 0 && path[n] == '/')
+        return path + n + 1;
+    return path;
+}
+
+static const fg_attr_value *node_attr(const fg_node *nd, const char *name)
+{
+    for (int i = 0; i < nd->op->nattrs; i++)
+        if (strcmp(nd->op->attrs[i].name, name) == 0)
+            return &nd->attrs[i];
+    return NULL;
+}
+
+static double attr_number(const fg_attr_value *v)
+{
+    switch (v->type) {
+    case FG_ATTR_INT:
+    case FG_ATTR_BOOL: return (double)v->i;
+    case FG_ATTR_FLOAT: return v->f;
+    case FG_ATTR_INTS: return v->n > 0 ? (double)v->ints[0] : 0.0;
+    default: return 0.0;
+    }
+}
+
+static int op_lookup(const planner *P, const fg_opdef *op)
+{
+    int lo = 0, hi = P->nopidx - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (P->opidx[mid].op == op)
+            return P->opidx[mid].idx;
+        if ((uintptr_t)P->opidx[mid].op < (uintptr_t)op)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+static int cmp_opslot(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const opslot *)a)->op, y = (uintptr_t)((const opslot *)b)->op;
+    return x < y ? -1 : x > y;
+}
+
+/* Nonzero when step st names op (by alternation or by kind). */
+static int step_names_op(const fg_rule_step *st, const fg_opdef *op)
+{
+    for (int i = 0; i < st->nops; i++)
+        if (st->ops[i] == op)
+            return 1;
+    return (st->kinds & (1u << op->kind)) != 0;
+}
+
+/* Evaluates a step's `where` on a node (variable i is the attribute named
+ * st->where_vars[i]): 0 when false or when the expression uses an attribute
+ * the node's op does not have. */
+static int where_holds(const fg_context *ctx, const fg_rule_step *st, const fg_node *nd)
+{
+    double vals[FG_MAX_WHERE_VARS + 1];
+    for (int i = 0; i < st->nwhere_vars; i++) {
+        vals[i] = 0.0;
+        if (!fg_expr_uses(st->where, i))
+            continue;
+        const fg_attr_value *v = node_attr(nd, st->where_vars[i]);
+        if (!v)
+            return 0;
+        vals[i] = attr_number(v);
+    }
+    return fg_expr_eval(st->where, vals) != 0.0;
+}
+
+/* Accepts node for step s of r: 1 yes; -1 when the step does not name the
+ * node's op at all; 0 when it does but `where` or the predicate hook is
+ * false (why is filled in). */
+static int step_accepts(planner *P, const fg_rule *r, int s, int node, char *why, size_t whysz)
+{
+    const fg_rule_step *st = &r->steps[s];
+    const fg_node *nd = &P->g->nodes[node];
+    if (!step_names_op(st, nd->op))
+        return -1;
+    if (st->where && !where_holds(P->ctx, st, nd)) {
+        snprintf(why, whysz, "where \"%s\" is false", st->where_src ? st->where_src : "?");
+        return 0;
+    }
+    if (st->where_hook) {
+        int res = 0;
+        fg_status hs = fg_hook_predicate(P->ctx, st->where_hook, st->loc, P->g, node, &res);
+        if (hs != FG_OK) {
+            if (P->st == FG_OK)
+                P->st = hs;
+            snprintf(why, whysz, "hook '%s' failed", st->where_hook);
+            return 0;
+        }
+        if (!res) {
+            snprintf(why, whysz, "hook '%s' returned false", st->where_hook);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void add_note(planner *P, const fg_rule *r, int child, int parent, const char *why)
+{
+    fg_buf b = {0};
+    const fg_graph *g = P->g;
+    if (parent >= 0)
+        fg_buf_printf(&b, "%s not fused into %s", g->nodes[child].name, g->nodes[parent].name);
+    else
+        fg_buf_printf(&b, "%s not matched", g->nodes[child].name);
+    fg_buf_printf(&b, " (rule %s at %s:%d): %s", r->name, fg_plan_short_path(r->loc.file), r->loc.line, why);
+    pnote *nt = FG_PUSH(P->notes, P->nnotes, P->notes_cap);
+    nt->child = child;
+    nt->parent = parent;
+    nt->text = fg_buf_take(&b);
+}
+
+static void mask_names(unsigned mask, int count, const char *(*name)(int), fg_buf *b)
+{
+    int first = 1;
+    for (int i = 0; i < count; i++)
+        if (mask & (1u << i)) {
+            fg_buf_printf(b, "%s%s", first ? "" : ", ", name(i));
+            first = 0;
+        }
+}
+static const char *dtype_name_i(int i) { return fg_dtype_name((fg_dtype)i); }
+static const char *layout_name_i(int i) { return fg_layout_name((fg_layout)i); }
+
+/* ---- the search -------------------------------------------------------- */
+
+typedef struct search {
+    planner *P;
+    const fg_rule *r;
+    pmatch cur, best;
+    int have_best;
+} search;
+
+static void try_step(search *S, int s);
+
+/* Whole-match conditions: dtype and layout guards, no cycles through
+ * apply inputs.  Records a note and returns 0 when one fails. */
+static int match_legal(search *S)
+{
+    planner *P = S->P;
+    const fg_graph *g = P->g;
+    const fg_rule *r = S->r;
+    const pmatch *m = &S->cur;
+    unsigned all_dt = (1u << FG_DTYPE_COUNT) - 1, all_lay = (1u << FG_LAYOUT_COUNT) - 1;
+    const fg_tensor *out0 = &g->tensors[g->nodes[m->nodes[0]].output];
+    int child = m->n > 1 ? m->nodes[1] : m->nodes[0], parent = m->n > 1 ? m->nodes[0] : -1;
+    char why[512];
+    if (r->dtypes && (r->dtypes & all_dt) != all_dt && !(r->dtypes & (1u << out0->dtype))) {
+        fg_buf b = {0};
+        fg_buf_printf(&b, "dtype %s not allowed by rule %s (dtypes: ", fg_dtype_name(out0->dtype), r->name);
+        mask_names(r->dtypes, FG_DTYPE_COUNT, dtype_name_i, &b);
+        fg_buf_put(&b, ")");
+        if (m->n > 1)
+            add_note(P, r, child, parent, b.s);
+        fg_buf_free(&b);
+        return 0;
+    }
+    for (int i = 0; i < m->n; i++) {
+        const fg_tensor *t = &g->tensors[g->nodes[m->nodes[i]].output];
+        if (t->rank != 4)
+            continue;
+        if (r->layouts && (r->layouts & all_lay) != all_lay && !(r->layouts & (1u << t->layout))) {
+            fg_buf b = {0};
+            fg_buf_printf(&b, "layout %s not allowed by rule %s (layouts: ", fg_layout_name(t->layout), r->name);
+            mask_names(r->layouts, FG_LAYOUT_COUNT, layout_name_i, &b);
+            fg_buf_put(&b, ")");
+            if (m->n > 1)
+                add_note(P, r, child, parent, b.s);
+            fg_buf_free(&b);
+            return 0;
+        }
+    }
+    /* An input of a later node must not come from itself or a later node of the group. */
+    for (int i = 1; i < m->n; i++) {
+        const fg_node *nd = &g->nodes[m->nodes[i]];
+        for (int j = 0; j < nd->ninputs; j++) {
+            if (nd->inputs[j] < 0)
+                continue;
+            int prod = g->tensors[nd->inputs[j]].producer;
+            for (int k = i; k < m->n; k++)
+                if (prod == m->nodes[k]) {
+                    snprintf(why, sizeof why, "input %s of %s is produced inside the group",
+                             g->tensors[nd->inputs[j]].name, nd->name);
+                    add_note(P, r, m->nodes[i], m->nodes[i - 1], why);
+                    return 0;
+                }
+        }
+    }
+    return 1;
+}
+
+static void complete(search *S)
+{
+    if (S->have_best && S->cur.n <= S->best.n)
+        return;
+    if (!match_legal(S))
+        return;
+    S->best = S->cur;
+    S->have_best = 1;
+}
+
+/* Takes one node for step s: a consumer of the last matched node's output. */
+static void take_step(search *S, int s)
+{
+    planner *P = S->P;
+    const fg_graph *g = P->g;
+    const fg_rule *r = S->r;
+    if (S->cur.n >= FG_MAX_GROUP_NODES)
+        return;
+    int prev = S->cur.nodes[S->cur.n - 1];
+    int t = g->nodes[prev].output;
+    const fg_tensor *tt = &g->tensors[t];
+    fg_dtype dt = g->tensors[g->nodes[S->cur.nodes[0]].output].dtype;
+    char why[512];
+    for (int k = P->cons_start[t]; k < P->cons_start[t + 1]; k++) {
+        int c = P->cons[k];
+        int a = step_accepts(P, r, s, c, why, sizeof why);
+        if (a < 0)
+            continue;
+        if (a == 0) {
+            add_note(P, r, c, prev, why);
+            continue;
+        }
+        if (tt->is_output) {
+            snprintf(why, sizeof why, "%s's output is a graph output", g->nodes[prev].name);
+            add_note(P, r, c, prev, why);
+            continue;
+        }
+        if (P->reads[t] != 1) {
+            fg_buf b = {0};
+            int others = 0;
+            for (int q = P->cons_start[t]; q < P->cons_start[t + 1]; q++)
+                if (P->cons[q] != c) {
+                    fg_buf_printf(&b, "%s%s", others ? ", " : "", g->nodes[P->cons[q]].name);
+                    others++;
+                }
+            if (others)
+                snprintf(why, sizeof why, "%s's output also feeds %s", g->nodes[prev].name, b.s);
+            else
+                snprintf(why, sizeof why, "%s reads %s's output more than once", g->nodes[c].name,
+                         g->nodes[prev].name);
+            fg_buf_free(&b);
+            add_note(P, r, c, prev, why);
+            continue;
+        }
+        if (P->member[c] >= 0) {
+            const fg_group *og = &P->groups[P->member[c]];
+            snprintf(why, sizeof why, "%s is already in the group of %s (rule %s)", g->nodes[c].name,
+                     g->nodes[og->nodes[0]].name, og->rule >= 0 ? P->ctx->rules[og->rule]->name : "-");
+            add_note(P, r, c, prev, why);
+            continue;
+        }
+        fg_dtype cdt = g->tensors[g->nodes[c].output].dtype;
+        if (cdt != dt) {
+            snprintf(why, sizeof why, "dtypes differ (%s %s, %s %s)", g->nodes[prev].name, fg_dtype_name(dt),
+                     g->nodes[c].name, fg_dtype_name(cdt));
+            add_note(P, r, c, prev, why);
+            continue;
+        }
+        S->cur.nodes[S->cur.n] = c;
+        S->cur.steps[S->cur.n] = s;
+        S->cur.n++;
+        if (r->steps[s].repeat)
+            take_step(S, s);
+        try_step(S, s + 1);
+        S->cur.n--;
+    }
+}
+
+/* Fills step s (greedily, then without it when it is optional) and the rest. */
+static void try_step(search *S, int s)
+{
+    if (s == S->r->nsteps) {
+        complete(S);
+        return;
+    }
+    take_step(S, s);
+    if (S->r->steps[s].optional)
+        try_step(S, s + 1);
+}
+
+/* Best match of rule r anchored at node, or 0 when none. */
+static int match_rule(planner *P, const fg_rule *r, int node, pmatch *out)
+{
+    search S;
+    memset(&S, 0, sizeof S);
+    S.P = P;
+    S.r = r;
+    char why[512];
+    for (int s = 0; s < r->nsteps; s++) {
+        if (step_accepts(P, r, s, node, why, sizeof why) == 1) {
+            S.cur.n = 1;
+            S.cur.nodes[0] = node;
+            S.cur.steps[0] = s;
+            if (r->steps[s].repeat)
+                take_step(&S, s);
+            try_step(&S, s + 1);
+        }
+        if (!r->steps[s].optional)
+            break;
+    }
+    if (S.have_best)
+        *out = S.best;
+    return S.have_best;
+}
+
+/* ---- groups ------------------------------------------------------------ */
+
+static int node_is_anchor_kind(const fg_node *nd)
+{
+    fg_op_kind k = nd->op->kind;
+    return k == FG_OPK_CONV2D || k == FG_OPK_MATMUL || k == FG_OPK_POOL2D || k == FG_OPK_GLOBAL_POOL;
+}
+
+static int add_group(planner *P, int rule, const pmatch *m)
+{
+    const fg_graph *g = P->g;
+    fg_group *grp = FG_PUSH(P->groups, P->ngroups, P->groups_cap);
+    memset(grp, 0, sizeof *grp);
+    fg_grow((void **)&P->gsteps, &P->gsteps_cap, P->ngroups, sizeof *P->gsteps);
+    int gi = P->ngroups - 1;
+    grp->rule = rule;
+    grp->nnodes = m->n;
+    for (int i = 0; i < m->n; i++) {
+        grp->nodes[i] = m->nodes[i];
+        P->gsteps[gi][i] = m->steps[i];
+        P->member[m->nodes[i]] = gi;
+    }
+    const fg_node *first = &g->nodes[m->nodes[0]];
+    grp->anchor = node_is_anchor_kind(first) ? m->nodes[0] : -1;
+    grp->output = g->nodes[m->nodes[m->n - 1]].output;
+    if (rule >= 0) {
+        grp->template_name = P->ctx->rules[rule]->template_name;
+    } else {
+        switch (first->op->kind) {
+        case FG_OPK_CONV2D: grp->template_name = "conv2d"; break;
+        case FG_OPK_MATMUL: grp->template_name = "gemm"; break;
+        case FG_OPK_POOL2D:
+        case FG_OPK_GLOBAL_POOL: grp->template_name = "pool2d"; break;
+        default: grp->template_name = "pointwise"; break;
+        }
+    }
+    return gi;
+}
+
+/* Index of node's input named name in its op, or -1. */
+static int input_index(const fg_node *nd, const char *name)
+{
+    for (int i = 0; i < nd->op->ninputs; i++)
+        if (strcmp(nd->op->inputs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static fg_status push_epi(fg_context *ctx, const fg_rule *r, fg_group *grp, fg_epi_kind kind, int node, int tensor,
+                          const char *hook)
+{
+    if (grp->nepi >= FG_MAX_EPILOGUE)
+        return fg_diag_error(ctx, FG_ERR_INPUT, r ? r->loc : FG_NOLOC,
+                             "rule %s: a group's epilogue has more than %d stages", r ? r->name : "-",
+                             FG_MAX_EPILOGUE);
+    fg_group_epi *e = &grp->epi[grp->nepi++];
+    e->kind = kind;
+    e->node = node;
+    e->tensor = tensor;
+    e->hook = hook;
+    return FG_OK;
+}
+
+/* Resolves the epilogue of group gi (after folds): rule stages to graph
+ * indices; stages of absent optional steps, absent inputs or folded nodes are
+ * skipped; an APPLY of a repeat step gives one entry per node. */
+static fg_status resolve_epilogue(planner *P, int gi)
+{
+    fg_group *grp = &P->groups[gi];
+    const fg_graph *g = P->g;
+    fg_status st = FG_OK;
+    grp->nepi = 0;
+    if (grp->rule < 0) {
+        const fg_node *nd = &g->nodes[grp->nodes[0]];
+        switch (nd->op->kind) {
+        case FG_OPK_CONV2D:
+        case FG_OPK_MATMUL: {
+            int bi = input_index(nd, "bias");
+            if (bi >= 0 && nd->inputs[bi] >= 0)
+                st = push_epi(P->ctx, NULL, grp, FG_EPI_BIAS, grp->nodes[0], nd->inputs[bi], NULL);
+            break;
+        }
+        case FG_OPK_POINTWISE:
+        case FG_OPK_BATCH_NORM:
+            if (!nd->folded)
+                st = push_epi(P->ctx, NULL, grp, FG_EPI_APPLY, grp->nodes[0], -1, NULL);
+            break;
+        default: break;
+        }
+        return st;
+    }
+    const fg_rule *r = P->ctx->rules[grp->rule];
+    for (int e = 0; e < r->nepilogue && st == FG_OK; e++) {
+        const fg_epi_stage *es = &r->epilogue[e];
+        for (int i = 0; i < grp->nnodes && st == FG_OK; i++) {
+            if (es->step >= 0 && P->gsteps[gi][i] != es->step)
+                continue;
+            if (es->step < 0 && i > 0)
+                break;
+            int node = grp->nodes[i];
+            const fg_node *nd = &g->nodes[node];
+            if (es->kind == FG_EPI_BIAS) {
+                const fg_rule_step *rs = &r->steps[es->step];
+                int bi = -1;
+                if (rs->nops > 0 && es->input >= 0 && es->input < rs->ops[0]->ninputs)
+                    bi = input_index(nd, rs->ops[0]->inputs[es->input].name);
+                else if (es->input >= 0 && es->input < nd->ninputs)
+                    bi = es->input;
+                if (bi >= 0 && nd->inputs[bi] >= 0 && !nd->folded)
+                    st = push_epi(P->ctx, r, grp, FG_EPI_BIAS, node, nd->inputs[bi], NULL);
+                break;
+            } else if (es->kind == FG_EPI_APPLY) {
+                if (!nd->folded)
+                    st = push_epi(P->ctx, r, grp, FG_EPI_APPLY, node, -1, NULL);
+            } else {
+                st = push_epi(P->ctx, r, grp, FG_EPI_HOOK, node, -1, es->hook);
+                break;
+            }
+        }
+    }
+    return st;
+}
+
+static int cmp_pair(const void *a, const void *b)
+{
+    const int *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+/* Puts groups in execution order: by their last node.  A group's inputs come
+ * from graph inputs, weights or another group's last node, which precedes
+ * the consuming node in graph order. */
+static void order_groups(planner *P)
+{
+    int n = P->ngroups;
+    int(*key)[2] = fg_xmalloc((size_t)(n ? n : 1) * sizeof *key);
+    int *perm = fg_xmalloc((size_t)(n ? n : 1) * sizeof *perm);
+    for (int i = 0; i < n; i++) {
+        key[i][0] = P->groups[i].nodes[P->groups[i].nnodes - 1];
+        key[i][1] = i;
+    }
+    qsort(key, (size_t)n, sizeof *key, cmp_pair);
+    for (int i = 0; i < n; i++)
+        perm[i] = key[i][1];
+    free(key);
+    fg_group *ng = fg_xmalloc((size_t)(n ? n : 1) * sizeof *ng);
+    int(*ns)[FG_MAX_GROUP_NODES] = fg_xmalloc((size_t)(n ? n : 1) * sizeof *ns);
+    for (int i = 0; i < n; i++) {
+        ng[i] = P->groups[perm[i]];
+        memcpy(ns[i], P->gsteps[perm[i]], sizeof ns[i]);
+        for (int k = 0; k < ng[i].nnodes; k++)
+            P->member[ng[i].nodes[k]] = i;
+    }
+    free(P->groups);
+    free(P->gsteps);
+    free(perm);
+    P->groups = ng;
+    P->gsteps = ns;
+    P->groups_cap = P->gsteps_cap = n;
+}
+
+/* ---- setup ------------------------------------------------------------- */
+
+static void build_consumers(planner *P)
+{
+    const fg_graph *g = P->g;
+    int nt = g->ntensors;
+    P->cons_start = fg_xcalloc((size_t)nt + 1, sizeof *P->cons_start);
+    P->reads = fg_xcalloc((size_t)nt + 1, sizeof *P->reads);
+    for (int i = 0; i < g->nnodes; i++)
+        for (int j = 0; j < g->nodes[i].ninputs; j++) {
+            int t = g->nodes[i].inputs[j];
+            if (t < 0)
+                continue;
+            P->reads[t]++;
+            int dup = 0;
+            for (int k = 0; k < j && !dup; k++)
+                dup = g->nodes[i].inputs[k] == t;
+            if (!dup)
+                P->cons_start[t + 1]++;
+        }
+    for (int t = 0; t < nt; t++)
+        P->cons_start[t + 1] += P->cons_start[t];
+    P->cons = fg_xmalloc((size_t)(P->cons_start[nt] ? P->cons_start[nt] : 1) * sizeof *P->cons);
+    int *fill = fg_xmalloc((size_t)(nt ? nt : 1) * sizeof *fill);
+    memcpy(fill, P->cons_start, (size_t)nt * sizeof *fill);
+    for (int i = 0; i < g->nnodes; i++)
+        for (int j = 0; j < g->nodes[i].ninputs; j++) {
+            int t = g->nodes[i].inputs[j];
+            if (t < 0)
+                continue;
+            int dup = 0;
+            for (int k = 0; k < j && !dup; k++)
+                dup = g->nodes[i].inputs[k] == t;
+            if (!dup)
+                P->cons[fill[t]++] = i;
+        }
+    free(fill);
+}
+
+/* Indexes the rules by the ops their leading steps accept (a rule whose
+ * first steps are optional is listed under each op they could start with). */
+static void build_rule_index(planner *P)
+{
+    const fg_context *ctx = P->ctx;
+    P->nopidx = ctx->nops;
+    P->opidx = fg_xmalloc((size_t)(ctx->nops ? ctx->nops : 1) * sizeof *P->opidx);
+    for (int i = 0; i < ctx->nops; i++) {
+        P->opidx[i].op = ctx->ops[i];
+        P->opidx[i].idx = i;
+    }
+    qsort(P->opidx, (size_t)ctx->nops, sizeof *P->opidx, cmp_opslot);
+    P->rules_by_op = fg_xcalloc((size_t)(ctx->nops ? ctx->nops : 1), sizeof *P->rules_by_op);
+    int *tmp = fg_xmalloc((size_t)(ctx->nrules + 1) * sizeof *tmp);
+    for (int o = 0; o < ctx->nops; o++) {
+        int n = 0;
+        for (int ri = 0; ri < ctx->nrules; ri++) {
+            const fg_rule *r = ctx->rules[ri];
+            for (int s = 0; s < r->nsteps; s++) {
+                if (step_names_op(&r->steps[s], ctx->ops[o])) {
+                    tmp[n++] = ri;
+                    break;
+                }
+                if (!r->steps[s].optional)
+                    break;
+            }
+        }
+        tmp[n] = -1;
+        P->rules_by_op[o] = fg_xmalloc((size_t)(n + 1) * sizeof *tmp);
+        memcpy(P->rules_by_op[o], tmp, (size_t)(n + 1) * sizeof *tmp);
+    }
+    free(tmp);
+}
+
+static void planner_free(planner *P)
+{
+    free(P->cons_start);
+    free(P->cons);
+    free(P->reads);
+    free(P->member);
+    free(P->groups);
+    free(P->gsteps);
+    for (int i = 0; i < P->nnotes; i++)
+        free(P->notes[i].text);
+    free(P->notes);
+    if (P->rules_by_op)
+        for (int i = 0; i < P->nopidx; i++)
+            free(P->rules_by_op[i]);
+    free(P->rules_by_op);
+    free(P->opidx);
+}
+
+/* Better candidate: higher priority, then more nodes, then earlier rule. */
+static int better(const fg_context *ctx, int ra, const pmatch *a, int rb, const pmatch *b)
+{
+    if (rb < 0)
+        return 1;
+    int pa = ctx->rules[ra]->priority, pb = ctx->rules[rb]->priority;
+    if (pa != pb)
+        return pa > pb;
+    if (a->n != b->n)
+        return a->n > b->n;
+    return ra < rb;
+}
+
+/* Keeps the notes whose nodes did not end up in one group; drops repeats. */
+static void finish_notes(planner *P, fg_plan *p)
+{
+    p->notes = fg_xmalloc((size_t)(P->nnotes ? P->nnotes : 1) * sizeof *p->notes);
+    p->nnotes = 0;
+    for (int i = 0; i < P->nnotes; i++) {
+        pnote *nt = &P->notes[i];
+        int keep = !(nt->parent >= 0 && P->member[nt->child] == P->member[nt->parent]);
+        for (int k = 0; k < p->nnotes && keep; k++)
+            keep = strcmp(p->notes[k], nt->text) != 0;
+        if (keep) {
+            p->notes[p->nnotes++] = nt->text;
+            nt->text = NULL;
+        }
+    }
+}
+
+/* ---- entry points ------------------------------------------------------ */
+
+FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out)
+{
+    *out = NULL;
+    fg_plan *p = fg_xcalloc(1, sizeof *p);
+    p->source = g;
+    p->graph = fg_graph_clone(g);
+    if (!p->graph) {
+        free(p);
+        return fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "could not copy graph %s", g->name ? g->name : "");
+    }
+    planner P;
+    memset(&P, 0, sizeof P);
+    P.ctx = ctx;
+    P.g = p->graph;
+    fg_graph *pg = p->graph;
+    P.member = fg_xmalloc((size_t)(pg->nnodes ? pg->nnodes : 1) * sizeof *P.member);
+    for (int i = 0; i < pg->nnodes; i++)
+        P.member[i] = -1;
+    build_consumers(&P);
+    build_rule_index(&P);
+
+    for (int n = 0; n < pg->nnodes; n++) {
+        if (P.member[n] >= 0)
+            continue;
+        int best_rule = -1;
+        pmatch best, m;
+        memset(&best, 0, sizeof best);
+        if (!pg->nodes[n].folded) {
+            int oi = op_lookup(&P, pg->nodes[n].op);
+            if (oi >= 0) {
+                for (const int *rp = P.rules_by_op[oi]; *rp >= 0; rp++)
+                    if (match_rule(&P, ctx->rules[*rp], n, &m) && better(ctx, *rp, &m, best_rule, &best)) {
+                        best = m;
+                        best_rule = *rp;
+                    }
+            } else {
+                for (int ri = 0; ri < ctx->nrules; ri++)
+                    if (match_rule(&P, ctx->rules[ri], n, &m) && better(ctx, ri, &m, best_rule, &best)) {
+                        best = m;
+                        best_rule = ri;
+                    }
+            }
+        }
+        if (best_rule < 0) {
+            best.n = 1;
+            best.nodes[0] = n;
+            best.steps[0] = -1;
+        }
+        add_group(&P, best_rule, &best);
+    }
+    fg_status st = P.st;
+    order_groups(&P);
+
+    /* Folds, in each rule's order, on the plan's copy. */
+    for (int gi = 0; gi < P.ngroups && st == FG_OK; gi++) {
+        fg_group *grp = &P.groups[gi];
+        if (grp->rule < 0)
+            continue;
+        const fg_rule *r = ctx->rules[grp->rule];
+        for (int f = 0; f < r->nfolds && st == FG_OK; f++)
+            st = fg_fold_apply(ctx, r, &r->folds[f], pg, grp);
+    }
+    for (int gi = 0; gi < P.ngroups && st == FG_OK; gi++) {
+        fg_group *grp = &P.groups[gi];
+        st = resolve_epilogue(&P, gi);
+        grp->saved_bytes = 0;
+        for (int i = 0; i + 1 < grp->nnodes; i++) {
+            const fg_tensor *t = &pg->tensors[pg->nodes[grp->nodes[i]].output];
+            grp->saved_bytes += fg_tensor_numel(t) * (int64_t)fg_dtype_size(t->dtype) * 2;
+        }
+    }
+    if (st != FG_OK) {
+        planner_free(&P);
+        fg_plan_free(p);
+        return st;
+    }
+    p->node_group = fg_xmalloc((size_t)(pg->nnodes ? pg->nnodes : 1) * sizeof *p->node_group);
+    for (int i = 0; i < pg->nnodes; i++)
+        p->node_group[i] = pg->nodes[i].folded ? -1 : P.member[i];
+    finish_notes(&P, p);
+    p->groups = P.groups;
+    p->ngroups = P.ngroups;
+    P.groups = NULL;
+    planner_free(&P);
+    *out = p;
+    return FG_OK;
+}
+
+FG_API void fg_plan_free(fg_plan *p)
+{
+    if (!p)
+        return;
+    if (p->graph)
+        fg_graph_free(p->graph);
+    free(p->groups);
+    for (int i = 0; i < p->nnotes; i++)
+        free(p->notes[i]);
+    free(p->notes);
+    free(p->node_group);
+    free(p);
+}
+
+FG_API int fg_plan_group_count(const fg_plan *p) { return p ? p->ngroups : 0; }

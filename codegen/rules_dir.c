@@ -1,0 +1,142 @@
+/*
+ * rules_dir.c -- fg_rules_load: loads a rules directory.  Order: the op
+ * definitions of every *.yaml (sorted by name), then every *.lua hook file
+ * (sorted), then the rules of every *.yaml, so a rule may use any op or hook
+ * of the directory.  Every error of every file is reported; loading goes on.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "hook.h"
+#include "load.h"
+
+typedef struct yaml_file {
+    char *path;
+    fg_ydoc *doc;      /* NULL when it did not parse */
+    uint64_t hash;
+} yaml_file;
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int has_suffix(const char *s, const char *suf)
+{
+    size_t n = strlen(s), m = strlen(suf);
+    return n > m && strcmp(s + n - m, suf) == 0;
+}
+
+typedef enum pass { PASS_OPS, PASS_RULES } pass;
+
+/* Loads the op definitions (PASS_OPS) or rules (PASS_RULES) of one file:
+ * each document is a mapping or a sequence of mappings.  A mapping that is
+ * neither kind is reported once, in PASS_OPS. */
+static void load_docs(fg_context *ctx, const yaml_file *f, const char *dir, pass p)
+{
+    for (int d = 0; d < f->doc->ndocs; d++) {
+        const fg_ynode *doc = f->doc->docs[d];
+        const fg_ynode *const *items = &doc;
+        int n = 1;
+        if (doc->kind == FG_YNODE_SEQ) {
+            items = (const fg_ynode *const *)doc->items;
+            n = doc->n;
+        } else if (fg_ynode_is_null(doc)) {
+            continue; /* an empty document */
+        }
+        for (int i = 0; i < n; i++) {
+            const fg_ynode *m = items[i];
+            int is_op = fg_ymap_key(m, "op") != NULL, is_rule = fg_ymap_key(m, "rule") != NULL;
+            if (m->kind != FG_YNODE_MAP || is_op == is_rule) {
+                if (p != PASS_OPS)
+                    continue;
+                if (m->kind != FG_YNODE_MAP) {
+                    char desc[96];
+                    fg_diag_error(ctx, FG_ERR_INPUT, m->loc,
+                                  "expected an op definition (`op:`) or a rule (`rule:`) mapping, got %s",
+                                  fg_ynode_describe(m, desc, sizeof desc));
+                } else if (is_op) {
+                    fg_diag_error(ctx, FG_ERR_INPUT, m->loc, "a mapping cannot have both `op:` and `rule:`");
+                } else {
+                    fg_diag_error(ctx, FG_ERR_INPUT, m->loc,
+                                  "expected an op definition (`op:`) or a rule (`rule:`), found neither key");
+                }
+                continue;
+            }
+            if (p == PASS_OPS && is_op)
+                fg_opdef_load(ctx, m, f->hash);
+            else if (p == PASS_RULES && is_rule)
+                fg_rule_load(ctx, m, dir, f->hash);
+        }
+    }
+}
+
+FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
+{
+    int errs0 = ctx->nerrors;
+    fg_status worst = FG_OK;
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "cannot open rules directory %s: %s", dir, strerror(errno));
+    char **yamls = NULL, **luas = NULL;
+    int ny = 0, ycap = 0, nl = 0, lcap = 0;
+    struct dirent *e;
+    while ((e = readdir(dh))) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (has_suffix(e->d_name, ".yaml"))
+            *FG_PUSH(yamls, ny, ycap) = fg_xstrdup(e->d_name);
+        else if (has_suffix(e->d_name, ".lua"))
+            *FG_PUSH(luas, nl, lcap) = fg_xstrdup(e->d_name);
+    }
+    closedir(dh);
+    if (ny)
+        qsort(yamls, (size_t)ny, sizeof *yamls, cmp_str);
+    if (nl)
+        qsort(luas, (size_t)nl, sizeof *luas, cmp_str);
+
+    yaml_file *files = fg_xcalloc((size_t)ny + 1, sizeof *files);
+    for (int i = 0; i < ny; i++) {
+        size_t len;
+        files[i].path = fg_path_join(dir, yamls[i]);
+        char *text = fg_read_file(files[i].path, &len);
+        if (!text) {
+            fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, files[i].path), 0, 0}, "cannot read: %s",
+                          strerror(errno));
+            if (!worst)
+                worst = FG_ERR_IO;
+            continue;
+        }
+        files[i].hash = fg_hash64(text, len);
+        fg_ydoc_parse(ctx, files[i].path, text, len, &files[i].doc);
+        free(text);
+    }
+    for (int i = 0; i < ny; i++)
+        if (files[i].doc)
+            load_docs(ctx, &files[i], dir, PASS_OPS);
+    for (int i = 0; i < nl; i++) {
+        char *path = fg_path_join(dir, luas[i]);
+        fg_status st = fg_hooks_load(ctx, path);
+        if (st && !worst)
+            worst = st;
+        free(path);
+    }
+    for (int i = 0; i < ny; i++)
+        if (files[i].doc)
+            load_docs(ctx, &files[i], dir, PASS_RULES);
+
+    for (int i = 0; i < ny; i++) {
+        fg_ydoc_free(files[i].doc);
+        free(files[i].path);
+        free(yamls[i]);
+    }
+    for (int i = 0; i < nl; i++)
+        free(luas[i]);
+    free(files);
+    free(yamls);
+    free(luas);
+    if (!worst && ctx->nerrors != errs0)
+        worst = FG_ERR_INPUT;
+    return worst;
+}

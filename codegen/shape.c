@@ -1,0 +1,285 @@
+/*
+ * shape.c -- shape inference per op kind (contract in shape.h).  Shapes are
+ * logical (NCHW for rank 4); the layout travels from the first rank-4 input.
+ */
+#include "shape.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "context.h"
+
+const char *fg_shape_str(const int64_t *shape, int rank, char *buf, size_t size)
+{
+    size_t at = 0;
+    if (size == 0)
+        return buf;
+    buf[0] = 0;
+    at += (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < rank && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (at < size)
+        snprintf(buf + at, size - at, "]");
+    return buf;
+}
+
+#define SHAPE(t, buf) fg_shape_str((t)->shape, (t)->rank, buf, sizeof buf)
+
+typedef struct infer {
+    fg_context *ctx;
+    fg_graph *g;
+    fg_node *n;
+    const fg_tensor *in[FG_MAX_INPUTS]; /* NULL: absent optional input */
+    fg_tensor *out;
+} infer;
+
+static fg_status fail(infer *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static fg_status fail(infer *s, const char *fmt, ...)
+{
+    fg_buf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    fg_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    fg_diag_error(s->ctx, FG_ERR_INPUT, s->n->loc, "%s '%s': %s", s->n->op->name, s->n->name, b.s);
+    fg_buf_free(&b);
+    s->out->rank = -1;
+    return FG_ERR_INPUT;
+}
+
+/* An attribute as an integer, or def when the op does not define it. */
+static int64_t attr_or(const fg_node *n, const char *name, int index, int64_t def)
+{
+    return fg_node_attr(n, name) ? fg_node_attr_int(n, name, index) : def;
+}
+
+static void set_out(infer *s, int rank, const int64_t *shape, const fg_tensor *like)
+{
+    s->out->rank = rank;
+    memcpy(s->out->shape, shape, sizeof(int64_t) * (size_t)rank);
+    s->out->dtype = like->dtype;
+    for (int i = 0; i < s->n->ninputs; i++)
+        if (s->in[i] && s->in[i]->rank == 4) {
+            s->out->layout = s->in[i]->layout;
+            break;
+        }
+}
+
+static fg_status infer_pointwise(infer *s)
+{
+    char b1[128], b2[128];
+    int64_t shape[FG_MAX_RANK];
+    int rank = 0;
+    const fg_tensor *first = NULL;
+    for (int i = 0; i < s->n->ninputs; i++) {
+        const fg_tensor *t = s->in[i];
+        if (!t || s->n->op->inputs[i].per_channel)
+            continue;
+        if (!first) {
+            first = t;
+            rank = t->rank;
+            memcpy(shape, t->shape, sizeof shape);
+            continue;
+        }
+        int r = t->rank > rank ? t->rank : rank;
+        int64_t res[FG_MAX_RANK];
+        for (int d = 0; d < r; d++) {
+            int da = d - (r - rank), db = d - (r - t->rank);
+            int64_t a = da >= 0 ? shape[da] : 1, bb = db >= 0 ? t->shape[db] : 1;
+            if (a != bb && a != 1 && bb != 1)
+                return fail(s, "shapes %s and %s do not broadcast", fg_shape_str(shape, rank, b1, sizeof b1),
+                            SHAPE(t, b2));
+            res[d] = a == 1 ? bb : a;
+        }
+        rank = r;
+        memcpy(shape, res, sizeof res);
+    }
+    if (!first)
+        return fail(s, "needs at least one input that is not per-channel");
+    for (int i = 0; i < s->n->ninputs; i++) {
+        const fg_tensor *t = s->in[i];
+        if (!t || !s->n->op->inputs[i].per_channel)
+            continue;
+        if (rank < 2)
+            return fail(s, "per-channel input '%s' needs an output of rank 2 or more, got %s",
+                        s->n->op->inputs[i].name, fg_shape_str(shape, rank, b1, sizeof b1));
+        if (t->rank != 1 || t->shape[0] != shape[1])
+            return fail(s, "per-channel input '%s' has shape %s but the output %s has %lld channels",
+                        s->n->op->inputs[i].name, SHAPE(t, b1), fg_shape_str(shape, rank, b2, sizeof b2),
+                        (long long)shape[1]);
+    }
+    set_out(s, rank, shape, s->in[0] ? s->in[0] : first);
+    return FG_OK;
+}
+
+/* floor((H + 2p - d*(R-1) - 1)/s) + 1, for the two spatial axes. */
+static fg_status spatial_out(infer *s, const int64_t *hw, const int64_t *rs, int64_t *out)
+{
+    char what[160];
+    for (int a = 0; a < 2; a++) {
+        int64_t st = attr_or(s->n, "stride", a, 1), pad = attr_or(s->n, "padding", a, 0),
+                dil = attr_or(s->n, "dilation", a, 1);
+        if (st < 1 || dil < 1 || pad < 0)
+            return fail(s, "stride and dilation must be positive and padding non-negative (stride %lld, "
+                           "dilation %lld, padding %lld)",
+                        (long long)st, (long long)dil, (long long)pad);
+        int64_t span = hw[a] + 2 * pad - dil * (rs[a] - 1) - 1;
+        out[a] = (span >= 0 ? span / st : -((-span + st - 1) / st)) + 1; /* floor division */
+        if (out[a] <= 0) {
+            snprintf(what, sizeof what, "input %lldx%lld, kernel %lldx%lld", (long long)hw[0], (long long)hw[1],
+                     (long long)rs[0], (long long)rs[1]);
+            return fail(s, "output size would be %lld along axis %d (%s, stride %lld, padding %lld, dilation %lld)",
+                        (long long)out[a], a + 2, what, (long long)st,
+                        (long long)pad, (long long)dil);
+        }
+    }
+    return FG_OK;
+}
+
+static fg_status infer_conv(infer *s)
+{
+    char b1[128], b2[128];
+    const fg_tensor *x = s->in[0], *w = s->in[1], *bias = s->n->ninputs > 2 ? s->in[2] : NULL;
+    int64_t groups = attr_or(s->n, "groups", 0, 1);
+    if (x->rank != 4)
+        return fail(s, "input must be rank 4 [N, C, H, W], got %s", SHAPE(x, b1));
+    if (w->rank != 4)
+        return fail(s, "weight must be rank 4 [K, C/groups, R, S], got %s", SHAPE(w, b1));
+    if (groups < 1)
+        return fail(s, "groups must be positive, got %lld", (long long)groups);
+    int64_t C = x->shape[1], K = w->shape[0];
+    if (C % groups)
+        return fail(s, "input channels %lld are not divisible by groups %lld", (long long)C, (long long)groups);
+    if (K % groups)
+        return fail(s, "output channels %lld (weight shape %s) are not divisible by groups %lld", (long long)K,
+                    SHAPE(w, b1), (long long)groups);
+    if (w->shape[1] * groups != C)
+        return fail(s, "input has %lld channels but weight expects %lld (weight shape %s, groups %lld)", (long long)C,
+                    (long long)(w->shape[1] * groups), SHAPE(w, b1), (long long)groups);
+    if (bias && (bias->rank != 1 || bias->shape[0] != K))
+        return fail(s, "bias has shape %s but the weight has %lld output channels (weight shape %s)", SHAPE(bias, b1),
+                    (long long)K, SHAPE(w, b2));
+    int64_t o[2];
+    if (spatial_out(s, &x->shape[2], &w->shape[2], o))
+        return FG_ERR_INPUT;
+    int64_t shape[4] = {x->shape[0], K, o[0], o[1]};
+    set_out(s, 4, shape, x);
+    return FG_OK;
+}
+
+static fg_status infer_matmul(infer *s)
+{
+    char b1[128], b2[128];
+    const fg_tensor *a = s->in[0], *b = s->in[1], *bias = s->n->ninputs > 2 ? s->in[2] : NULL;
+    int ta = (int)attr_or(s->n, "trans_a", 0, 0), tb = (int)attr_or(s->n, "trans_b", 0, 0);
+    if (a->rank != 2 && a->rank != 3)
+        return fail(s, "a must be rank 2 [M, K] or 3 [B, M, K], got %s", SHAPE(a, b1));
+    if (b->rank != 2)
+        return fail(s, "b must be rank 2 [K, N], got %s", SHAPE(b, b1));
+    int r = a->rank;
+    int64_t M = ta ? a->shape[r - 1] : a->shape[r - 2], Ka = ta ? a->shape[r - 2] : a->shape[r - 1];
+    int64_t Kb = tb ? b->shape[1] : b->shape[0], N = tb ? b->shape[0] : b->shape[1];
+    if (Ka != Kb)
+        return fail(s, "a is %s%s (K = %lld) but b is %s%s (K = %lld)", SHAPE(a, b1), ta ? " transposed" : "",
+                    (long long)Ka, SHAPE(b, b2), tb ? " transposed" : "", (long long)Kb);
+    if (bias) {
+        int ok = (bias->rank == 1 && bias->shape[0] == N) ||
+                 (bias->rank == 2 && (bias->shape[0] == M || bias->shape[0] == 1) &&
+                  (bias->shape[1] == N || bias->shape[1] == 1));
+        if (!ok)
+            return fail(s, "bias of shape %s does not broadcast onto [%lld, %lld]", SHAPE(bias, b1), (long long)M,
+                        (long long)N);
+    }
+    int64_t shape[3];
+    int n = 0;
+    if (r == 3)
+        shape[n++] = a->shape[0];
+    shape[n++] = M;
+    shape[n++] = N;
+    set_out(s, n, shape, a);
+    return FG_OK;
+}
+
+static fg_status infer_batch_norm(infer *s)
+{
+    char b1[128], b2[128];
+    const fg_tensor *x = s->in[0];
+    if (x->rank < 2)
+        return fail(s, "input must have rank 2 or more, got %s", SHAPE(x, b1));
+    for (int i = 1; i < s->n->ninputs; i++) {
+        const fg_tensor *p = s->in[i];
+        if (p && (p->rank != 1 || p->shape[0] != x->shape[1]))
+            return fail(s, "'%s' has shape %s but the input %s has %lld channels", s->n->op->inputs[i].name,
+                        SHAPE(p, b1), SHAPE(x, b2), (long long)x->shape[1]);
+    }
+    set_out(s, x->rank, x->shape, x);
+    return FG_OK;
+}
+
+static fg_status infer_pool(infer *s)
+{
+    char b1[128];
+    const fg_tensor *x = s->in[0];
+    if (x->rank != 4)
+        return fail(s, "input must be rank 4 [N, C, H, W], got %s", SHAPE(x, b1));
+    int64_t k[2] = {attr_or(s->n, "kernel", 0, 1), attr_or(s->n, "kernel", 1, 1)};
+    if (k[0] < 1 || k[1] < 1)
+        return fail(s, "kernel must be positive, got %lldx%lld", (long long)k[0], (long long)k[1]);
+    int64_t o[2];
+    if (spatial_out(s, &x->shape[2], k, o))
+        return FG_ERR_INPUT;
+    int64_t shape[4] = {x->shape[0], x->shape[1], o[0], o[1]};
+    set_out(s, 4, shape, x);
+    return FG_OK;
+}
+
+static fg_status infer_global_pool(infer *s)
+{
+    char b1[128];
+    const fg_tensor *x = s->in[0];
+    if (x->rank != 4)
+        return fail(s, "input must be rank 4 [N, C, H, W], got %s", SHAPE(x, b1));
+    int64_t shape[4] = {x->shape[0], x->shape[1], 1, 1};
+    set_out(s, 4, shape, x);
+    return FG_OK;
+}
+
+static fg_status infer_flatten(infer *s)
+{
+    char b1[128];
+    const fg_tensor *x = s->in[0];
+    if (x->rank < 2)
+        return fail(s, "input must have rank 2 or more, got %s", SHAPE(x, b1));
+    int64_t shape[2] = {x->shape[0], 1};
+    for (int i = 1; i < x->rank; i++)
+        shape[1] *= x->shape[i];
+    set_out(s, 2, shape, x);
+    return FG_OK;
+}
+
+fg_status fg_shape_infer(fg_context *ctx, fg_graph *g, int node)
+{
+    infer s = {ctx, g, &g->nodes[node], {0}, &g->tensors[g->nodes[node].output]};
+    for (int i = 0; i < s.n->ninputs; i++) {
+        if (s.n->inputs[i] < 0)
+            continue;
+        s.in[i] = &g->tensors[s.n->inputs[i]];
+        if (s.in[i]->rank < 0) {
+            s.out->rank = -1;
+            return FG_ERR_INPUT;
+        }
+    }
+    if (!s.in[0])
+        return fail(&s, "input 0 is missing");
+    switch (s.n->op->kind) {
+    case FG_OPK_POINTWISE: return infer_pointwise(&s);
+    case FG_OPK_CONV2D: return infer_conv(&s);
+    case FG_OPK_MATMUL: return infer_matmul(&s);
+    case FG_OPK_BATCH_NORM: return infer_batch_norm(&s);
+    case FG_OPK_POOL2D: return infer_pool(&s);
+    case FG_OPK_GLOBAL_POOL: return infer_global_pool(&s);
+    case FG_OPK_FLATTEN: return infer_flatten(&s);
+    default: return fail(&s, "unknown op kind");
+    }
+}

@@ -1,0 +1,68 @@
+/*
+ * emu_sched.h -- the scheduler of the CPU emulation backend: runs the blocks
+ * of a grid one after another and the threads of a block as cooperative
+ * contexts (ucontext) that switch only at barriers and warp collectives.
+ *
+ * struct fg_emu_api is shared with the emulation prelude
+ * (templates/prelude_emu.h), which declares the same layout; the kernel's
+ * shared object checks version and size when it is bound.
+ */
+#ifndef FG_EMU_SCHED_H
+#define FG_EMU_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FG_EMU_API_VERSION 1
+
+/* Warp collective operations (same values in the prelude). */
+enum {
+    FG_EMU_WOP_SHFL_XOR = 1,
+    FG_EMU_WOP_SHFL_DOWN,
+    FG_EMU_WOP_SHFL_IDX,
+    FG_EMU_WOP_MMA_F16,
+    FG_EMU_WOP_MMA_BF16
+};
+
+typedef struct fg_emu_tinfo {
+    unsigned tid[3];
+    unsigned lane, warp;
+} fg_emu_tinfo;
+
+typedef struct fg_emu_api {
+    unsigned version, size;
+    const fg_emu_tinfo *cur;
+    unsigned bid[3], bdim[3], gdim[3];
+    void (*sync)(void);
+    void (*warp)(int op, int arg, const uint32_t *in, int nin, uint32_t *out, int nout);
+    void (*fail)(const char *msg);
+} fg_emu_api;
+
+typedef void (*fg_emu_entry)(const void *params);
+
+/* The per-kernel scheduler state: stacks are kept between launches.  Not
+ * thread-safe: callers serialize launches of one scheduler. */
+typedef struct fg_emu_sched fg_emu_sched;
+
+/* stack_bytes 0: $FUSEGEN_EMU_STACK_KB or 64 KiB. */
+fg_emu_sched *fg_emu_sched_new(size_t stack_bytes);
+void fg_emu_sched_free(fg_emu_sched *s);
+/* The table to hand to the kernel's fg_emu_bind (owned by s). */
+fg_emu_api *fg_emu_sched_api(fg_emu_sched *s);
+/* Memory poisoned with 0xff before every block (the kernel's shared arrays). */
+void fg_emu_sched_set_shared(fg_emu_sched *s, void *begin, void *end);
+/* Barrier divergence (threads of a block passing different numbers of
+ * fg_sync() calls) is an error when strict; otherwise exited threads simply
+ * stop counting, as on the device. */
+void fg_emu_sched_set_strict(fg_emu_sched *s, int strict);
+
+/* Runs the whole grid.  Returns 0, or -1 with a message in err (which names
+ * the block and thread where that is known). */
+int fg_emu_sched_run(fg_emu_sched *s, fg_emu_entry entry, const void *params, const unsigned grid[3],
+                     const unsigned block[3], char *err, size_t errsize);
+
+/* Exact IEEE conversions of the 16-bit storage formats (used by the mma). */
+float fg_emu_h2f(uint16_t h);
+float fg_emu_bf2f(uint16_t b);
+
+#endif /* FG_EMU_SCHED_H */

@@ -1,0 +1,586 @@
+/*
+ * jit.c -- NVRTC compilation of emitted kernels through the kernel cache
+ * (jit.h).
+ *
+ * The cache key is XXH3-128 over a canonical, length-prefixed serialization
+ * of: the key format, the generator version, the kernel's deps_hash, the
+ * NVRTC version, the target arch, the compile options, a hash of the prelude
+ * header given to NVRTC, and the full source.  A change to any of them is a
+ * different key, so a stale binary is never served.
+ *
+ * The source is compiled as "kernel.cu" with the prelude available as the
+ * header "fusegen_prelude.cuh"; an sm_XX arch yields a cubin, compute_XX PTX.
+ */
+#include "jit.h"
+
+#include <errno.h>
+#include <nvrtc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "context.h"
+#include "diag.h"
+#include "embedded.h"
+#include "nvrtc_check.h"
+#include "runtime.h"
+#include "threadpool.h"
+
+/* Both are optional at link time: the prelude accessor lives in emit.c and
+ * the GPU query in the CUDA layer. */
+#pragma weak fg_template_text
+#pragma weak fg_cuda_device_arch
+
+#define KEY_FORMAT "fusegen-kernel-key 1"
+#define PRELUDE_NAME "fusegen_prelude.cuh"
+#define MAX_QUOTED_ERRORS 8
+
+/* ---- process-wide facts, computed once -------------------------------- */
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char nvrtc_version[32];
+static const char *prelude_text;          /* NULL when there is no prelude */
+static char prelude_hash[33];
+static int *supported_archs;              /* numeric, e.g. 75, 80, 90 */
+static int nsupported;
+
+static void init_once(void)
+{
+    int maj = 0, min = 0;
+    if (nvrtcVersion(&maj, &min) == NVRTC_SUCCESS)
+        snprintf(nvrtc_version, sizeof nvrtc_version, "NVRTC %d.%d", maj, min);
+    else
+        snprintf(nvrtc_version, sizeof nvrtc_version, "NVRTC ?");
+    if (fg_template_text)
+        prelude_text = fg_template_text("prelude.cuh");
+    if (!prelude_text) {
+        const fg_embedded_file *f = fg_embedded_find("prelude.cuh");
+        prelude_text = f ? f->text : NULL;
+    }
+    fg_hash128 h = {0, 0};
+    if (prelude_text)
+        h = fg_hash128_of(prelude_text, strlen(prelude_text));
+    fg_hash128_hex(h, prelude_hash);
+    int n = 0;
+    if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0) {
+        supported_archs = fg_xcalloc((size_t)n, sizeof *supported_archs);
+        if (nvrtcGetSupportedArchs(supported_archs) == NVRTC_SUCCESS)
+            nsupported = n;
+    }
+}
+
+const char *fg_nvrtc_version(void)
+{
+    pthread_once(&once, init_once);
+    return nvrtc_version;
+}
+
+/* ---- arch ------------------------------------------------------------- */
+
+/* Parses "sm_NN[a|f]" / "compute_NN[a|f]"; returns the number or -1. */
+static int arch_number(const char *arch, int *is_ptx)
+{
+    const char *p;
+    if (strncmp(arch, "sm_", 3) == 0) {
+        p = arch + 3;
+        *is_ptx = 0;
+    } else if (strncmp(arch, "compute_", 8) == 0) {
+        p = arch + 8;
+        *is_ptx = 1;
+    } else {
+        return -1;
+    }
+    int v = 0, nd = 0;
+    while (*p >= '0' && *p <= '9' && nd < 4) {
+        v = v * 10 + (*p++ - '0');
+        nd++;
+    }
+    if (nd < 2 || nd > 3)
+        return -1;
+    if (*p == 'a' || *p == 'f')
+        p++;
+    return *p ? -1 : v;
+}
+
+fg_status fg_jit_check_arch(fg_context *ctx, const char *arch)
+{
+    pthread_once(&once, init_once);
+    int ptx = 0;
+    int v = arch ? arch_number(arch, &ptx) : -1;
+    int ok = v >= 0;
+    if (ok && nsupported) {
+        ok = 0;
+        for (int i = 0; i < nsupported; i++)
+            ok |= supported_archs[i] == v;
+    }
+    if (ok)
+        return FG_OK;
+    /* Suggest the closest supported arch of the same family. */
+    char cands[64][16];
+    const char *cp[64];
+    int nc = 0;
+    for (int i = 0; i < nsupported && nc < 64; i++) {
+        snprintf(cands[nc], sizeof cands[nc], "%s_%d", arch && strncmp(arch, "compute_", 8) == 0 ? "compute" : "sm",
+                 supported_archs[i]);
+        cp[nc] = cands[nc];
+        nc++;
+    }
+    /* A truncated number ("sm_9") most likely meant the first arch it begins; else the nearest. */
+    const char *s = NULL;
+    for (int i = 0; arch && *arch && i < nc && !s; i++)
+        if (strncmp(cp[i], arch, strlen(arch)) == 0)
+            s = cp[i];
+    if (!s && arch)
+        s = fg_suggest(arch, cp, nc);
+    if (s)
+        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "unknown arch '%s' (did you mean '%s'?)", arch ? arch : "", s);
+    if (nc)
+        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "unknown arch '%s' (%s supports %s .. %s)", arch ? arch : "",
+                             nvrtc_version, cands[0], cands[nc - 1]);
+    return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "unknown arch '%s' (expected sm_NN or compute_NN)",
+                         arch ? arch : "");
+}
+
+/* Resolution order: the context option, the GPU's, $FUSEGEN_ARCH, sm_90. */
+static void resolve_arch(fg_context *ctx, char out[32])
+{
+    const char *env = getenv("FUSEGEN_ARCH");
+    const char *opt = ctx->opts.arch;
+    char gpu[16] = "";
+    if (opt && *opt) {
+        snprintf(out, 32, "%s", opt);
+    } else if (fg_cuda_device_arch && fg_cuda_device_arch(ctx, gpu) == 0 && gpu[0]) {
+        snprintf(out, 32, "%.15s", gpu);
+    } else if (env && *env) {
+        snprintf(out, 32, "%s", env);
+    } else {
+        snprintf(out, 32, "sm_90");
+    }
+}
+
+const char *fg_jit_arch(fg_context *ctx)
+{
+    struct fg_runtime *rt = fg_rt(ctx);
+    pthread_mutex_lock(&rt->lock);
+    int have = rt->arch[0] != 0;
+    pthread_mutex_unlock(&rt->lock);
+    if (!have) {
+        char a[32];
+        resolve_arch(ctx, a);   /* outside rt->lock: the device layer may take it */
+        pthread_mutex_lock(&rt->lock);
+        if (!rt->arch[0])
+            memcpy(rt->arch, a, sizeof rt->arch);
+        pthread_mutex_unlock(&rt->lock);
+    }
+    return rt->arch;
+}
+
+struct fg_cache *fg_ctx_cache(fg_context *ctx)
+{
+    struct fg_runtime *rt = fg_rt(ctx);
+    pthread_mutex_lock(&rt->lock);
+    if (!rt->cache_opened) {
+        rt->cache = fg_cache_open(ctx, ctx->cache_dir, 0);
+        rt->cache_opened = 1;
+    }
+    fg_cache *c = rt->cache;
+    pthread_mutex_unlock(&rt->lock);
+    return c;
+}
+
+/* ---- key -------------------------------------------------------------- */
+
+#define MAX_OPTS 16
+
+typedef struct jit_opts {
+    char arch_opt[48];
+    char extra[512];            /* $FUSEGEN_NVRTC_OPTIONS, split in place */
+    const char *v[MAX_OPTS];
+    int n;
+} jit_opts;
+
+/* The NVRTC options: the arch, C++17, functions default to device code, then
+ * whatever $FUSEGEN_NVRTC_OPTIONS adds (whitespace-separated, e.g. -lineinfo).
+ * All of them are part of the cache key. */
+static void opts_init(jit_opts *o, const char *arch)
+{
+    snprintf(o->arch_opt, sizeof o->arch_opt, "--gpu-architecture=%s", arch);
+    o->n = 0;
+    o->v[o->n++] = o->arch_opt;
+    o->v[o->n++] = "--std=c++17";
+    o->v[o->n++] = "-default-device";
+    const char *env = getenv("FUSEGEN_NVRTC_OPTIONS");
+    snprintf(o->extra, sizeof o->extra, "%s", env ? env : "");
+    char *save = NULL;
+    for (char *t = strtok_r(o->extra, " \t", &save); t && o->n < MAX_OPTS; t = strtok_r(NULL, " \t", &save))
+        o->v[o->n++] = t;
+}
+
+static void key_part(fg_buf *b, const char *name, const char *val, size_t len)
+{
+    fg_buf_printf(b, "%s %zu\n", name, len);
+    fg_buf_putn(b, val, len);
+    fg_buf_put(b, "\n");
+}
+
+/* Fills k->key from everything that determines the binary. */
+static void compute_key(fg_kernel *k, const char *arch, const jit_opts *o)
+{
+    fg_buf b = {0};
+    char deps[33];
+    fg_hash128_hex(k->deps_hash, deps);
+    fg_buf_put(&b, KEY_FORMAT "\n");
+    key_part(&b, "generator", fg_version(), strlen(fg_version()));
+    key_part(&b, "deps", deps, 32);
+    key_part(&b, "nvrtc", nvrtc_version, strlen(nvrtc_version));
+    key_part(&b, "arch", arch, strlen(arch));
+    for (int i = 0; i < o->n; i++)
+        key_part(&b, "option", o->v[i], strlen(o->v[i]));
+    key_part(&b, "prelude", prelude_hash, 32);
+    key_part(&b, "source", k->source, strlen(k->source));
+    fg_hash128_hex(fg_hash128_of(b.s, b.len), k->key);
+    fg_buf_free(&b);
+}
+
+/* ---- diagnostics ------------------------------------------------------ */
+
+/* Line n (1-based) of text, or NULL; *len gets its length. */
+static const char *line_at(const char *text, int n, size_t *len)
+{
+    const char *p = text;
+    for (int i = 1; i < n && p; i++) {
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    if (!p || !*p)
+        return NULL;
+    const char *e = strchr(p, '\n');
+    *len = e ? (size_t)(e - p) : strlen(p);
+    return p;
+}
+
+/* The rule location named in the source's header comment: the first token of
+ * the form <path>.yaml:<line> within the leading comment lines. */
+static fg_loc source_origin(fg_context *ctx, const char *src)
+{
+    fg_loc loc = FG_NOLOC;
+    for (int ln = 1; ln <= 40; ln++) {
+        size_t len;
+        const char *l = line_at(src, ln, &len);
+        if (!l)
+            break;
+        const char *t = l;
+        while (t < l + len && (*t == ' ' || *t == '\t'))
+            t++;
+        int comment = (t + 1 < l + len && t[0] == '/' && (t[1] == '/' || t[1] == '*')) || (t < l + len && *t == '*');
+        if (!comment)
+            break;
+        for (const char *p = l; p + 6 <= l + len; p++) {
+            if (strncmp(p, ".yaml:", 6) != 0 || !(p[6] >= '0' && p[6] <= '9'))
+                continue;
+            const char *s = p;
+            while (s > l && s[-1] != ' ' && s[-1] != '(' && s[-1] != '\t' && s[-1] != '"')
+                s--;
+            char file[512];
+            snprintf(file, sizeof file, "%.*s", (int)(p + 5 - s), s);
+            loc.file = fg_intern(ctx, file);
+            loc.line = atoi(p + 6);
+            return loc;
+        }
+    }
+    return loc;
+}
+
+/* Appends the source's leading comment block (at most 8 lines). */
+static void quote_header(fg_buf *b, const char *src)
+{
+    int shown = 0;
+    for (int ln = 1; ln <= 40 && shown < 8; ln++) {
+        size_t len;
+        const char *l = line_at(src, ln, &len);
+        if (!l)
+            break;
+        const char *t = l;
+        while (t < l + len && (*t == ' ' || *t == '\t'))
+            t++;
+        if (!(t < l + len && (*t == '/' || *t == '*')))
+            break;
+        if (!shown)
+            fg_buf_put(b, "\nkernel source header:");
+        fg_buf_printf(b, "\n    %.*s", (int)len, l);
+        shown++;
+    }
+}
+
+/* Records a compile failure: the NVRTC log, each line the log reports an error
+ * on (with one line of context either side), and the producing rule. */
+static fg_status compile_error(fg_context *ctx, const fg_kernel *k, const char *arch, const char *log)
+{
+    fg_buf b = {0};
+    fg_buf_printf(&b, "NVRTC (%s) could not compile kernel '%s' for %s:\n%s", nvrtc_version, k->name, arch,
+                  log && *log ? log : "(empty log)\n");
+    int lines[MAX_QUOTED_ERRORS], nl = 0;
+    for (const char *p = log; p && (p = strstr(p, "kernel.cu(")) != NULL; p++) {
+        char *end;
+        long n = strtol(p + 10, &end, 10);
+        if (end == p + 10 || strncmp(end, "): error", 8) != 0)
+            continue;
+        int dup = 0;
+        for (int i = 0; i < nl; i++)
+            dup |= lines[i] == (int)n;
+        if (!dup && nl < MAX_QUOTED_ERRORS)
+            lines[nl++] = (int)n;
+    }
+    if (nl)
+        fg_buf_put(&b, "offending source lines:");
+    for (int i = 0; i < nl; i++) {
+        for (int ln = lines[i] - 1; ln <= lines[i] + 1; ln++) {
+            size_t len;
+            const char *l = ln >= 1 ? line_at(k->source, ln, &len) : NULL;
+            if (l)
+                fg_buf_printf(&b, "\n  %c kernel.cu:%d | %.*s", ln == lines[i] ? '>' : ' ', ln, (int)len, l);
+        }
+    }
+    quote_header(&b, k->source);
+    fg_loc origin = source_origin(ctx, k->source);
+    fg_status st = fg_diag_error(ctx, FG_ERR_COMPILE, origin, "%s", b.s);
+    fg_buf_free(&b);
+    return st;
+}
+
+/* ---- compile ---------------------------------------------------------- */
+
+/* FUSEGEN_DUMP_SOURCE=DIR: writes DIR/<name>-<key>.cu and the prelude beside
+ * it (so the file also compiles with nvcc -I DIR).  Failures are ignored. */
+static void dump_source(const fg_kernel *k)
+{
+    const char *dir = getenv("FUSEGEN_DUMP_SOURCE");
+    if (!dir || !*dir || fg_mkdir_p(dir, 0755) != 0)
+        return;
+    fg_buf b = {0};
+    fg_buf_printf(&b, "%s/%s-%s.cu", dir, k->name[0] ? k->name : "kernel", k->key);
+    fg_write_file_atomic(b.s, k->source, strlen(k->source));
+    fg_buf_free(&b);
+    if (prelude_text) {
+        char *p = fg_path_join(dir, PRELUDE_NAME);
+        fg_write_file_atomic(p, prelude_text, strlen(prelude_text));
+        free(p);
+    }
+}
+
+/* Runs NVRTC.  On success sets *bin / *size (malloc'd) and *log (malloc'd,
+ * possibly empty). */
+static fg_status nvrtc_compile(fg_context *ctx, const fg_kernel *k, const char *arch, const jit_opts *o, void **bin,
+                               size_t *size, char **log)
+{
+    nvrtcProgram prog = NULL;
+    const char *hdrs[1] = {prelude_text};
+    const char *names[1] = {PRELUDE_NAME};
+    int ptx = 0;
+    arch_number(arch, &ptx);
+    *bin = NULL;
+    *size = 0;
+    *log = NULL;
+    fg_status st = FG_NVRTC_CHECK(ctx, nvrtcCreateProgram(&prog, k->source, "kernel.cu", prelude_text ? 1 : 0,
+                                                          prelude_text ? hdrs : NULL, prelude_text ? names : NULL));
+    if (st)
+        return st;
+    nvrtcResult r = nvrtcCompileProgram(prog, o->n, o->v);
+    *log = fg_nvrtc_program_log(prog);
+    if (r == NVRTC_ERROR_COMPILATION) {
+        st = compile_error(ctx, k, arch, *log);
+        goto out;
+    }
+    if ((st = FG_NVRTC_CHECK_PROG(ctx, prog, r)) != FG_OK)
+        goto out;
+    if (ptx) {
+        if ((st = FG_NVRTC_CHECK(ctx, nvrtcGetPTXSize(prog, size))) != FG_OK)
+            goto out;
+        *bin = fg_xmalloc(*size);
+        st = FG_NVRTC_CHECK(ctx, nvrtcGetPTX(prog, *bin));
+    } else {
+        if ((st = FG_NVRTC_CHECK(ctx, nvrtcGetCUBINSize(prog, size))) != FG_OK)
+            goto out;
+        *bin = fg_xmalloc(*size);
+        st = FG_NVRTC_CHECK(ctx, nvrtcGetCUBIN(prog, *bin));
+    }
+out:
+    if (st) {
+        free(*bin);
+        *bin = NULL;
+        *size = 0;
+    }
+    nvrtcDestroyProgram(&prog);
+    return st;
+}
+
+/* Appends "name=value\n" with newlines and backslashes escaped. */
+static void meta_put(fg_buf *b, const char *name, const char *val)
+{
+    fg_buf_printf(b, "%s=", name);
+    for (const char *p = val; *p; p++) {
+        if (*p == '\n')
+            fg_buf_put(b, "\\n");
+        else if (*p == '\\')
+            fg_buf_put(b, "\\\\");
+        else
+            fg_buf_putn(b, p, 1);
+    }
+    fg_buf_put(b, "\n");
+}
+
+/* The NVRTC log stored in an entry's metadata, unescaped into out. */
+static void meta_log(const char *meta, char *out, size_t size)
+{
+    out[0] = 0;
+    const char *p = meta ? strstr(meta, "\nlog=") : NULL;
+    if (!p)
+        return;
+    size_t n = 0;
+    for (p += 5; *p && *p != '\n' && n + 1 < size; p++) {
+        if (*p == '\\' && p[1]) {
+            p++;
+            out[n++] = *p == 'n' ? '\n' : *p;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = 0;
+}
+
+fg_status fg_jit_compile(fg_context *ctx, fg_kernel *k, const char *arch, fg_jit_info *info)
+{
+    fg_jit_info local;
+    if (!info)
+        info = &local;
+    memset(info, 0, sizeof *info);
+    double t0 = fg_now();
+    pthread_once(&once, init_once);
+    if (!arch)
+        arch = fg_jit_arch(ctx);
+    fg_status st = fg_jit_check_arch(ctx, arch);
+    if (st)
+        return st;
+    if (!k->source)
+        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s' has no source", k->name);
+
+    jit_opts o;
+    opts_init(&o, arch);
+    compute_key(k, arch, &o);
+    dump_source(k);
+
+    fg_cache *c = fg_ctx_cache(ctx);
+    void *data;
+    size_t size;
+    char *meta = NULL;
+    fg_cache_where where = fg_cache_fetch(c, k->key, &data, &size, &meta);
+    if (where != FG_CACHE_MISS) {
+        free(k->binary);
+        k->binary = data;
+        k->binary_size = size;
+        info->from = where == FG_CACHE_MEMORY ? FG_JIT_MEMORY : FG_JIT_DISK;
+        meta_log(meta, info->log, sizeof info->log);
+        free(meta);
+        info->size = size;
+        info->seconds = fg_now() - t0;
+        return FG_OK;
+    }
+
+    char *log = NULL;
+    double tc = fg_now();
+    st = nvrtc_compile(ctx, k, arch, &o, &data, &size, &log);
+    if (st) {
+        free(log);
+        return st;
+    }
+    free(k->binary);
+    k->binary = data;
+    k->binary_size = size;
+    snprintf(info->log, sizeof info->log, "%s", log ? log : "");
+
+    fg_buf m = {0};
+    char ms[32];
+    int ptx = 0;
+    arch_number(arch, &ptx);
+    meta_put(&m, "name", k->name);
+    meta_put(&m, "arch", arch);
+    meta_put(&m, "format", ptx ? "ptx" : "cubin");
+    meta_put(&m, "generator", "fusegen " FG_VERSION_STRING);
+    meta_put(&m, "nvrtc", nvrtc_version);
+    snprintf(ms, sizeof ms, "%.1f", (fg_now() - tc) * 1e3);
+    meta_put(&m, "compile_ms", ms);
+    snprintf(ms, sizeof ms, "%zu", strlen(k->source));
+    meta_put(&m, "source_bytes", ms);
+    meta_put(&m, "log", log ? log : "");
+    fg_cache_put_meta(c, k->key, data, size, m.s);
+    fg_buf_free(&m);
+    free(log);
+
+    info->from = FG_JIT_COMPILED;
+    info->size = size;
+    info->seconds = fg_now() - t0;
+    return FG_OK;
+}
+
+/* ---- parallel compile ------------------------------------------------- */
+
+typedef struct batch {
+    fg_context *ctx;
+    fg_kernel *ks;
+    const char *arch;
+    fg_jit_info *infos;
+    fg_status *status;
+    int n;
+    int done;
+    int tty;
+    pthread_mutex_t lock;
+} batch;
+
+static void compile_task(void *arg, int i)
+{
+    batch *b = arg;
+    fg_jit_info local;
+    b->status[i] = fg_jit_compile(b->ctx, &b->ks[i], b->arch, b->infos ? &b->infos[i] : &local);
+    pthread_mutex_lock(&b->lock);
+    b->done++;
+    if (b->tty) {
+        fprintf(stderr, "\rcompiling %d/%d kernels", b->done, b->n);
+        fflush(stderr);
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+fg_status fg_jit_compile_all(fg_context *ctx, fg_kernel *ks, int n, const char *arch, fg_jit_info *infos)
+{
+    if (n <= 0)
+        return FG_OK;
+    pthread_once(&once, init_once);
+    if (!arch)
+        arch = fg_jit_arch(ctx);
+    fg_status st = fg_jit_check_arch(ctx, arch);
+    if (st)
+        return st;
+    fg_ctx_cache(ctx);   /* open it once, before the workers race for it */
+
+    batch b = {ctx, ks, arch, infos, fg_xcalloc((size_t)n, sizeof(fg_status)), n, 0, isatty(2), PTHREAD_MUTEX_INITIALIZER};
+    int jobs = ctx->opts.jobs > 0 ? ctx->opts.jobs : fg_cpu_count();
+    if (jobs > n)
+        jobs = n;
+    fg_threadpool *pool = fg_threadpool_new(jobs);
+    fg_threadpool_run(pool, n, compile_task, &b);
+    fg_threadpool_free(pool);
+    if (b.tty) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+    }
+    st = FG_OK;
+    for (int i = 0; i < n && !st; i++)
+        st = b.status[i];
+    free(b.status);
+    pthread_mutex_destroy(&b.lock);
+    return st;
+}

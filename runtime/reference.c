@@ -1,0 +1,425 @@
+/*
+ * reference.c -- the host reference (the oracle): runs a graph op by op,
+ * unfused, in double precision, on logical NCHW values whatever the storage
+ * layout.  Deliberately plain loops: it must be obviously right, not fast.
+ */
+#include "reference.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "expr.h"
+#include "util.h"
+
+/* ---- attributes -------------------------------------------------------- */
+
+static const fg_attr_value *attr_find(const fg_node *nd, const char *name)
+{
+    for (int i = 0; i < nd->op->nattrs; i++)
+        if (strcmp(nd->op->attrs[i].name, name) == 0)
+            return &nd->attrs[i];
+    return NULL;
+}
+
+/* Integer attribute (element index of an `ints` list, the last one when the
+ * list is shorter), or def when the op has no such attribute. */
+static int64_t attr_int(const fg_node *nd, const char *name, int index, int64_t def)
+{
+    const fg_attr_value *v = attr_find(nd, name);
+    if (!v)
+        return def;
+    switch (v->type) {
+    case FG_ATTR_INTS: return v->n == 0 ? def : v->ints[index < v->n ? index : v->n - 1];
+    case FG_ATTR_FLOAT: return (int64_t)v->f;
+    default: return v->i;
+    }
+}
+
+static double attr_double(const fg_attr_value *v)
+{
+    switch (v->type) {
+    case FG_ATTR_FLOAT: return v->f;
+    case FG_ATTR_INTS: return v->n ? (double)v->ints[0] : 0.0;
+    case FG_ATTR_STRING: return 0.0;
+    default: return (double)v->i;
+    }
+}
+
+static int input_slot(const fg_node *nd, const char *name, int def)
+{
+    for (int i = 0; i < nd->op->ninputs; i++)
+        if (strcmp(nd->op->inputs[i].name, name) == 0)
+            return i;
+    return def;
+}
+
+/* ---- ops --------------------------------------------------------------- */
+
+/* Element offset of each input along the output's index space: numpy
+ * broadcasting (shapes right-aligned, size-1 axes repeat); a per-channel
+ * input follows axis 1 only. */
+typedef struct bcast {
+    int64_t stride[FG_MAX_RANK];
+} bcast;
+
+static void bcast_init(bcast *b, const fg_tensor *in, const fg_tensor *out, int per_channel)
+{
+    memset(b, 0, sizeof *b);
+    if (per_channel) {
+        if (out->rank >= 2)
+            b->stride[1] = 1;
+        return;
+    }
+    int64_t s = 1;
+    for (int d = in->rank - 1; d >= 0; d--) {
+        int od = d + (out->rank - in->rank);
+        if (od >= 0 && in->shape[d] != 1)
+            b->stride[od] = s;
+        s *= in->shape[d];
+    }
+}
+
+/* Evaluates expression e elementwise: variables are the op's inputs (ins[i],
+ * NULL for an absent optional input) then its attributes. */
+static void run_expr(const fg_expr *e, const fg_node *nd, const fg_tensor *out, const fg_tensor *const *tin,
+                     const double *const *ins, const int *per_channel, double *y)
+{
+    int ni = nd->op->ninputs, na = nd->op->nattrs;
+    double v[FG_MAX_INPUTS + FG_MAX_ATTRS];
+    bcast bc[FG_MAX_INPUTS];
+    int64_t off[FG_MAX_INPUTS] = {0};
+    int64_t idx[FG_MAX_RANK] = {0};
+    for (int i = 0; i < ni; i++)
+        if (ins[i])
+            bcast_init(&bc[i], tin[i], out, per_channel[i]);
+    for (int a = 0; a < na; a++)
+        v[ni + a] = attr_double(&nd->attrs[a]);
+    int64_t total = fg_tensor_numel(out);
+    for (int64_t k = 0; k < total; k++) {
+        for (int i = 0; i < ni; i++)
+            v[i] = ins[i] ? ins[i][off[i]] : 0.0;
+        y[k] = fg_expr_eval(e, v);
+        /* advance the multi-index and every input offset */
+        for (int d = out->rank - 1; d >= 0; d--) {
+            idx[d]++;
+            for (int i = 0; i < ni; i++)
+                if (ins[i])
+                    off[i] += bc[i].stride[d];
+            if (idx[d] < out->shape[d])
+                break;
+            for (int i = 0; i < ni; i++)
+                if (ins[i])
+                    off[i] -= bc[i].stride[d] * out->shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static void run_conv(const fg_graph *g, const fg_node *nd, double **vals, double *y)
+{
+    const fg_tensor *xt = &g->tensors[nd->inputs[0]], *wt = &g->tensors[nd->inputs[1]];
+    const fg_tensor *ot = &g->tensors[nd->output];
+    int bslot = input_slot(nd, "bias", 2);
+    const double *x = vals[nd->inputs[0]], *w = vals[nd->inputs[1]];
+    const double *bias = bslot < nd->ninputs && nd->inputs[bslot] >= 0 ? vals[nd->inputs[bslot]] : NULL;
+    int64_t N = xt->shape[0], C = xt->shape[1], H = xt->shape[2], W = xt->shape[3];
+    int64_t K = wt->shape[0], Cg = wt->shape[1], R = wt->shape[2], S = wt->shape[3];
+    int64_t OH = ot->shape[2], OW = ot->shape[3];
+    int64_t groups = attr_int(nd, "groups", 0, 1);
+    int64_t sh = attr_int(nd, "stride", 0, 1), sw = attr_int(nd, "stride", 1, 1);
+    int64_t ph = attr_int(nd, "padding", 0, 0), pw = attr_int(nd, "padding", 1, 0);
+    int64_t dh = attr_int(nd, "dilation", 0, 1), dw = attr_int(nd, "dilation", 1, 1);
+    int64_t Kg = K / groups;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) {
+            int64_t c0 = (k / Kg) * Cg;
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double acc = bias ? bias[k] : 0.0;
+                    for (int64_t c = 0; c < Cg; c++)
+                        for (int64_t r = 0; r < R; r++) {
+                            int64_t ih = oh * sh - ph + r * dh;
+                            if (ih < 0 || ih >= H)
+                                continue;
+                            for (int64_t s = 0; s < S; s++) {
+                                int64_t iw = ow * sw - pw + s * dw;
+                                if (iw < 0 || iw >= W)
+                                    continue;
+                                acc += x[((n * C + c0 + c) * H + ih) * W + iw] * w[((k * Cg + c) * R + r) * S + s];
+                            }
+                        }
+                    y[((n * K + k) * OH + oh) * OW + ow] = acc;
+                }
+        }
+}
+
+static void run_matmul(const fg_graph *g, const fg_node *nd, double **vals, double *y)
+{
+    const fg_tensor *at = &g->tensors[nd->inputs[0]], *bt = &g->tensors[nd->inputs[1]];
+    const fg_tensor *ot = &g->tensors[nd->output];
+    int ta = attr_int(nd, "trans_a", 0, 0) != 0, tb = attr_int(nd, "trans_b", 0, 0) != 0;
+    int bslot = input_slot(nd, "bias", 2);
+    const fg_tensor *biast = bslot < nd->ninputs && nd->inputs[bslot] >= 0 ? &g->tensors[nd->inputs[bslot]] : NULL;
+    const double *a = vals[nd->inputs[0]], *b = vals[nd->inputs[1]], *bias = biast ? vals[nd->inputs[bslot]] : NULL;
+    int ra = at->rank;
+    int64_t batch = ra == 3 ? at->shape[0] : 1;
+    int64_t M = ot->shape[ot->rank - 2], N = ot->shape[ot->rank - 1];
+    int64_t Ka = ta ? at->shape[ra - 2] : at->shape[ra - 1];
+    int64_t bcols = bt->shape[1];
+    int64_t bbatch = bt->rank == 3 ? bt->shape[1] * bt->shape[2] : 0; /* a batched b, when given */
+    if (bt->rank == 3)
+        bcols = bt->shape[2];
+    for (int64_t q = 0; q < batch; q++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                double acc = 0.0;
+                const double *aq = a + q * M * Ka, *bq = b + q * bbatch;
+                for (int64_t k = 0; k < Ka; k++) {
+                    double av = ta ? aq[k * M + m] : aq[m * Ka + k];
+                    double bv = tb ? bq[n * bcols + k] : bq[k * bcols + n];
+                    acc += av * bv;
+                }
+                if (bias) {
+                    if (biast->rank == 1)
+                        acc += bias[biast->shape[0] == 1 ? 0 : n];
+                    else {
+                        int64_t i0 = biast->shape[biast->rank - 2] == 1 ? 0 : m;
+                        int64_t i1 = biast->shape[biast->rank - 1] == 1 ? 0 : n;
+                        acc += bias[i0 * biast->shape[biast->rank - 1] + i1];
+                    }
+                }
+                y[(q * M + m) * N + n] = acc;
+            }
+}
+
+static void run_pool(const fg_graph *g, const fg_node *nd, double **vals, double *y)
+{
+    const fg_tensor *xt = &g->tensors[nd->inputs[0]], *ot = &g->tensors[nd->output];
+    const double *x = vals[nd->inputs[0]];
+    int is_max = nd->op->reduce && strcmp(nd->op->reduce, "max") == 0;
+    int64_t N = xt->shape[0], C = xt->shape[1], H = xt->shape[2], W = xt->shape[3];
+    int64_t OH = ot->shape[2], OW = ot->shape[3];
+    int64_t kh = attr_int(nd, "kernel", 0, 1), kw = attr_int(nd, "kernel", 1, 1);
+    int64_t sh = attr_int(nd, "stride", 0, 1), sw = attr_int(nd, "stride", 1, 1);
+    int64_t ph = attr_int(nd, "padding", 0, 0), pw = attr_int(nd, "padding", 1, 0);
+    for (int64_t nc = 0; nc < N * C; nc++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                double acc = is_max ? -INFINITY : 0.0;
+                int64_t cnt = 0;
+                for (int64_t r = 0; r < kh; r++)
+                    for (int64_t s = 0; s < kw; s++) {
+                        int64_t ih = oh * sh - ph + r, iw = ow * sw - pw + s;
+                        if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                            continue;
+                        double v = x[(nc * H + ih) * W + iw];
+                        acc = is_max ? (v > acc ? v : acc) : acc + v;
+                        cnt++;
+                    }
+                y[(nc * OH + oh) * OW + ow] = cnt == 0 ? 0.0 : is_max ? acc : acc / (double)cnt;
+            }
+}
+
+static void run_global_pool(const fg_graph *g, const fg_node *nd, double **vals, double *y)
+{
+    const fg_tensor *xt = &g->tensors[nd->inputs[0]];
+    const double *x = vals[nd->inputs[0]];
+    int64_t NC = xt->shape[0] * xt->shape[1], HW = xt->shape[2] * xt->shape[3];
+    for (int64_t i = 0; i < NC; i++) {
+        double s = 0.0;
+        for (int64_t j = 0; j < HW; j++)
+            s += x[i * HW + j];
+        y[i] = HW ? s / (double)HW : 0.0;
+    }
+}
+
+/* Batch norm: the op's expression over x and per-channel parameters; in
+ * training mode mean and var are the batch statistics over every axis but
+ * the channel axis (biased variance). */
+static void run_batch_norm(const fg_graph *g, const fg_node *nd, double **vals, double *y)
+{
+    const fg_tensor *xt = &g->tensors[nd->inputs[0]], *ot = &g->tensors[nd->output];
+    const fg_tensor *tin[FG_MAX_INPUTS] = {0};
+    const double *ins[FG_MAX_INPUTS] = {0};
+    int per[FG_MAX_INPUTS] = {0};
+    int ni = nd->ninputs;
+    for (int i = 0; i < ni; i++) {
+        if (nd->inputs[i] < 0)
+            continue;
+        tin[i] = &g->tensors[nd->inputs[i]];
+        ins[i] = vals[nd->inputs[i]];
+        per[i] = i > 0;
+    }
+    double *bmean = NULL, *bvar = NULL;
+    int64_t C = xt->rank >= 2 ? xt->shape[1] : 1;
+    if (attr_int(nd, "training", 0, 0)) {
+        int64_t outer = xt->shape[0], inner = 1;
+        for (int d = 2; d < xt->rank; d++)
+            inner *= xt->shape[d];
+        bmean = fg_xcalloc((size_t)C + 1, sizeof *bmean);
+        bvar = fg_xcalloc((size_t)C + 1, sizeof *bvar);
+        const double *x = ins[0];
+        double cnt = (double)(outer * inner);
+        for (int64_t c = 0; c < C; c++) {
+            double s = 0.0, q = 0.0;
+            for (int64_t n = 0; n < outer; n++)
+                for (int64_t j = 0; j < inner; j++)
+                    s += x[(n * C + c) * inner + j];
+            double mu = cnt > 0 ? s / cnt : 0.0;
+            for (int64_t n = 0; n < outer; n++)
+                for (int64_t j = 0; j < inner; j++) {
+                    double d = x[(n * C + c) * inner + j] - mu;
+                    q += d * d;
+                }
+            bmean[c] = mu;
+            bvar[c] = cnt > 0 ? q / cnt : 0.0;
+        }
+        int ms = input_slot(nd, "mean", 3), vs = input_slot(nd, "var", 4);
+        if (ms < ni) {
+            ins[ms] = bmean;
+            per[ms] = 1;
+        }
+        if (vs < ni) {
+            ins[vs] = bvar;
+            per[vs] = 1;
+        }
+    }
+    if (nd->op->expr) {
+        run_expr(nd->op->expr, nd, ot, tin, ins, per, y);
+    } else {
+        /* No expression given: the inference formula. */
+        double eps = attr_find(nd, "eps") ? attr_double(attr_find(nd, "eps")) : 1e-5;
+        int gs = input_slot(nd, "gamma", 1), bs = input_slot(nd, "beta", 2);
+        int ms = input_slot(nd, "mean", 3), vs = input_slot(nd, "var", 4);
+        int64_t inner = 1;
+        for (int d = 2; d < xt->rank; d++)
+            inner *= xt->shape[d];
+        int64_t total = fg_tensor_numel(xt);
+        for (int64_t i = 0; i < total; i++) {
+            int64_t c = (i / inner) % C;
+            y[i] = (ins[0][i] - ins[ms][c]) / sqrt(ins[vs][c] + eps) * ins[gs][c] + ins[bs][c];
+        }
+    }
+    free(bmean);
+    free(bvar);
+}
+
+static void run_pointwise(const fg_graph *g, const fg_node *nd, double **vals, double *y)
+{
+    const fg_tensor *tin[FG_MAX_INPUTS] = {0};
+    const double *ins[FG_MAX_INPUTS] = {0};
+    int per[FG_MAX_INPUTS] = {0};
+    for (int i = 0; i < nd->ninputs; i++) {
+        if (nd->inputs[i] < 0)
+            continue;
+        tin[i] = &g->tensors[nd->inputs[i]];
+        ins[i] = vals[nd->inputs[i]];
+        per[i] = nd->op->inputs[i].per_channel;
+    }
+    run_expr(nd->op->expr, nd, &g->tensors[nd->output], tin, ins, per, y);
+}
+
+/* ---- driver ------------------------------------------------------------ */
+
+fg_status fg_reference_run(fg_context *ctx, const fg_graph *g, double **vals)
+{
+    for (int t = 0; t < g->ntensors; t++) {
+        const fg_tensor *tt = &g->tensors[t];
+        if (vals[t] || tt->producer >= 0)
+            continue;
+        if (tt->is_weight && tt->data) {
+            int64_t n = fg_tensor_numel(tt);
+            vals[t] = fg_xmalloc((size_t)(n ? n : 1) * sizeof(double));
+            for (int64_t i = 0; i < n; i++)
+                vals[t][i] = tt->data[i];
+        }
+    }
+    for (int n = 0; n < g->nnodes; n++) {
+        const fg_node *nd = &g->nodes[n];
+        for (int i = 0; i < nd->ninputs; i++) {
+            int t = nd->inputs[i];
+            if (t >= 0 && !vals[t])
+                return fg_diag_error(ctx, FG_ERR_INPUT, g->tensors[t].loc, "reference: tensor '%s' (input of %s) has no value",
+                                     g->tensors[t].name, nd->name);
+        }
+        const fg_tensor *ot = &g->tensors[nd->output];
+        int64_t total = fg_tensor_numel(ot);
+        free(vals[nd->output]);
+        double *y = fg_xcalloc((size_t)(total ? total : 1), sizeof(double));
+        vals[nd->output] = y;
+        if (nd->folded) {
+            const fg_tensor *xt = &g->tensors[nd->inputs[0]];
+            int64_t nx = fg_tensor_numel(xt);
+            memcpy(y, vals[nd->inputs[0]], (size_t)(nx < total ? nx : total) * sizeof(double));
+            continue;
+        }
+        switch (nd->op->kind) {
+        case FG_OPK_POINTWISE:
+            if (!nd->op->expr)
+                return fg_diag_error(ctx, FG_ERR_INPUT, nd->loc, "reference: op %s of %s has no expression",
+                                     nd->op->name, nd->name);
+            run_pointwise(g, nd, vals, y);
+            break;
+        case FG_OPK_CONV2D: run_conv(g, nd, vals, y); break;
+        case FG_OPK_MATMUL: run_matmul(g, nd, vals, y); break;
+        case FG_OPK_BATCH_NORM: run_batch_norm(g, nd, vals, y); break;
+        case FG_OPK_POOL2D: run_pool(g, nd, vals, y); break;
+        case FG_OPK_GLOBAL_POOL: run_global_pool(g, nd, vals, y); break;
+        case FG_OPK_FLATTEN: {
+            int64_t nx = fg_tensor_numel(&g->tensors[nd->inputs[0]]);
+            memcpy(y, vals[nd->inputs[0]], (size_t)(nx < total ? nx : total) * sizeof(double));
+            break;
+        }
+        default:
+            return fg_diag_error(ctx, FG_ERR_UNSUPPORTED, nd->loc, "reference: op kind of %s not supported", nd->name);
+        }
+    }
+    return FG_OK;
+}
+
+void fg_reference_free(const fg_graph *g, double **vals)
+{
+    for (int t = 0; t < g->ntensors; t++) {
+        free(vals[t]);
+        vals[t] = NULL;
+    }
+}
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void fg_reference_random_inputs(const fg_graph *g, uint64_t seed, double **vals)
+{
+    uint64_t s = seed;
+    for (int i = 0; i < g->ninputs; i++) {
+        int t = g->inputs[i];
+        int64_t n = fg_tensor_numel(&g->tensors[t]);
+        double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof(double));
+        for (int64_t k = 0; k < n; k++)
+            v[k] = (double)(splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0;
+        vals[t] = v;
+    }
+}
+
+double fg_rel_l2(const double *a, const double *b, int64_t n, double *max_abs)
+{
+    double num = 0.0, den = 0.0, mx = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = a[i] - b[i];
+        num += d * d;
+        den += b[i] * b[i];
+        if (fabs(d) > mx || d != d)
+            mx = d != d ? NAN : fabs(d);
+    }
+    if (max_abs)
+        *max_abs = mx;
+    double r = sqrt(num) / fmax(sqrt(den), 1e-30);
+    return r;
+}

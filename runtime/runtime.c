@@ -1,0 +1,37 @@
+/* runtime.c -- life cycle of the per-context runtime state (runtime.h). */
+#include "runtime.h"
+
+#include <stdlib.h>
+
+__attribute__((weak)) void fg_runtime_device_free(struct fg_runtime *rt) { (void)rt; }
+
+/* Creates ctx->rt under ctx->lock on first call.  Only the struct is made
+ * here: opening the cache may record warnings, which takes ctx->lock too, so
+ * the members are created later under rt->lock. */
+struct fg_runtime *fg_rt(fg_context *ctx)
+{
+    struct fg_runtime *rt = __atomic_load_n(&ctx->rt, __ATOMIC_ACQUIRE);
+    if (rt)
+        return rt;
+    pthread_mutex_lock(&ctx->lock);
+    rt = ctx->rt;
+    if (!rt) {
+        rt = fg_xcalloc(1, sizeof *rt);
+        pthread_mutex_init(&rt->lock, NULL);
+        __atomic_store_n(&ctx->rt, rt, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return rt;
+}
+
+void fg_runtime_free(fg_context *ctx)
+{
+    struct fg_runtime *rt = ctx ? ctx->rt : NULL;
+    if (!rt)
+        return;
+    fg_runtime_device_free(rt);
+    fg_cache_close(rt->cache);
+    pthread_mutex_destroy(&rt->lock);
+    free(rt);
+    ctx->rt = NULL;
+}

@@ -1,0 +1,71 @@
+// ---- template conv2d.cuh: direct convolution -----------------------------------
+// Each thread computes TILE_K output channels of one output pixel (n, oh, ow).
+// The block's TILE_K channels lie in one group; their weights are staged in
+// shared memory CHUNK_C input channels at a time and reused by every thread.
+// Accumulation in fp32; blockIdx.y = group * tiles_per_group + channel tile.
+FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
+{
+{{SHAPES}}
+    const fg_i64 TILE_K = {{TILE_K}};
+    const fg_i64 CHUNK_C = {{CHUNK_C}};
+    FG_SHARED float w_tile[{{WTILE}}];  // [TILE_K][CHUNK_C][R][S]
+
+    // output channels k0 .. k_end-1 of group g
+    const fg_i64 tiles_per_group = (Kg + TILE_K - 1) / TILE_K;
+    const fg_i64 g = fg_bid_y() / tiles_per_group;
+    const fg_i64 k0 = g * Kg + (fg_bid_y() % tiles_per_group) * TILE_K;
+    const fg_i64 k_end = k0 + TILE_K < (g + 1) * Kg ? k0 + TILE_K : (g + 1) * Kg;
+
+    // output pixel of this thread
+    const fg_i64 pix = (fg_i64)fg_bid_x() * fg_bdim_x() + fg_tid_x();
+    const bool active = pix < N * OH * OW;
+    const fg_i64 ow = pix % OW;
+    const fg_i64 oh = pix / OW % OH;
+    const fg_i64 n = pix / (OW * OH);
+
+    float acc[{{TILE_K}}];
+    for (int kk = 0; kk < TILE_K; kk++)
+        acc[kk] = 0.0f;
+
+    for (fg_i64 c0 = 0; c0 < Cg; c0 += CHUNK_C) {
+        const fg_i64 cn = Cg - c0 < CHUNK_C ? Cg - c0 : CHUNK_C;
+        // stage weights [k0, k0 + TILE_K) x [c0, c0 + cn); zeros past the ends
+        for (fg_i64 t = fg_tid_x(); t < TILE_K * CHUNK_C * R * S; t += fg_bdim_x()) {
+            const fg_i64 kk = t / (CHUNK_C * R * S);
+            const fg_i64 cc = t / (R * S) % CHUNK_C;
+            const fg_i64 r = t / S % R;
+            const fg_i64 s = t % S;
+            w_tile[t] = (k0 + kk < k_end && cc < cn) ? fg_load(p.{{WGT}} + off_w(p, k0 + kk, c0 + cc, r, s)) : 0.0f;
+        }
+        fg_sync();
+        if (active) {
+            for (fg_i64 cc = 0; cc < cn; cc++) {
+                const fg_i64 ci = g * Cg + c0 + cc;  // input channel
+                for (fg_i64 r = 0; r < R; r++) {
+                    const fg_i64 ih = oh * SH - PH + r * DH;
+                    if (ih < 0 || ih >= H)
+                        continue;
+                    for (fg_i64 s = 0; s < S; s++) {
+                        const fg_i64 iw = ow * SW - PW + s * DW;
+                        if (iw < 0 || iw >= W)
+                            continue;
+                        const float xv = fg_load(p.{{X}} + off_x(p, n, ci, ih, iw));
+                        const float *wt = &w_tile[(cc * R + r) * S + s];
+                        for (int kk = 0; kk < TILE_K; kk++)
+                            acc[kk] += xv * wt[kk * CHUNK_C * R * S];
+                    }
+                }
+            }
+        }
+        fg_sync();
+    }
+    if (!active)
+        return;
+    for (int kk = 0; kk < TILE_K; kk++) {
+        const fg_i64 k = k0 + kk;
+        if (k >= k_end)
+            break;
+        const float v = fg_epilogue(p, acc[kk], n, k, oh, ow);
+        fg_store(p.{{Y}} + off_y(p, n, k, oh, ow), v);
+    }
+}

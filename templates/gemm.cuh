@@ -1,0 +1,66 @@
+// ---- template gemm.cuh: fp32 matrix multiply (SIMT) ----------------------------
+// Y[bt] = A[bt] (M x K) * B[bt] (K x N), tiles of TILE_M x TILE_N per block,
+// staged through shared memory TILE_K columns of A at a time (zero-filled past
+// the edges); each thread accumulates a 4 x 4 patch in fp32 registers.
+// blockIdx = (column tile, row tile, batch).
+FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
+{
+{{SHAPES}}
+    const int TILE_M = {{TILE_M}};
+    const int TILE_N = {{TILE_N}};
+    const int TILE_K = {{TILE_K}};
+    FG_SHARED float a_tile[{{TILE_K}}][{{TILE_M}} + 4];  // a_tile[k][m]
+    FG_SHARED float b_tile[{{TILE_K}}][{{TILE_N}} + 4];  // b_tile[k][n]
+
+    const int tid = (int)fg_tid_x();
+    const int tx = tid % (TILE_N / 4);  // columns tx + j * TILE_N / 4
+    const int ty = tid / (TILE_N / 4);  // rows ty + i * TILE_M / 4
+    const fg_i64 bt = fg_bid_z();
+    const fg_i64 m0 = (fg_i64)fg_bid_y() * TILE_M;
+    const fg_i64 n0 = (fg_i64)fg_bid_x() * TILE_N;
+
+    float acc[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            acc[i][j] = 0.0f;
+
+    for (fg_i64 k0 = 0; k0 < K; k0 += TILE_K) {
+        for (int t = tid; t < TILE_M * TILE_K; t += {{THREADS}}) {
+            const int mm = t / TILE_K;
+            const int kk = t % TILE_K;
+            const fg_i64 m = m0 + mm, k = k0 + kk;
+            a_tile[kk][mm] = (m < M && k < K) ? fg_load(p.{{A}} + off_a(p, bt, m, k)) : 0.0f;
+        }
+        for (int t = tid; t < TILE_K * TILE_N; t += {{THREADS}}) {
+            const int kk = t / TILE_N;
+            const int nn = t % TILE_N;
+            const fg_i64 k = k0 + kk, n = n0 + nn;
+            b_tile[kk][nn] = (k < K && n < N) ? fg_load(p.{{B}} + off_b(p, bt, k, n)) : 0.0f;
+        }
+        fg_sync();
+        for (int kk = 0; kk < TILE_K; kk++) {
+            float a_frag[4], b_frag[4];
+            for (int i = 0; i < 4; i++)
+                a_frag[i] = a_tile[kk][ty + i * (TILE_M / 4)];
+            for (int j = 0; j < 4; j++)
+                b_frag[j] = b_tile[kk][tx + j * (TILE_N / 4)];
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] += a_frag[i] * b_frag[j];
+        }
+        fg_sync();
+    }
+
+    for (int i = 0; i < 4; i++) {
+        const fg_i64 row = m0 + ty + i * (TILE_M / 4);
+        if (row >= M)
+            continue;
+        for (int j = 0; j < 4; j++) {
+            const fg_i64 col = n0 + tx + j * (TILE_N / 4);
+            if (col >= N)
+                continue;
+            const float v = fg_epilogue(p, acc[i][j], {{EPI_ARGS}});
+            fg_store(p.{{Y}} + off_y(p, bt, row, col), v);
+        }
+    }
+}

@@ -1,0 +1,29 @@
+// ---- template pool2d.cuh: max / average pooling --------------------------------
+// One thread per output element, in the output's memory order (grid-stride
+// loop).  Padding is skipped: an average divides by the number of elements
+// inside the input, and an empty window gives 0.
+FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
+{
+{{SHAPES}}
+    const fg_i64 stride = (fg_i64)fg_gdim_x() * fg_bdim_x();
+    for (fg_i64 i = (fg_i64)fg_bid_x() * fg_bdim_x() + fg_tid_x(); i < N * C * OH * OW; i += stride) {
+{{COORDS}}
+        float acc = {{INIT}};
+        int count = 0;
+        for (fg_i64 r = 0; r < R; r++) {
+            const fg_i64 ih = oh * SH - PH + r;
+            if (ih < 0 || ih >= H)
+                continue;
+            for (fg_i64 s = 0; s < S; s++) {
+                const fg_i64 iw = ow * SW - PW + s;
+                if (iw < 0 || iw >= W)
+                    continue;
+                const float xv = fg_load(p.{{X}} + off_x(p, n, c, ih, iw));
+                acc = {{REDUCE}};
+                count++;
+            }
+        }
+        const float v = {{FINISH}};
+        fg_store(p.{{Y}} + off_y(p, n, c, oh, ow), fg_epilogue(p, v, n, c, oh, ow));
+    }
+}

@@ -1,0 +1,162 @@
+// fusegen_prelude.cuh -- the device prelude of generated kernels (NVRTC).
+//
+// Every hardware-specific operation a generated kernel uses is defined here:
+// thread indices, barriers, warp shuffles, fp16/bf16 conversion, vector
+// access, async copies and tensor-core fragments.  templates/prelude_emu.h
+// defines the same names for the CPU emulation backend.  No toolkit header is
+// included: conversions, cp.async and mma are inline PTX, so NVRTC parses
+// only this file and the kernel.  Requires sm_80 or newer.
+#ifndef FUSEGEN_PRELUDE_CUH
+#define FUSEGEN_PRELUDE_CUH
+
+typedef long long fg_i64;
+typedef unsigned int fg_u32;
+typedef unsigned long long fg_u64;
+
+// Storage types: the raw 16 bits of an IEEE half / a bfloat16.
+struct fg_half { unsigned short bits; };
+struct fg_bf16 { unsigned short bits; };
+
+#define FG_KERNEL(name, Params, max_threads) \
+    extern "C" __global__ void __launch_bounds__(max_threads) name(const Params p)
+#define FG_DEVICE __device__ __forceinline__
+#define FG_SHARED __shared__
+#define FG_RESTRICT __restrict__
+
+// ---- indices ---------------------------------------------------------------
+FG_DEVICE fg_u32 fg_tid_x() { return threadIdx.x; }
+FG_DEVICE fg_u32 fg_tid_y() { return threadIdx.y; }
+FG_DEVICE fg_u32 fg_tid_z() { return threadIdx.z; }
+FG_DEVICE fg_u32 fg_bid_x() { return blockIdx.x; }
+FG_DEVICE fg_u32 fg_bid_y() { return blockIdx.y; }
+FG_DEVICE fg_u32 fg_bid_z() { return blockIdx.z; }
+FG_DEVICE fg_u32 fg_bdim_x() { return blockDim.x; }
+FG_DEVICE fg_u32 fg_bdim_y() { return blockDim.y; }
+FG_DEVICE fg_u32 fg_bdim_z() { return blockDim.z; }
+FG_DEVICE fg_u32 fg_gdim_x() { return gridDim.x; }
+FG_DEVICE fg_u32 fg_gdim_y() { return gridDim.y; }
+FG_DEVICE fg_u32 fg_gdim_z() { return gridDim.z; }
+FG_DEVICE fg_u32 fg_linear_tid()
+{
+    return threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y;
+}
+FG_DEVICE fg_u32 fg_lane() { return fg_linear_tid() & 31u; }
+FG_DEVICE fg_u32 fg_warp() { return fg_linear_tid() >> 5; }
+
+// ---- barrier and warp collectives -----------------------------------------
+FG_DEVICE void fg_sync() { __syncthreads(); }
+FG_DEVICE float fg_shfl_xor(float v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
+FG_DEVICE float fg_shfl_down(float v, int delta) { return __shfl_down_sync(0xffffffffu, v, (unsigned)delta); }
+FG_DEVICE float fg_shfl_idx(float v, int src_lane) { return __shfl_sync(0xffffffffu, v, src_lane); }
+
+// ---- conversions (round to nearest even) -----------------------------------
+FG_DEVICE float fg_h2f(fg_half h)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+    return f;
+}
+FG_DEVICE fg_half fg_f2h(float f)
+{
+    fg_half h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+    return h;
+}
+FG_DEVICE float fg_bf2f(fg_bf16 b) { return __uint_as_float(((fg_u32)b.bits) << 16); }
+FG_DEVICE fg_bf16 fg_f2bf(float f)
+{
+    fg_bf16 b;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.bits) : "f"(f));
+    return b;
+}
+
+// ---- element access (math is always in float) ------------------------------
+FG_DEVICE float fg_load(const float *p) { return *p; }
+FG_DEVICE float fg_load(const fg_half *p) { return fg_h2f(*p); }
+FG_DEVICE float fg_load(const fg_bf16 *p) { return fg_bf2f(*p); }
+FG_DEVICE void fg_store(float *p, float v) { *p = v; }
+FG_DEVICE void fg_store(fg_half *p, float v) { *p = fg_f2h(v); }
+FG_DEVICE void fg_store(fg_bf16 *p, float v) { *p = fg_f2bf(v); }
+
+// Four consecutive elements; p is aligned to 4 elements.
+struct alignas(16) fg_vec4f { float x, y, z, w; };
+struct alignas(8) fg_vec4h { unsigned short x, y, z, w; };
+
+FG_DEVICE void fg_load4(const float *p, float v[4])
+{
+    const fg_vec4f q = *reinterpret_cast<const fg_vec4f *>(p);
+    v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+}
+FG_DEVICE void fg_store4(float *p, const float v[4])
+{
+    fg_vec4f q;
+    q.x = v[0]; q.y = v[1]; q.z = v[2]; q.w = v[3];
+    *reinterpret_cast<fg_vec4f *>(p) = q;
+}
+FG_DEVICE void fg_load4(const fg_half *p, float v[4])
+{
+    const fg_vec4h q = *reinterpret_cast<const fg_vec4h *>(p);
+    fg_half h;
+    h.bits = q.x; v[0] = fg_h2f(h);
+    h.bits = q.y; v[1] = fg_h2f(h);
+    h.bits = q.z; v[2] = fg_h2f(h);
+    h.bits = q.w; v[3] = fg_h2f(h);
+}
+FG_DEVICE void fg_store4(fg_half *p, const float v[4])
+{
+    fg_vec4h q;
+    q.x = fg_f2h(v[0]).bits; q.y = fg_f2h(v[1]).bits;
+    q.z = fg_f2h(v[2]).bits; q.w = fg_f2h(v[3]).bits;
+    *reinterpret_cast<fg_vec4h *>(p) = q;
+}
+FG_DEVICE void fg_load4(const fg_bf16 *p, float v[4])
+{
+    const fg_vec4h q = *reinterpret_cast<const fg_vec4h *>(p);
+    fg_bf16 b;
+    b.bits = q.x; v[0] = fg_bf2f(b);
+    b.bits = q.y; v[1] = fg_bf2f(b);
+    b.bits = q.z; v[2] = fg_bf2f(b);
+    b.bits = q.w; v[3] = fg_bf2f(b);
+}
+FG_DEVICE void fg_store4(fg_bf16 *p, const float v[4])
+{
+    fg_vec4h q;
+    q.x = fg_f2bf(v[0]).bits; q.y = fg_f2bf(v[1]).bits;
+    q.z = fg_f2bf(v[2]).bits; q.w = fg_f2bf(v[3]).bits;
+    *reinterpret_cast<fg_vec4h *>(p) = q;
+}
+
+// ---- math ------------------------------------------------------------------
+FG_DEVICE float fg_rsqrtf(float x) { return 1.0f / sqrtf(x); }
+
+// ---- asynchronous copy global -> shared (sm_80+) ---------------------------
+FG_DEVICE void fg_cp_async16(void *smem_dst, const void *gmem_src)
+{
+    const fg_u32 dst = (fg_u32)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem_src) : "memory");
+}
+FG_DEVICE void fg_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+FG_DEVICE void fg_cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// ---- tensor cores: mma.sync m16n8k16, f32 accumulate -----------------------
+FG_DEVICE fg_u32 fg_pack_half2(fg_half lo, fg_half hi) { return (fg_u32)lo.bits | ((fg_u32)hi.bits << 16); }
+FG_DEVICE fg_u32 fg_pack_bf162(fg_bf16 lo, fg_bf16 hi) { return (fg_u32)lo.bits | ((fg_u32)hi.bits << 16); }
+
+FG_DEVICE void fg_mma_16816_f16(float d[4], const fg_u32 a[4], const fg_u32 b[2], const float c[4])
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+FG_DEVICE void fg_mma_16816_bf16(float d[4], const fg_u32 a[4], const fg_u32 b[2], const float c[4])
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
+#endif // FUSEGEN_PRELUDE_CUH

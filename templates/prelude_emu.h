@@ -1,0 +1,275 @@
+/*
+ * fusegen_prelude.cuh (emulation) -- the prelude of generated kernels when
+ * they are compiled by the host C++ compiler and run on the CPU (runtime/emu.c).
+ * Same names and semantics as templates/prelude.cuh, the device prelude.
+ *
+ * The runtime calls the kernel entry once per emulated thread, each thread on
+ * its own cooperative context.  Everything that needs the scheduler (thread
+ * and block indices, barriers, warp collectives, errors) goes through a table
+ * the runtime installs with fg_emu_bind() after dlopen, so the shared object
+ * has no link-time dependency on the library.  The layout of struct
+ * fg_emu_api must match runtime/emu_sched.h (checked by version and size).
+ */
+#ifndef FG_PRELUDE_EMU_H
+#define FG_PRELUDE_EMU_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef long long fg_i64;
+typedef unsigned int fg_u32;
+typedef unsigned long long fg_u64;
+
+struct fg_half { unsigned short bits; };
+struct fg_bf16 { unsigned short bits; };
+
+/* ---- the runtime interface (mirror of runtime/emu_sched.h) ---- */
+
+#define FG_EMU_API_VERSION 1
+
+enum {
+    FG_EMU_WOP_SHFL_XOR = 1,
+    FG_EMU_WOP_SHFL_DOWN,
+    FG_EMU_WOP_SHFL_IDX,
+    FG_EMU_WOP_MMA_F16,
+    FG_EMU_WOP_MMA_BF16
+};
+
+struct fg_emu_tinfo {
+    unsigned tid[3];
+    unsigned lane, warp;
+};
+
+struct fg_emu_api {
+    unsigned version, size;
+    const fg_emu_tinfo *cur;         /* the running thread */
+    unsigned bid[3], bdim[3], gdim[3];
+    void (*sync)(void);
+    /* Warp collective: deposits in (nin words) with a per-lane argument,
+     * waits for the warp, writes this lane's result (nout words) to out. */
+    void (*warp)(int op, int arg, const fg_u32 *in, int nin, fg_u32 *out, int nout);
+    /* Aborts the launch with a message (does not return). */
+    void (*fail)(const char *msg);
+};
+
+static fg_emu_api *fg_emu_api_;
+
+extern "C" __attribute__((visibility("default"))) int fg_emu_bind(fg_emu_api *api, unsigned version, unsigned size)
+{
+    if (version != FG_EMU_API_VERSION || size != sizeof(fg_emu_api))
+        return -1;
+    fg_emu_api_ = api;
+    return 0;
+}
+
+/* Block-shared arrays live in their own section so that the runtime can
+ * poison them before every block (reads of unwritten shared memory show up). */
+extern "C" char __start_fg_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_fg_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" __attribute__((visibility("default"))) void fg_emu_shared_range(char **begin, char **end)
+{
+    *begin = __start_fg_shared;
+    *end = __stop_fg_shared;
+}
+
+/* ---- qualifiers and the kernel entry ---- */
+
+#define FG_DEVICE static inline
+#define FG_SHARED static __attribute__((section("fg_shared"), aligned(16)))
+#define FG_RESTRICT __restrict__
+
+/* extern "C" void name(const void *params): the body for the current thread;
+ * name__fg_max_threads lets the runtime check the launch bound. */
+#define FG_KERNEL(name, Params, max_threads)                                         \
+    extern "C" __attribute__((visibility("default"))) const unsigned name##__fg_max_threads = (max_threads); \
+    static void name##__fg_body(const Params &p);                                    \
+    extern "C" __attribute__((visibility("default"))) void name(const void *params)  \
+    {                                                                                \
+        name##__fg_body(*(const Params *)params);                                    \
+    }                                                                                \
+    static void name##__fg_body(const Params &p)
+
+/* ---- indices ---- */
+
+static inline fg_u32 fg_tid_x() { return fg_emu_api_->cur->tid[0]; }
+static inline fg_u32 fg_tid_y() { return fg_emu_api_->cur->tid[1]; }
+static inline fg_u32 fg_tid_z() { return fg_emu_api_->cur->tid[2]; }
+static inline fg_u32 fg_bid_x() { return fg_emu_api_->bid[0]; }
+static inline fg_u32 fg_bid_y() { return fg_emu_api_->bid[1]; }
+static inline fg_u32 fg_bid_z() { return fg_emu_api_->bid[2]; }
+static inline fg_u32 fg_bdim_x() { return fg_emu_api_->bdim[0]; }
+static inline fg_u32 fg_bdim_y() { return fg_emu_api_->bdim[1]; }
+static inline fg_u32 fg_bdim_z() { return fg_emu_api_->bdim[2]; }
+static inline fg_u32 fg_gdim_x() { return fg_emu_api_->gdim[0]; }
+static inline fg_u32 fg_gdim_y() { return fg_emu_api_->gdim[1]; }
+static inline fg_u32 fg_gdim_z() { return fg_emu_api_->gdim[2]; }
+static inline fg_u32 fg_linear_tid() { return fg_emu_api_->cur->warp * 32 + fg_emu_api_->cur->lane; }
+static inline fg_u32 fg_lane() { return fg_emu_api_->cur->lane; }
+static inline fg_u32 fg_warp() { return fg_emu_api_->cur->warp; }
+
+/* ---- barrier ---- */
+
+static inline void fg_sync() { fg_emu_api_->sync(); }
+
+/* ---- warp collectives ---- */
+
+static inline fg_u32 fg_emu_fbits(float f)
+{
+    fg_u32 u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline float fg_emu_bitsf(fg_u32 u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline float fg_emu_shfl(int op, float v, int arg)
+{
+    fg_u32 in = fg_emu_fbits(v), out;
+    fg_emu_api_->warp(op, arg, &in, 1, &out, 1);
+    return fg_emu_bitsf(out);
+}
+
+static inline float fg_shfl_xor(float v, int lane_mask) { return fg_emu_shfl(FG_EMU_WOP_SHFL_XOR, v, lane_mask); }
+static inline float fg_shfl_down(float v, int delta) { return fg_emu_shfl(FG_EMU_WOP_SHFL_DOWN, v, delta); }
+static inline float fg_shfl_idx(float v, int src_lane) { return fg_emu_shfl(FG_EMU_WOP_SHFL_IDX, v, src_lane); }
+
+static inline void fg_emu_mma(int op, float d[4], const fg_u32 a[4], const fg_u32 b[2], const float c[4])
+{
+    fg_u32 in[10], out[4];
+    for (int i = 0; i < 4; i++) in[i] = a[i];
+    for (int i = 0; i < 2; i++) in[4 + i] = b[i];
+    for (int i = 0; i < 4; i++) in[6 + i] = fg_emu_fbits(c[i]);
+    fg_emu_api_->warp(op, 0, in, 10, out, 4);
+    for (int i = 0; i < 4; i++) d[i] = fg_emu_bitsf(out[i]);
+}
+
+static inline void fg_mma_16816_f16(float d[4], const fg_u32 a[4], const fg_u32 b[2], const float c[4])
+{
+    fg_emu_mma(FG_EMU_WOP_MMA_F16, d, a, b, c);
+}
+
+static inline void fg_mma_16816_bf16(float d[4], const fg_u32 a[4], const fg_u32 b[2], const float c[4])
+{
+    fg_emu_mma(FG_EMU_WOP_MMA_BF16, d, a, b, c);
+}
+
+/* ---- conversions: IEEE round to nearest even, NaN kept, overflow to inf ---- */
+
+static inline float fg_h2f(fg_half h)
+{
+    fg_u32 sign = (fg_u32)(h.bits & 0x8000u) << 16;
+    fg_u32 e = (h.bits >> 10) & 0x1f, m = h.bits & 0x3ffu;
+    fg_u32 u;
+    if (e == 0x1f) {
+        u = sign | 0x7f800000u | (m << 13);
+    } else if (e == 0) {
+        if (m == 0) {
+            u = sign;
+        } else {                     /* subnormal: normalise */
+            int ex = 1;
+            while (!(m & 0x400u)) {
+                m <<= 1;
+                ex--;
+            }
+            u = sign | ((fg_u32)(ex + 112) << 23) | ((m & 0x3ffu) << 13);
+        }
+    } else {
+        u = sign | ((e + 112) << 23) | (m << 13);
+    }
+    return fg_emu_bitsf(u);
+}
+
+static inline fg_half fg_f2h(float f)
+{
+    fg_u32 x = fg_emu_fbits(f);
+    fg_u32 sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    fg_half h;
+    if (ax > 0x7f800000u) {                          /* NaN: quiet, top payload kept */
+        h.bits = (unsigned short)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+    } else if (ax >= 0x477ff000u) {                  /* >= 65520 (or inf): inf */
+        h.bits = (unsigned short)(sign | 0x7c00u);
+    } else if (ax >= 0x38800000u) {                  /* normal half */
+        fg_u32 r = (ax >> 13) - (112u << 10), rem = ax & 0x1fffu;
+        if (rem > 0x1000u || (rem == 0x1000u && (r & 1)))
+            r++;
+        h.bits = (unsigned short)(sign | r);
+    } else if (ax < 0x33000000u) {                   /* <= 2^-25: zero */
+        h.bits = (unsigned short)sign;
+    } else {                                         /* subnormal half */
+        fg_u32 e = ax >> 23, mant = (ax & 0x7fffffu) | 0x800000u;
+        fg_u32 s = 126 - e, r = mant >> s, rem = mant & ((1u << s) - 1), half = 1u << (s - 1);
+        if (rem > half || (rem == half && (r & 1)))
+            r++;
+        h.bits = (unsigned short)(sign | r);
+    }
+    return h;
+}
+
+static inline float fg_bf2f(fg_bf16 b) { return fg_emu_bitsf((fg_u32)b.bits << 16); }
+
+static inline fg_bf16 fg_f2bf(float f)
+{
+    fg_u32 x = fg_emu_fbits(f);
+    fg_bf16 b;
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        b.bits = (unsigned short)((x >> 16) | 0x40u);
+    else
+        b.bits = (unsigned short)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+    return b;
+}
+
+static inline fg_u32 fg_pack_half2(fg_half lo, fg_half hi) { return (fg_u32)lo.bits | ((fg_u32)hi.bits << 16); }
+static inline fg_u32 fg_pack_bf162(fg_bf16 lo, fg_bf16 hi) { return (fg_u32)lo.bits | ((fg_u32)hi.bits << 16); }
+
+/* ---- element access ---- */
+
+static inline float fg_load(const float *p) { return *p; }
+static inline float fg_load(const fg_half *p) { return fg_h2f(*p); }
+static inline float fg_load(const fg_bf16 *p) { return fg_bf2f(*p); }
+static inline void fg_store(float *p, float v) { *p = v; }
+static inline void fg_store(fg_half *p, float v) { *p = fg_f2h(v); }
+static inline void fg_store(fg_bf16 *p, float v) { *p = fg_f2bf(v); }
+
+/* The device uses one vector access, which faults when misaligned: so does this. */
+static inline void fg_emu_check_align(const void *p, unsigned align, const char *what)
+{
+    if ((uintptr_t)p % align)
+        fg_emu_api_->fail(what);
+}
+
+template <typename T> static inline void fg_load4(const T *p, float v[4])
+{
+    fg_emu_check_align(p, 4 * sizeof(T), "fg_load4: pointer not aligned to 4 elements");
+    for (int i = 0; i < 4; i++)
+        v[i] = fg_load(p + i);
+}
+
+template <typename T> static inline void fg_store4(T *p, const float v[4])
+{
+    fg_emu_check_align(p, 4 * sizeof(T), "fg_store4: pointer not aligned to 4 elements");
+    for (int i = 0; i < 4; i++)
+        fg_store(p + i, v[i]);
+}
+
+/* ---- math ---- */
+
+static inline float fg_rsqrtf(float x) { return 1.0f / sqrtf(x); }
+
+/* ---- asynchronous copy: a plain copy here ---- */
+
+static inline void fg_cp_async16(void *smem_dst, const void *gmem_src)
+{
+    fg_emu_check_align(smem_dst, 16, "fg_cp_async16: shared destination not 16-byte aligned");
+    fg_emu_check_align(gmem_src, 16, "fg_cp_async16: global source not 16-byte aligned");
+    memcpy(smem_dst, gmem_src, 16);
+}
+static inline void fg_cp_async_commit() {}
+static inline void fg_cp_async_wait_all() {}
+
+#endif /* FG_PRELUDE_EMU_H */

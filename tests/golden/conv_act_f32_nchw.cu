@@ -1,0 +1,130 @@
+// fusegen kernel fg_k0_conv_act (group 0)
+//   rule:      conv_act (goldrules/rules.yaml:2)
+//   nodes:     c1 (conv2d), r1 (relu)
+//   template:  conv2d (conv2d.cuh)
+//   output:    r1 [1, 4, 5, 5] fp32 NCHW
+//   generator: fusegen 0.1.0
+//   deps:      aca08ec3a5ca92ce9db0c005c8652391 (cache key: `fusegen compile` prints it)
+#include "fusegen_prelude.cuh"
+
+struct fg_params_fg_k0_conv_act {
+    const float *x;                      // in  x [1, 3, 5, 5] fp32 NCHW
+    const float *c1_w;                   // in  c1.w [4, 3, 3, 3] fp32 NCHW
+    float *r1;                           // out r1 [1, 4, 5, 5] fp32 NCHW
+    const float *c1_b;                   // in  c1.b [4] fp32
+};
+
+// offset of x NCHW at logical coordinates (n, c, h, w)
+FG_DEVICE fg_i64 off_x(const fg_params_fg_k0_conv_act &p, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
+{
+    return c * 25 + h * 5 + w;
+}
+
+// offset of c1.w NCHW at logical coordinates (k, c, r, s)
+FG_DEVICE fg_i64 off_w(const fg_params_fg_k0_conv_act &p, fg_i64 k, fg_i64 c, fg_i64 r, fg_i64 s)
+{
+    return k * 27 + c * 9 + r * 3 + s;
+}
+
+// offset of r1 NCHW at logical coordinates (n, c, h, w)
+FG_DEVICE fg_i64 off_y(const fg_params_fg_k0_conv_act &p, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
+{
+    return c * 25 + h * 5 + w;
+}
+
+// epilogue: applied to each accumulator before the one store;
+// (n, c, h, w) are the logical coordinates of r1
+FG_DEVICE float fg_epilogue(const fg_params_fg_k0_conv_act &p, float v, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
+{
+    // epilogue: bias (c1.b)
+    v = v + fg_load(p.c1_b + c);
+    // epilogue: apply r1: x > 0 ? x : 0
+    v = ((v > 0.0f) ? v : 0.0f);
+    return v;
+}
+
+// ---- template conv2d.cuh: direct convolution -----------------------------------
+// Each thread computes TILE_K output channels of one output pixel (n, oh, ow).
+// The block's TILE_K channels lie in one group; their weights are staged in
+// shared memory CHUNK_C input channels at a time and reused by every thread.
+// Accumulation in fp32; blockIdx.y = group * tiles_per_group + channel tile.
+FG_KERNEL(fg_k0_conv_act, fg_params_fg_k0_conv_act, 128)
+{
+    const fg_i64 N = 1;
+    const fg_i64 H = 5;
+    const fg_i64 W = 5;
+    const fg_i64 OH = 5;
+    const fg_i64 OW = 5;
+    const fg_i64 R = 3;
+    const fg_i64 S = 3;
+    const fg_i64 Cg = 3;
+    const fg_i64 Kg = 4;
+    const fg_i64 SH = 1;
+    const fg_i64 SW = 1;
+    const fg_i64 PH = 1;
+    const fg_i64 PW = 1;
+    const fg_i64 DH = 1;
+    const fg_i64 DW = 1;
+    const fg_i64 TILE_K = 4;
+    const fg_i64 CHUNK_C = 3;
+    FG_SHARED float w_tile[108];  // [TILE_K][CHUNK_C][R][S]
+
+    // output channels k0 .. k_end-1 of group g
+    const fg_i64 tiles_per_group = (Kg + TILE_K - 1) / TILE_K;
+    const fg_i64 g = fg_bid_y() / tiles_per_group;
+    const fg_i64 k0 = g * Kg + (fg_bid_y() % tiles_per_group) * TILE_K;
+    const fg_i64 k_end = k0 + TILE_K < (g + 1) * Kg ? k0 + TILE_K : (g + 1) * Kg;
+
+    // output pixel of this thread
+    const fg_i64 pix = (fg_i64)fg_bid_x() * fg_bdim_x() + fg_tid_x();
+    const bool active = pix < N * OH * OW;
+    const fg_i64 ow = pix % OW;
+    const fg_i64 oh = pix / OW % OH;
+    const fg_i64 n = pix / (OW * OH);
+
+    float acc[4];
+    for (int kk = 0; kk < TILE_K; kk++)
+        acc[kk] = 0.0f;
+
+    for (fg_i64 c0 = 0; c0 < Cg; c0 += CHUNK_C) {
+        const fg_i64 cn = Cg - c0 < CHUNK_C ? Cg - c0 : CHUNK_C;
+        // stage weights [k0, k0 + TILE_K) x [c0, c0 + cn); zeros past the ends
+        for (fg_i64 t = fg_tid_x(); t < TILE_K * CHUNK_C * R * S; t += fg_bdim_x()) {
+            const fg_i64 kk = t / (CHUNK_C * R * S);
+            const fg_i64 cc = t / (R * S) % CHUNK_C;
+            const fg_i64 r = t / S % R;
+            const fg_i64 s = t % S;
+            w_tile[t] = (k0 + kk < k_end && cc < cn) ? fg_load(p.c1_w + off_w(p, k0 + kk, c0 + cc, r, s)) : 0.0f;
+        }
+        fg_sync();
+        if (active) {
+            for (fg_i64 cc = 0; cc < cn; cc++) {
+                const fg_i64 ci = g * Cg + c0 + cc;  // input channel
+                for (fg_i64 r = 0; r < R; r++) {
+                    const fg_i64 ih = oh * SH - PH + r * DH;
+                    if (ih < 0 || ih >= H)
+                        continue;
+                    for (fg_i64 s = 0; s < S; s++) {
+                        const fg_i64 iw = ow * SW - PW + s * DW;
+                        if (iw < 0 || iw >= W)
+                            continue;
+                        const float xv = fg_load(p.x + off_x(p, n, ci, ih, iw));
+                        const float *wt = &w_tile[(cc * R + r) * S + s];
+                        for (int kk = 0; kk < TILE_K; kk++)
+                            acc[kk] += xv * wt[kk * CHUNK_C * R * S];
+                    }
+                }
+            }
+        }
+        fg_sync();
+    }
+    if (!active)
+        return;
+    for (int kk = 0; kk < TILE_K; kk++) {
+        const fg_i64 k = k0 + kk;
+        if (k >= k_end)
+            break;
+        const float v = fg_epilogue(p, acc[kk], n, k, oh, ow);
+        fg_store(p.r1 + off_y(p, n, k, oh, ow), v);
+    }
+}

@@ -1,0 +1,328 @@
+/* test_shipped_rules.c -- every rule under rules/: one graph that it fuses
+ * (the group's rule and nodes are checked, and the plan's folded graph
+ * computes what the unfused graph computes), and at least one graph it must
+ * not fuse.  A rule without a case here fails the test.  Last, a new
+ * activation op and a new rule written into a temporary rules directory are
+ * fused with no C change. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "reference.h"
+#include "testutil.h"
+
+static fg_context *g_ctx;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_ctx = tu_ctx_shipped();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    fg_context_free(g_ctx);
+    return 0;
+}
+
+/* Shared graph header: an activation x, a matrix a, and weights for every case. */
+static const char *HEADER =
+    "graph: case\nseed: 11\n"
+    "inputs: [ { name: x, shape: [1, 8, 6, 6] }, { name: a, shape: [5, 8] } ]\n"
+    "weights:\n"
+    "  - { name: w, shape: [8, 8, 3, 3] }\n"
+    "  - { name: wd, shape: [8, 1, 3, 3] }\n"
+    "  - { name: wg, shape: [8, 4, 3, 3] }\n"
+    "  - { name: b, shape: [8] }\n"
+    "  - { name: p.g, shape: [8], init: positive }\n  - { name: p.b, shape: [8] }\n"
+    "  - { name: p.m, shape: [8] }\n  - { name: p.v, shape: [8], init: positive }\n"
+    "  - { name: q.g, shape: [8], init: positive }\n  - { name: q.b, shape: [8] }\n"
+    "  - { name: q.m, shape: [8] }\n  - { name: q.v, shape: [8], init: positive }\n"
+    "  - { name: m, shape: [8, 6] }\n  - { name: mb, shape: [6] }\n"
+    "  - { name: r.g, shape: [6], init: positive }\n  - { name: r.b, shape: [6] }\n"
+    "  - { name: r.m, shape: [6] }\n  - { name: r.v, shape: [6], init: positive }\n"
+    "nodes:\n";
+
+#define CONV(n, x, w, extra) "  - { name: " n ", op: conv2d, inputs: [" x ", " w "], attrs: { padding: [1, 1]" extra " } }\n"
+#define BN(n, x, p, tr) "  - { name: " n ", op: batch_norm, inputs: [" x ", " p ".g, " p ".b, " p ".m, " p ".v], attrs: { training: " tr " } }\n"
+#define PW(n, op, ins) "  - { name: " n ", op: " op ", inputs: [" ins "] }\n"
+
+typedef struct fuse_case {
+    const char *rule;      /* shipped rule the positive graph must use */
+    const char *nodes;     /* positive graph: nodes and outputs */
+    const char *want;      /* "rule:node,node,..." of the group of the first node */
+    const char *neg;       /* negative graph: nodes and outputs */
+    const char *neg_want;  /* what the first node's group is instead */
+    const char *why;       /* text expected in a near-miss note of the negative ("" for none) */
+} fuse_case;
+
+static const fuse_case CASES[] = {
+    {"conv_act", CONV("c", "x", "w", "") PW("act", "relu6", "c") "outputs: [act]\n", "conv_act:c,act",
+     CONV("c", "x", "w", "") PW("act", "relu6", "c") "outputs: [act, c]\n", "-:c", "c's output is a graph output"},
+    {"conv_bn", CONV("c", "x", "w", "") BN("bn", "c", "p", "false") "outputs: [bn]\n", "conv_bn:c,bn",
+     CONV("c", "x", "w", "") BN("bn", "c", "p", "true") "outputs: [bn]\n", "-:c",
+     "bn not fused into c (rule conv_bn at rules/conv_bn.yaml"},
+    {"conv_bn_act", CONV("c", "x", "w", "") BN("bn", "c", "p", "false") PW("act", "silu", "bn") "outputs: [act]\n",
+     "conv_bn_act:c,bn,act",
+     CONV("c", "x", "w", "") BN("bn", "c", "p", "false") PW("act", "silu", "bn") PW("t", "tanh", "bn")
+         "outputs: [act, t]\n",
+     "conv_bn:c,bn", "bn's output also feeds"},
+    {"conv_bn_add_act",
+     CONV("c", "x", "w", "") BN("bn", "c", "p", "false") PW("add", "add", "bn, x") PW("act", "relu", "add")
+         "outputs: [act]\n",
+     "conv_bn_add_act:c,bn,add,act",
+     CONV("c", "x", "w", "") BN("bn", "c", "p", "true") PW("add", "add", "bn, x") PW("act", "relu", "add")
+         "outputs: [act]\n",
+     "-:c", "where \"training == false\" is false"},
+    {"conv_add_act",
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n" PW("add", "add", "x, c")
+         PW("act", "leaky_relu", "add") "outputs: [act]\n",
+     "conv_add_act:c,add,act",
+     CONV("c", "x", "w", "") PW("add", "add", "x, c") PW("act", "relu", "add") PW("s", "sigmoid", "c")
+         "outputs: [act, s]\n",
+     "-:c", "c's output also feeds"},
+    {"dw_conv_bn_act", CONV("c", "x", "wd", ", groups: 8") BN("bn", "c", "p", "false") PW("act", "relu6", "bn") "outputs: [act]\n",
+     "dw_conv_bn_act:c,bn,act",
+     CONV("c", "x", "wg", ", groups: 2") BN("bn", "c", "p", "false") PW("act", "relu6", "bn") "outputs: [act]\n",
+     "conv_bn_act:c,bn,act", ""},
+    {"dw_conv_act", CONV("c", "x", "wd", ", groups: 8") PW("act", "hardswish", "c") "outputs: [act]\n",
+     "dw_conv_act:c,act", CONV("c", "x", "w", "") PW("act", "hardswish", "c") "outputs: [act]\n", "conv_act:c,act", ""},
+    {"matmul_bias_act",
+     "  - { name: mm, op: matmul, inputs: [a, m] }\n" PW("add", "add", "mm, mb") PW("act", "gelu", "add") "outputs: [act]\n",
+     "matmul_bias_act:mm,add,act",
+     "  - { name: mm, op: matmul, inputs: [a, m] }\n" PW("add", "add", "mm, mb") PW("act", "gelu", "add")
+         "outputs: [act, mm]\n",
+     "-:mm", "mm's output is a graph output"},
+    {"gemm_act", "  - { name: mm, op: gemm, inputs: [a, m, mb] }\n" PW("act", "tanh", "mm") "outputs: [act]\n",
+     "gemm_act:mm,act",
+     "  - { name: mm, op: gemm, inputs: [a, m, mb] }\n" PW("act", "tanh", "mm") PW("s", "sigmoid", "mm") "outputs: [act, s]\n",
+     "-:mm", "mm's output also feeds"},
+    {"gemm_bn_act", "  - { name: mm, op: gemm, inputs: [a, m] }\n" BN("bn", "mm", "r", "false") PW("act", "relu", "bn") "outputs: [act]\n",
+     "gemm_bn_act:mm,bn,act",
+     "  - { name: mm, op: gemm, inputs: [a, m] }\n" BN("bn", "mm", "r", "true") PW("act", "relu", "bn") "outputs: [act]\n",
+     "-:mm", "where \"training == false\" is false"},
+    {"bn_bn", BN("bn1", "x", "p", "false") BN("bn2", "bn1", "q", "false") PW("act", "relu", "bn2") "outputs: [act]\n",
+     "bn_bn:bn1,bn2,act",
+     BN("bn1", "x", "p", "false") BN("bn2", "bn1", "q", "true") "outputs: [bn2]\n", "-:bn1",
+     "bn2 not fused into bn1 (rule bn_bn"},
+    {"bn_pointwise", BN("bn", "x", "p", "false") PW("act", "relu", "bn") PW("add", "add", "act, x") "outputs: [add]\n",
+     "bn_pointwise:bn,act,add",
+     BN("bn", "x", "p", "true") PW("act", "relu", "bn") PW("add", "add", "act, x") "outputs: [add]\n", "-:bn", ""},
+    {"pointwise_chain", PW("r", "relu", "x") PW("s", "sigmoid", "r") PW("mul", "mul", "s, x") "outputs: [mul]\n",
+     "pointwise_chain:r,s,mul",
+     PW("r", "relu", "x") PW("s", "sigmoid", "r") PW("mul", "mul", "s, r") "outputs: [mul]\n", "pointwise_chain:r",
+     "r's output also feeds"},
+};
+
+static fg_graph *parse_case(const char *nodes)
+{
+    fg_buf b = {0};
+    fg_buf_put(&b, HEADER);
+    fg_buf_put(&b, nodes);
+    fg_graph *g = NULL;
+    fg_status st = fg_graph_parse(g_ctx, "case.yaml", b.s, b.len, &g);
+    if (st != FG_OK) {
+        tu_dump_errors(g_ctx);
+        fprintf(stderr, "%s", b.s);
+    }
+    assert_int_equal(st, FG_OK);
+    fg_buf_free(&b);
+    return g;
+}
+
+static const char *group_desc(const fg_context *ctx, const fg_plan *p, const char *name)
+{
+    static char buf[512];
+    int n = fg_graph_find_node(p->graph, name);
+    assert_true(n >= 0);
+    for (int gi = 0; gi < p->ngroups; gi++)
+        for (int i = 0; i < p->groups[gi].nnodes; i++)
+            if (p->groups[gi].nodes[i] == n) {
+                const fg_group *grp = &p->groups[gi];
+                size_t at = (size_t)snprintf(buf, sizeof buf, "%s:", grp->rule >= 0 ? ctx->rules[grp->rule]->name : "-");
+                for (int k = 0; k < grp->nnodes; k++)
+                    at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s", k ? "," : "",
+                                           p->graph->nodes[grp->nodes[k]].name);
+                return buf;
+            }
+    fail_msg("node %s is in no group", name);
+    return NULL;
+}
+
+/* The plan's folded graph computes the source graph's outputs (fp32 weights,
+ * double arithmetic): relative L2 below 1e-5. */
+static void check_numerics(fg_context *ctx, const fg_graph *g, const fg_plan *p, const char *what)
+{
+    double **a = calloc((size_t)g->ntensors, sizeof *a), **b = calloc((size_t)p->graph->ntensors, sizeof *b);
+    fg_reference_random_inputs(g, 99, a);
+    fg_reference_random_inputs(p->graph, 99, b);
+    assert_int_equal(fg_reference_run(ctx, g, a), FG_OK);
+    assert_int_equal(fg_reference_run(ctx, p->graph, b), FG_OK);
+    for (int i = 0; i < g->noutputs; i++) {
+        int t = g->outputs[i];
+        double err = fg_rel_l2(b[t], a[t], fg_tensor_numel(&g->tensors[t]), NULL);
+        if (!(err < 1e-5))
+            fail_msg("%s: output %s folded vs unfused rel l2 %g", what, g->tensors[t].name, err);
+    }
+    fg_reference_free(g, a);
+    fg_reference_free(p->graph, b);
+    free(a);
+    free(b);
+}
+
+static const char *first_node(const fg_graph *g) { return g->nodes[0].name; }
+
+static void test_every_rule_fuses(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < FG_COUNTOF(CASES); i++) {
+        const fuse_case *c = &CASES[i];
+        assert_true(fg_ctx_find_rule(g_ctx, c->rule) >= 0);
+        fg_graph *g = parse_case(c->nodes);
+        fg_plan *p = NULL;
+        assert_int_equal(fg_plan_build(g_ctx, g, &p), FG_OK);
+        const char *got = group_desc(g_ctx, p, first_node(g));
+        if (strcmp(got, c->want) != 0)
+            fail_msg("rule %s: group is %s, want %s", c->rule, got, c->want);
+        int folds = g_ctx->rules[fg_ctx_find_rule(g_ctx, c->rule)]->nfolds;
+        fg_plan_stats s;
+        fg_plan_get_stats(p, &s);
+        if (folds)
+            assert_true(s.folded >= 1);
+        check_numerics(g_ctx, g, p, c->rule);
+        fg_plan_free(p);
+        fg_graph_free(g);
+    }
+}
+
+static void test_every_rule_refuses(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < FG_COUNTOF(CASES); i++) {
+        const fuse_case *c = &CASES[i];
+        fg_graph *g = parse_case(c->neg);
+        fg_plan *p = NULL;
+        assert_int_equal(fg_plan_build(g_ctx, g, &p), FG_OK);
+        const char *got = group_desc(g_ctx, p, first_node(g));
+        if (strcmp(got, c->neg_want) != 0)
+            fail_msg("rule %s, must-not-fuse case: group is %s, want %s", c->rule, got, c->neg_want);
+        if (c->why[0]) {
+            int found = 0;
+            for (int k = 0; k < p->nnotes && !found; k++)
+                found = strstr(p->notes[k], c->why) != NULL;
+            if (!found) {
+                for (int k = 0; k < p->nnotes; k++)
+                    fprintf(stderr, "  note: %s\n", p->notes[k]);
+                fail_msg("rule %s: no note says '%s'", c->rule, c->why);
+            }
+        }
+        /* numerics hold whatever was fused */
+        check_numerics(g_ctx, g, p, c->rule);
+        fg_plan_free(p);
+        fg_graph_free(g);
+    }
+}
+
+/* Every shipped rule has a case above. */
+static void test_cases_cover_rules(void **state)
+{
+    (void)state;
+    assert_true(g_ctx->nrules > 0);
+    for (int r = 0; r < g_ctx->nrules; r++) {
+        int found = 0;
+        for (size_t i = 0; i < FG_COUNTOF(CASES) && !found; i++)
+            found = strcmp(CASES[i].rule, g_ctx->rules[r]->name) == 0;
+        if (!found)
+            fail_msg("shipped rule %s has no fuse / must-not-fuse case in test_shipped_rules.c", g_ctx->rules[r]->name);
+    }
+}
+
+/* A new activation and a new rule, as data only: the planner fuses them. */
+static void test_new_rule_without_c(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    const char *ops[] = {"ops.yaml", "pointwise.yaml"};
+    for (int i = 0; i < 2; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "rules/%s", ops[i]);
+        char *text = fg_read_file(tu_src(rel), NULL);
+        assert_non_null(text);
+        free(tu_write(dir, ops[i], text));
+        free(text);
+    }
+    free(tu_write(dir, "squash.yaml",
+                  "op: squash\nkind: pointwise\ninputs: [x]\n"
+                  "attrs: { k: { type: float, default: 2.0 } }\n"
+                  "expr: \"x / (1 + abs(x)) * k\"\n"
+                  "---\n"
+                  "rule: conv_squash\npriority: 50\n"
+                  "match:\n  - conv: { op: conv2d }\n  - sq: { op: squash, where: \"k > 1\" }\n"
+                  "kernel:\n  template: conv2d\n  epilogue: [ { bias: conv.bias }, { apply: sq } ]\n"));
+    fg_context *ctx = tu_ctx_empty();
+    fg_status st = fg_rules_load(ctx, dir);
+    if (st != FG_OK)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    const char *yaml = "graph: sq\ninputs: [ { name: x, shape: [1, 3, 5, 5] } ]\n"
+                       "weights: [ { name: w, shape: [4, 3, 3, 3] }, { name: b, shape: [4] } ]\n"
+                       "nodes:\n"
+                       "  - { name: c, op: conv2d, inputs: [x, w, b] }\n"
+                       "  - { name: s, op: squash, inputs: [c], attrs: { k: 3.0 } }\n"
+                       "  - { name: c2, op: conv2d, inputs: [s, w2] }\n"
+                       "  - { name: s2, op: squash, inputs: [c2], attrs: { k: 0.5 } }\n"
+                       "outputs: [s2]\n";
+    /* c2 needs w2 [4, 4, 1, 1]: splice it into the weights list */
+    fg_buf b = {0};
+    const char *cut = strstr(yaml, " ]\nnodes:");
+    fg_buf_putn(&b, yaml, (size_t)(cut - yaml));
+    fg_buf_put(&b, ", { name: w2, shape: [4, 4, 1, 1] }");
+    fg_buf_put(&b, cut);
+    fg_graph *g = NULL;
+    st = fg_graph_parse(ctx, "sq.yaml", b.s, b.len, &g);
+    if (st != FG_OK)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    fg_buf_free(&b);
+    fg_plan *p = NULL;
+    assert_int_equal(fg_plan_build(ctx, g, &p), FG_OK);
+    assert_string_equal(group_desc(ctx, p, "c"), "conv_squash:c,s");
+    /* where "k > 1" is false for s2 */
+    assert_string_equal(group_desc(ctx, p, "c2"), "-:c2");
+    const fg_group *grp = &p->groups[p->node_group[fg_graph_find_node(p->graph, "c")]];
+    assert_int_equal(grp->nepi, 2);
+    assert_int_equal(grp->epi[0].kind, FG_EPI_BIAS);
+    assert_int_equal(grp->epi[1].kind, FG_EPI_APPLY);
+    assert_string_equal(p->graph->nodes[grp->epi[1].node].op->name, "squash");
+    int found = 0;
+    for (int k = 0; k < p->nnotes; k++)
+        found |= strstr(p->notes[k], "s2 not fused into c2 (rule conv_squash") != NULL &&
+                 strstr(p->notes[k], "where \"k > 1\" is false") != NULL;
+    assert_true(found);
+    check_numerics(ctx, g, p, "conv_squash");
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_context_free(ctx);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cases_cover_rules),
+        cmocka_unit_test(test_every_rule_fuses),
+        cmocka_unit_test(test_every_rule_refuses),
+        cmocka_unit_test(test_new_rule_without_c),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

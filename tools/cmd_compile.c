@@ -1,0 +1,107 @@
+/* cmd_compile.c -- `fusegen compile GRAPH [--rules DIR] [--arch sm_XX] [--jobs N]`:
+ * plan a graph, emit every kernel, compile them all through the kernel cache
+ * and print where each binary came from and what it cost. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "cli.h"
+#include "emit.h"
+#include "jit.h"
+
+#define USAGE "fusegen compile GRAPH [--rules DIR] [--arch sm_XX] [--jobs N]"
+
+static const char *const from_names[] = {"memory", "disk", "nvrtc"};
+FG_STATIC_ASSERT(FG_COUNTOF(from_names) == FG_JIT_SOURCE_COUNT, "from_names out of sync");
+
+int cmd_compile(int argc, char **argv)
+{
+    const char *graph = NULL, *rules = NULL, *arch = NULL, *jobs = NULL;
+    for (int i = 1; i < argc; i++) {
+        int m;
+        if ((m = cli_opt(argc, argv, &i, "--rules", &rules)) || (m = cli_opt(argc, argv, &i, "--arch", &arch)) ||
+            (m = cli_opt(argc, argv, &i, "--jobs", &jobs))) {
+            if (m < 0)
+                return 2;
+        } else if (argv[i][0] == '-' || graph) {
+            return cli_usage(USAGE);
+        } else {
+            graph = argv[i];
+        }
+    }
+    if (!graph)
+        return cli_usage(USAGE);
+    fg_options o = {0};
+    o.arch = arch;
+    if (jobs) {
+        char *end;
+        long j = strtol(jobs, &end, 10);
+        if (*end || j < 0 || j > 1024)
+            return cli_usage("--jobs takes a number of threads (0: all cores), not '%s'", jobs);
+        o.jobs = (int)j;
+    }
+    int rc;
+    fg_context *ctx = cli_context(rules, &o, &rc);
+    if (!ctx)
+        return rc;
+    fg_graph *g;
+    fg_plan *p;
+    rc = cli_load_plan(ctx, graph, &g, &p);
+    if (rc) {
+        fg_context_free(ctx);
+        return rc;
+    }
+    const char *a = fg_jit_arch(ctx);
+    fg_status st = fg_jit_check_arch(ctx, a);
+    int n = fg_plan_group_count(p);
+    fg_kernel *ks = fg_xcalloc((size_t)(n ? n : 1), sizeof *ks);
+    fg_jit_info *infos = fg_xcalloc((size_t)(n ? n : 1), sizeof *infos);
+    fg_emit_opts eo = {1};
+    double emit_total = 0;
+    for (int i = 0; i < n && st == FG_OK; i++) {
+        double t0 = fg_now();
+        st = fg_emit_group(ctx, p, i, &eo, &ks[i]);
+        ks[i].emit_seconds = fg_now() - t0;
+        emit_total += ks[i].emit_seconds;
+    }
+    double wall = 0;
+    if (st == FG_OK) {
+        fg_cache *c = fg_ctx_cache(ctx);
+        const char *dir = fg_cache_dir(c);
+        printf("compiling %d kernel%s for %s with %s (cache: %s)\n", n, n == 1 ? "" : "s", a, fg_nvrtc_version(),
+               dir ? dir : "memory only");
+        double t0 = fg_now();
+        st = fg_jit_compile_all(ctx, ks, n, a, infos);
+        wall = fg_now() - t0;
+        printf("%-4s %-40s %9s %11s %-7s %10s  %s\n", "#", "kernel", "emit ms", "compile ms", "from", "bytes", "key");
+        int count[FG_JIT_SOURCE_COUNT] = {0}, failed = 0;
+        size_t bytes = 0;
+        for (int i = 0; i < n; i++) {
+            if (!ks[i].binary) {
+                printf("%-4d %-40s %9.2f %11s %-7s %10s\n", i, ks[i].name, ks[i].emit_seconds * 1e3, "-", "FAILED", "-");
+                failed++;
+                continue;
+            }
+            count[infos[i].from]++;
+            bytes += ks[i].binary_size;
+            printf("%-4d %-40s %9.2f %11.2f %-7s %10zu  %s\n", i, ks[i].name, ks[i].emit_seconds * 1e3,
+                   infos[i].seconds * 1e3, from_names[infos[i].from], ks[i].binary_size, ks[i].key);
+            if (infos[i].log[0])
+                fprintf(stderr, "fusegen: warning: NVRTC log for kernel %s:\n%s\n", ks[i].name, infos[i].log);
+        }
+        printf("total: %d kernels (%d compiled, %d from disk, %d from memory%s%.0d%s), emit %.1f ms, compile %.1f ms "
+               "wall, %zu bytes\n",
+               n, count[FG_JIT_COMPILED], count[FG_JIT_DISK], count[FG_JIT_MEMORY], failed ? ", " : "", failed,
+               failed ? " failed" : "", emit_total * 1e3, wall * 1e3, bytes);
+    }
+    rc = cli_report(ctx, st);
+    for (int i = 0; i < n; i++)
+        fg_kernel_free(&ks[i]);
+    free(ks);
+    free(infos);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_context_free(ctx);
+    return rc;
+}
