@@ -108,14 +108,17 @@ static int private_weight(fg_context *ctx, fg_graph *g, int node, int slot)
     int t = g->nodes[node].inputs[slot];
     if (t < 0 || !g->tensors[t].is_weight || !g->tensors[t].data)
         return -1;
-    if (reads_of(g, t) <= 1)
+    if (reads_of(g, t) <= 1) {
+        fg_tensor_own(&g->tensors[t]);
         return t;
+    }
     fg_tensor copy = g->tensors[t];
     size_t n = (size_t)fg_tensor_numel(&copy);
     char base[512];
     snprintf(base, sizeof base, "%s.%s", g->tensors[t].name, g->nodes[node].name);
     copy.name = fresh_name(ctx, g, base);
     copy.data = fg_xmalloc((n ? n : 1) * sizeof(float));
+    copy.borrowed = 0;
     memcpy(copy.data, g->tensors[t].data, n * sizeof(float));
     copy.nconsumers = 1;
     copy.producer = -1;

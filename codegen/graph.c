@@ -92,14 +92,8 @@ fg_graph *fg_graph_clone(const fg_graph *g)
     c->tensors = fg_xcalloc((size_t)g->ntensors + 1, sizeof *c->tensors);
     c->tensors_cap = g->ntensors + 1;
     memcpy(c->tensors, g->tensors, sizeof *c->tensors * (size_t)g->ntensors);
-    for (int i = 0; i < g->ntensors; i++) {
-        const fg_tensor *t = &g->tensors[i];
-        if (t->data) {
-            size_t bytes = sizeof(float) * (size_t)fg_tensor_numel(t);
-            c->tensors[i].data = fg_xmalloc(bytes ? bytes : 1);
-            memcpy(c->tensors[i].data, t->data, bytes);
-        }
-    }
+    for (int i = 0; i < g->ntensors; i++)
+        c->tensors[i].borrowed = g->tensors[i].data != NULL;
     c->nodes = fg_xcalloc((size_t)g->nnodes + 1, sizeof *c->nodes);
     c->nodes_cap = g->nnodes + 1;
     memcpy(c->nodes, g->nodes, sizeof *c->nodes * (size_t)g->nnodes);
@@ -108,6 +102,18 @@ fg_graph *fg_graph_clone(const fg_graph *g)
     c->outputs = fg_xcalloc((size_t)g->noutputs + 1, sizeof *c->outputs);
     memcpy(c->outputs, g->outputs, sizeof *c->outputs * (size_t)g->noutputs);
     return c;
+}
+
+float *fg_tensor_own(fg_tensor *t)
+{
+    if (t->data && t->borrowed) {
+        size_t bytes = sizeof(float) * (size_t)fg_tensor_numel(t);
+        float *d = fg_xmalloc(bytes ? bytes : 1);
+        memcpy(d, t->data, bytes);
+        t->data = d;
+    }
+    t->borrowed = 0;
+    return t->data;
 }
 
 int fg_graph_add_tensor(fg_graph *g, const fg_tensor *t)
@@ -143,7 +149,8 @@ FG_API void fg_graph_free(fg_graph *g)
     if (!g)
         return;
     for (int i = 0; i < g->ntensors; i++)
-        free(g->tensors[i].data);
+        if (!g->tensors[i].borrowed)
+            free(g->tensors[i].data);
     free(g->tensors);
     free(g->nodes);
     free(g->inputs);

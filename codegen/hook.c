@@ -611,8 +611,10 @@ static fg_status fold_result(fg_context *ctx, const hook_entry *e, fg_loc site, 
             lua_pop(L, 1);
         }
         if (data) {
-            free(tensor->data);
+            if (!tensor->borrowed)
+                free(tensor->data);
             tensor->data = data;
+            tensor->borrowed = 0;
         }
         lua_pop(L, 1);
     }

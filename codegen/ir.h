@@ -5,7 +5,8 @@
  *
  * Ownership: op definitions and rules belong to the context (fg_context_free
  * releases them); a graph owns its tensors, nodes and weight data; a plan owns
- * a private copy of the graph (folding rewrites that copy, never the input).
+ * a private copy of the graph (folding rewrites that copy, never the input;
+ * weights it does not rewrite are borrowed, copy-on-write, from the input).
  */
 #ifndef FG_IR_H
 #define FG_IR_H
@@ -109,7 +110,9 @@ typedef struct fg_tensor {
     int is_weight;                 /* constant; data != NULL */
     int is_output;                 /* a graph output */
     int nconsumers;                /* nodes reading it (a node reading twice counts twice) */
-    float *data;                   /* weights: values (fp32, logical order); owned */
+    float *data;                   /* weights: values (fp32, logical order) */
+    int borrowed;                  /* data belongs to the graph this one was cloned from:
+                                      call fg_tensor_own before writing it */
     fg_loc loc;
 } fg_tensor;
 
@@ -147,8 +150,11 @@ size_t fg_dtype_size(fg_dtype t);
 const fg_attr_value *fg_node_attr(const fg_node *n, const char *name);
 int64_t fg_node_attr_int(const fg_node *n, const char *name, int index);
 double fg_node_attr_float(const fg_node *n, const char *name);
-/* Deep copy (weights included). */
+/* Copy whose weight data is borrowed from g (copy-on-write through
+ * fg_tensor_own), so g must outlive the copy. */
 fg_graph *fg_graph_clone(const fg_graph *g);
+/* Makes t's data private (copies borrowed data) and returns it. */
+float *fg_tensor_own(fg_tensor *t);
 /* Appends a tensor/node and returns its index (graph.c). */
 int fg_graph_add_tensor(fg_graph *g, const fg_tensor *t);
 int fg_graph_add_node(fg_graph *g, const fg_node *n);
@@ -235,8 +241,9 @@ typedef struct fg_group {
 } fg_group;
 
 struct fg_plan {
-    fg_graph *graph;                       /* owned copy, folding applied */
-    const fg_graph *source;                /* the graph planned (not owned) */
+    fg_graph *graph;                       /* owned copy, folding applied; weights the folds did not
+                                              rewrite are borrowed from source */
+    const fg_graph *source;                /* the graph planned (not owned; must outlive the plan) */
     int ngroups;
     fg_group *groups;                      /* in execution order */
     char **notes;                          /* --explain: one line per near miss */

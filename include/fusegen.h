@@ -127,7 +127,8 @@ FG_API fg_status fg_graph_parse(fg_context *ctx, const char *name, const char *t
 FG_API void fg_graph_free(fg_graph *g);
 
 /* Matches the loaded rules on a graph and returns the fused groups, with the
- * graph's parameters folded (the input graph is not modified). */
+ * graph's parameters folded.  The input graph is not modified; the plan
+ * borrows its unmodified weights, so the graph must outlive the plan. */
 FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out);
 FG_API void fg_plan_free(fg_plan *p);
 FG_API int fg_plan_group_count(const fg_plan *p);

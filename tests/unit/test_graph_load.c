@@ -327,8 +327,13 @@ static void test_graph_helpers(void **state)
     assert_int_equal(c->ntensors, g->ntensors);
     const fg_tensor *w = tensor(g, "c1.w");
     fg_tensor *cw = &c->tensors[fg_graph_find_tensor(c, "c1.w")];
-    assert_ptr_not_equal(w->data, cw->data);
-    assert_memory_equal(w->data, cw->data, sizeof(float) * (size_t)fg_tensor_numel(w));
+    /* weights are borrowed until written through fg_tensor_own */
+    assert_true(cw->borrowed);
+    assert_ptr_equal(w->data, cw->data);
+    float *own = fg_tensor_own(cw);
+    assert_false(cw->borrowed);
+    assert_ptr_not_equal(w->data, own);
+    assert_memory_equal(w->data, own, sizeof(float) * (size_t)fg_tensor_numel(w));
     assert_ptr_not_equal(c->nodes, g->nodes);
     assert_int_equal(c->outputs[0], g->outputs[0]);
     cw->data[0] = 123.0f;

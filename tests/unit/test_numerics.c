@@ -1,0 +1,1267 @@
+/*
+ * test_numerics.c -- the emulation numerics matrix: every shipped rule, every
+ * dtype (fp32, fp16, bf16) and layout (NCHW, NHWC), on odd shapes, run as the
+ * generated CUDA sources on the CPU emulator and compared with the host
+ * reference of the UNFUSED source graph.
+ *
+ * The runner below is self-contained (it does not use the executor): for each
+ * group of the plan it emits the kernel, optionally mutates the source, builds
+ * it for the emulator and launches it on buffers it owns.  Every buffer has a
+ * guard zone of GUARD bytes before and after it, filled with a sentinel byte;
+ * outputs and intermediates are poisoned with NaN before the first launch;
+ * inputs and weights are compared with their packed copy after each launch.
+ * The checks: relative L2 error per output within the case's tolerance for
+ * the dtype, no element beyond ELEM_FACTOR * tolerance (relative to the larger
+ * of |reference| and the output's RMS), no poison left, no guard byte changed,
+ * no read-only buffer changed.
+ *
+ * Inputs are drawn from the run's seed (printed; FUSEGEN_SEED overrides) and
+ * rounded to the dtype before the reference sees them; weights likewise (the
+ * reference reads the source graph's weights rounded to the dtype, the kernels
+ * the plan graph's folded weights packed to the dtype), so the comparison
+ * measures kernel error rather than input quantization.
+ *
+ * The mutation tests change the generated sources (a wrong value, a skipped
+ * element, a store outside the output) and assert that the specific check
+ * reports it, so a broken checker cannot pass silently.
+ *
+ * FUSEGEN_CACHE_DIR: a fresh temporary cache unless the variable is set.
+ * FUSEGEN_NUMERICS_VERBOSE=1 prints one line per case variant.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "emit.h"
+#include "emu.h"
+#include "plan.h"
+#include "reference.h"
+#include "testutil.h"
+
+#define GUARD 256            /* bytes of sentinel before and after each buffer */
+#define SENTINEL 0xA5        /* guard byte */
+#define ELEM_FACTOR 10.0     /* per-element bound: ELEM_FACTOR * tol * max(|ref|, rms(ref)) */
+
+/* ---- the case table ------------------------------------------------------
+ * body: the graph after its header (graph, seed, dtype, layout are added per
+ * variant).  rules: the rule each plan group must come from, in group order,
+ * comma-separated; "-" for a single op planned without a rule.  tol: relative
+ * L2 bound for fp32, fp16, bf16.  why: the reason for a bound other than the
+ * defaults (TOL). */
+
+#define TOL 1e-5, 1e-2, 2e-2 /* fp32, fp16, bf16 (bf16 keeps 8 mantissa bits) */
+
+typedef struct ncase {
+    const char *family;
+    const char *name;
+    const char *rules;
+    double tol[FG_DTYPE_COUNT];
+    const char *why;
+    const char *body;
+} ncase;
+
+static const ncase cases[] = {
+    /* ---- conv_act ---- */
+    {"conv_act", "conv_act_same_relu", "conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 5, 7, 7] }]\n"
+     "weights: [{ name: w, shape: [12, 5, 3, 3] }, { name: b, shape: [12] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
+     "  - { name: y, op: relu, inputs: [c] }\n"
+     "outputs: [y]\n"},
+    {"conv_act", "conv_act_s2_p0_nobias_leaky", "conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 3, 13, 13] }]\n"
+     "weights: [{ name: w, shape: [17, 3, 3, 3] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w], attrs: { stride: [2, 2] } }\n"
+     "  - { name: y, op: leaky_relu, inputs: [c], attrs: { alpha: 0.2 } }\n"
+     "outputs: [y]\n"},
+    {"conv_act", "conv_act_dil2_gelu", "conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 4, 13, 7] }]\n"
+     "weights: [{ name: w, shape: [6, 4, 3, 3] }, { name: b, shape: [6] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { dilation: [2, 2], padding: [2, 2] } }\n"
+     "  - { name: y, op: gelu, inputs: [c] }\n"
+     "outputs: [y]\n"},
+    {"conv_act", "conv_act_g4_prelu", "conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 12, 7, 7] }]\n"
+     "weights: [{ name: w, shape: [8, 3, 3, 3] }, { name: b, shape: [8] }, { name: s, shape: [8] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { groups: 4, padding: [1, 1] } }\n"
+     "  - { name: y, op: prelu, inputs: [c, s] }\n"
+     "outputs: [y]\n"},
+    {"conv_act", "conv_act_1x1_spatial1_hardswish", "conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [3, 17, 1, 1] }]\n"
+     "weights: [{ name: w, shape: [5, 17, 1, 1] }, { name: b, shape: [5] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b] }\n"
+     "  - { name: y, op: hardswish, inputs: [c] }\n"
+     "outputs: [y]\n"},
+    {"conv_act", "conv_act_c1_5x3_s21_softplus", "conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 1, 13, 7] }]\n"
+     "weights: [{ name: w, shape: [3, 1, 5, 3] }, { name: b, shape: [3] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { stride: [2, 1], padding: [2, 1] } }\n"
+     "  - { name: y, op: softplus, inputs: [c] }\n"
+     "outputs: [y]\n"},
+    {"conv_act", "conv_act_g2_s2_elu", "conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 6, 13, 13] }]\n"
+     "weights: [{ name: w, shape: [4, 3, 3, 3] }, { name: b, shape: [4] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { groups: 2, stride: [2, 2], padding: [1, 1] } }\n"
+     "  - { name: y, op: elu, inputs: [c] }\n"
+     "outputs: [y]\n"},
+
+    /* ---- conv_bn, conv_bn_act ---- */
+    {"conv_bn", "conv_bn_nobias_same", "conv_bn", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 5, 7, 7] }]\n"
+     "weights:\n"
+     "  - { name: w, shape: [12, 5, 3, 3] }\n"
+     "  - { name: g, shape: [12], init: positive }\n"
+     "  - { name: be, shape: [12] }\n"
+     "  - { name: m, shape: [12], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [12], init: positive }\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n"
+     "  - { name: y, op: batch_norm, inputs: [c, g, be, m, v] }\n"
+     "outputs: [y]\n"},
+    {"conv_bn", "conv_bn_bias_g2_s2", "conv_bn", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 6, 13, 13] }]\n"
+     "weights:\n"
+     "  - { name: w, shape: [10, 3, 3, 3] }\n"
+     "  - { name: b, shape: [10] }\n"
+     "  - { name: g, shape: [10], init: positive }\n"
+     "  - { name: be, shape: [10] }\n"
+     "  - { name: m, shape: [10], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [10], init: positive }\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { groups: 2, stride: [2, 2] } }\n"
+     "  - { name: y, op: batch_norm, inputs: [c, g, be, m, v], attrs: { eps: 0.001 } }\n"
+     "outputs: [y]\n"},
+    {"conv_bn", "conv_bn_relu6_nobias_s2", "conv_bn_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 3, 13, 13] }]\n"
+     "weights:\n"
+     "  - { name: w, shape: [16, 3, 3, 3] }\n"
+     "  - { name: g, shape: [16], init: positive }\n"
+     "  - { name: be, shape: [16] }\n"
+     "  - { name: m, shape: [16], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [16], init: positive }\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w], attrs: { stride: [2, 2], padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [c, g, be, m, v] }\n"
+     "  - { name: y, op: relu6, inputs: [bn] }\n"
+     "outputs: [y]\n"},
+    {"conv_bn", "conv_bn_silu_1x1", "conv_bn_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 17, 7, 7] }]\n"
+     "weights:\n"
+     "  - { name: w, shape: [12, 17, 1, 1] }\n"
+     "  - { name: b, shape: [12] }\n"
+     "  - { name: g, shape: [12], init: positive }\n"
+     "  - { name: be, shape: [12] }\n"
+     "  - { name: m, shape: [12], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [12], init: positive }\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b] }\n"
+     "  - { name: bn, op: batch_norm, inputs: [c, g, be, m, v] }\n"
+     "  - { name: y, op: silu, inputs: [bn] }\n"
+     "outputs: [y]\n"},
+    {"conv_bn", "conv_bn_dil2_sigmoid", "conv_bn_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 5, 13, 13] }]\n"
+     "weights:\n"
+     "  - { name: w, shape: [7, 5, 3, 3] }\n"
+     "  - { name: g, shape: [7], init: positive }\n"
+     "  - { name: be, shape: [7] }\n"
+     "  - { name: m, shape: [7], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [7], init: positive }\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w], attrs: { dilation: [2, 2], padding: [2, 2] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [c, g, be, m, v] }\n"
+     "  - { name: y, op: sigmoid, inputs: [bn] }\n"
+     "outputs: [y]\n"},
+
+    /* ---- conv_bn_add_act, conv_add_act ---- */
+    {"conv_residual", "conv_bn_add_relu_shortcut_x", "conv_bn_add_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 8, 7, 7] }]\n"
+     "weights:\n"
+     "  - { name: w, shape: [8, 8, 3, 3] }\n"
+     "  - { name: g, shape: [8], init: positive }\n"
+     "  - { name: be, shape: [8] }\n"
+     "  - { name: m, shape: [8], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [8], init: positive }\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [c, g, be, m, v] }\n"
+     "  - { name: a, op: add, inputs: [bn, x] }\n"
+     "  - { name: y, op: relu, inputs: [a] }\n"
+     "outputs: [y]\n"},
+    {"conv_residual", "conv_bn_add_noact_s2", "conv_bn_add_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 5, 13, 13] }, { name: r, shape: [2, 12, 7, 7] }]\n"
+     "weights:\n"
+     "  - { name: w, shape: [12, 5, 3, 3] }\n"
+     "  - { name: g, shape: [12], init: positive }\n"
+     "  - { name: be, shape: [12] }\n"
+     "  - { name: m, shape: [12], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [12], init: positive }\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w], attrs: { stride: [2, 2], padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [c, g, be, m, v] }\n"
+     "  - { name: y, op: add, inputs: [r, bn] }\n"
+     "outputs: [y]\n"},
+    {"conv_residual", "conv_add_prelu_1x1", "conv_add_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 3, 7, 7] }, { name: r, shape: [1, 5, 7, 7] }]\n"
+     "weights: [{ name: w, shape: [5, 3, 1, 1] }, { name: b, shape: [5] }, { name: s, shape: [5] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b] }\n"
+     "  - { name: a, op: add, inputs: [c, r] }\n"
+     "  - { name: y, op: prelu, inputs: [a, s] }\n"
+     "outputs: [y]\n"},
+    {"conv_residual", "conv_add_bcast_channel_gelu", "conv_add_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 4, 7, 13] }]\n"
+     "weights: [{ name: w, shape: [5, 4, 3, 3] }, { name: s, shape: [5, 1, 1] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n"
+     "  - { name: a, op: add, inputs: [c, s] }\n"
+     "  - { name: y, op: gelu, inputs: [a] }\n"
+     "outputs: [y]\n"},
+    {"conv_residual", "conv_add_g2_p0_noact", "conv_add_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 4, 7, 7] }, { name: r, shape: [2, 6, 5, 5] }]\n"
+     "weights: [{ name: w, shape: [6, 2, 3, 3] }, { name: b, shape: [6] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { groups: 2 } }\n"
+     "  - { name: y, op: add, inputs: [c, r] }\n"
+     "outputs: [y]\n"},
+
+    /* ---- depthwise ---- */
+    {"depthwise", "dw_bn_relu6_s2", "dw_conv_bn_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 12, 13, 13] }]\n"
+     "weights:\n"
+     "  - { name: w, shape: [12, 1, 3, 3] }\n"
+     "  - { name: g, shape: [12], init: positive }\n"
+     "  - { name: be, shape: [12] }\n"
+     "  - { name: m, shape: [12], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [12], init: positive }\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w], attrs: { groups: 12, stride: [2, 2], padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [c, g, be, m, v] }\n"
+     "  - { name: y, op: relu6, inputs: [bn] }\n"
+     "outputs: [y]\n"},
+    {"depthwise", "dw_bn_noact_nobias", "dw_conv_bn_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 5, 7, 7] }]\n"
+     "weights:\n"
+     "  - { name: w, shape: [5, 1, 3, 3] }\n"
+     "  - { name: g, shape: [5], init: positive }\n"
+     "  - { name: be, shape: [5] }\n"
+     "  - { name: m, shape: [5], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [5], init: positive }\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w], attrs: { groups: 5, padding: [1, 1] } }\n"
+     "  - { name: y, op: batch_norm, inputs: [c, g, be, m, v] }\n"
+     "outputs: [y]\n"},
+    {"depthwise", "dw_dil2_clip", "dw_conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 5, 7, 7] }]\n"
+     "weights: [{ name: w, shape: [5, 1, 3, 3] }, { name: b, shape: [5] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { groups: 5, dilation: [2, 2], padding: [2, 2] } }\n"
+     "  - { name: y, op: clip, inputs: [c], attrs: { lo: -0.25, hi: 0.5 } }\n"
+     "outputs: [y]\n"},
+    {"depthwise", "dw_multiplier2_silu", "dw_conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 4, 7, 7] }]\n"
+     "weights: [{ name: w, shape: [8, 1, 3, 3] }, { name: b, shape: [8] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { groups: 4 } }\n"
+     "  - { name: y, op: silu, inputs: [c] }\n"
+     "outputs: [y]\n"},
+    {"depthwise", "dw_5x5_w1_hardswish", "dw_conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 3, 7, 1] }]\n"
+     "weights: [{ name: w, shape: [3, 1, 5, 5] }, { name: b, shape: [3] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { groups: 3, padding: [2, 2] } }\n"
+     "  - { name: y, op: hardswish, inputs: [c] }\n"
+     "outputs: [y]\n"},
+
+    /* ---- matmul_bias_act, gemm_act, gemm_bn_act ---- */
+    {"matmul", "mm_1x37x5_bias_n_relu", "matmul_bias_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [1, 37] }]\n"
+     "weights: [{ name: b, shape: [37, 5] }, { name: bias, shape: [5] }]\n"
+     "nodes:\n"
+     "  - { name: mm, op: matmul, inputs: [a, b] }\n"
+     "  - { name: ad, op: add, inputs: [mm, bias] }\n"
+     "  - { name: y, op: relu, inputs: [ad] }\n"
+     "outputs: [y]\n"},
+    {"matmul", "mm_13x100x17_bias_1n_gelu_tanh", "matmul_bias_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [13, 100] }]\n"
+     "weights: [{ name: b, shape: [100, 17] }, { name: bias, shape: [1, 17] }]\n"
+     "nodes:\n"
+     "  - { name: mm, op: matmul, inputs: [a, b] }\n"
+     "  - { name: ad, op: add, inputs: [mm, bias] }\n"
+     "  - { name: y, op: gelu_tanh, inputs: [ad] }\n"
+     "outputs: [y]\n"},
+    {"matmul", "mm_64x300x40_bias_m1_noact", "matmul_bias_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [64, 300] }]\n"
+     "weights: [{ name: b, shape: [300, 40] }, { name: bias, shape: [64, 1] }]\n"
+     "nodes:\n"
+     "  - { name: mm, op: matmul, inputs: [a, b] }\n"
+     "  - { name: y, op: add, inputs: [bias, mm] }\n"
+     "outputs: [y]\n"},
+    {"matmul", "mm_13x100x17_bias_mn_softplus", "matmul_bias_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [13, 100] }, { name: r, shape: [13, 17] }]\n"
+     "weights: [{ name: b, shape: [100, 17] }]\n"
+     "nodes:\n"
+     "  - { name: mm, op: matmul, inputs: [a, b] }\n"
+     "  - { name: ad, op: add, inputs: [mm, r] }\n"
+     "  - { name: y, op: softplus, inputs: [ad] }\n"
+     "outputs: [y]\n"},
+    {"matmul", "mm_trans_b_7x37x5_tanh", "matmul_bias_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [7, 37] }]\n"
+     "weights: [{ name: b, shape: [5, 37] }, { name: bias, shape: [5] }]\n"
+     "nodes:\n"
+     "  - { name: mm, op: matmul, inputs: [a, b], attrs: { trans_b: true } }\n"
+     "  - { name: ad, op: add, inputs: [mm, bias] }\n"
+     "  - { name: y, op: tanh, inputs: [ad] }\n"
+     "outputs: [y]\n"},
+    {"matmul", "mm_trans_a_batched_2x13x37x5_relu6", "matmul_bias_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [2, 37, 13] }]\n"
+     "weights: [{ name: b, shape: [37, 5] }, { name: bias, shape: [5] }]\n"
+     "nodes:\n"
+     "  - { name: mm, op: matmul, inputs: [a, b], attrs: { trans_a: true } }\n"
+     "  - { name: ad, op: add, inputs: [mm, bias] }\n"
+     "  - { name: y, op: relu6, inputs: [ad] }\n"
+     "outputs: [y]\n"},
+    {"matmul", "gemm_13x100x17_bias_elu", "gemm_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [13, 100] }]\n"
+     "weights: [{ name: b, shape: [100, 17] }, { name: bias, shape: [17] }]\n"
+     "nodes:\n"
+     "  - { name: mm, op: gemm, inputs: [a, b, bias] }\n"
+     "  - { name: y, op: elu, inputs: [mm], attrs: { alpha: 0.5 } }\n"
+     "outputs: [y]\n"},
+    {"matmul", "mm_1x37x5_sigmoid", "gemm_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [1, 37] }]\n"
+     "weights: [{ name: b, shape: [37, 5] }]\n"
+     "nodes:\n"
+     "  - { name: mm, op: matmul, inputs: [a, b] }\n"
+     "  - { name: y, op: sigmoid, inputs: [mm] }\n"
+     "outputs: [y]\n"},
+    {"matmul", "gemm_bn_7x37x12_leaky", "gemm_bn_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [7, 37] }]\n"
+     "weights:\n"
+     "  - { name: b, shape: [37, 12] }\n"
+     "  - { name: g, shape: [12], init: positive }\n"
+     "  - { name: be, shape: [12] }\n"
+     "  - { name: m, shape: [12], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [12], init: positive }\n"
+     "nodes:\n"
+     "  - { name: mm, op: gemm, inputs: [a, b] }\n"
+     "  - { name: bn, op: batch_norm, inputs: [mm, g, be, m, v] }\n"
+     "  - { name: y, op: leaky_relu, inputs: [bn] }\n"
+     "outputs: [y]\n"},
+    {"matmul", "gemm_bn_64x300x40_bias_noact", "gemm_bn_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [64, 300] }]\n"
+     "weights:\n"
+     "  - { name: b, shape: [300, 40] }\n"
+     "  - { name: bias, shape: [40] }\n"
+     "  - { name: g, shape: [40], init: positive }\n"
+     "  - { name: be, shape: [40] }\n"
+     "  - { name: m, shape: [40], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [40], init: positive }\n"
+     "nodes:\n"
+     "  - { name: mm, op: gemm, inputs: [a, b, bias] }\n"
+     "  - { name: y, op: batch_norm, inputs: [mm, g, be, m, v] }\n"
+     "outputs: [y]\n"},
+
+    /* ---- bn_bn, bn_pointwise, pointwise_chain ---- */
+    {"pointwise", "bn_bn_relu", "bn_bn", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 5, 7, 7] }]\n"
+     "weights:\n"
+     "  - { name: g1, shape: [5], init: positive }\n"
+     "  - { name: b1, shape: [5] }\n"
+     "  - { name: m1, shape: [5], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v1, shape: [5], init: positive }\n"
+     "  - { name: g2, shape: [5], init: positive }\n"
+     "  - { name: b2, shape: [5] }\n"
+     "  - { name: m2, shape: [5], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v2, shape: [5], init: positive }\n"
+     "nodes:\n"
+     "  - { name: bn1, op: batch_norm, inputs: [x, g1, b1, m1, v1] }\n"
+     "  - { name: bn2, op: batch_norm, inputs: [bn1, g2, b2, m2, v2] }\n"
+     "  - { name: y, op: relu, inputs: [bn2] }\n"
+     "outputs: [y]\n"},
+    {"pointwise", "bn_bn_only_17x13x1", "bn_bn", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 17, 13, 1] }]\n"
+     "weights:\n"
+     "  - { name: g1, shape: [17], init: positive }\n"
+     "  - { name: b1, shape: [17] }\n"
+     "  - { name: m1, shape: [17], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v1, shape: [17], init: positive }\n"
+     "  - { name: g2, shape: [17], init: positive }\n"
+     "  - { name: b2, shape: [17] }\n"
+     "  - { name: m2, shape: [17], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v2, shape: [17], init: positive }\n"
+     "nodes:\n"
+     "  - { name: bn1, op: batch_norm, inputs: [x, g1, b1, m1, v1] }\n"
+     "  - { name: y, op: batch_norm, inputs: [bn1, g2, b2, m2, v2], attrs: { eps: 0.01 } }\n"
+     "outputs: [y]\n"},
+    {"pointwise", "bn_prelu_mul_bcast", "bn_pointwise", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 17, 13, 1] }]\n"
+     "weights:\n"
+     "  - { name: g, shape: [17], init: positive }\n"
+     "  - { name: be, shape: [17] }\n"
+     "  - { name: m, shape: [17], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [17], init: positive }\n"
+     "  - { name: s, shape: [17] }\n"
+     "  - { name: k, shape: [17, 1, 1] }\n"
+     "nodes:\n"
+     "  - { name: bn, op: batch_norm, inputs: [x, g, be, m, v] }\n"
+     "  - { name: p, op: prelu, inputs: [bn, s] }\n"
+     "  - { name: y, op: mul, inputs: [p, k] }\n"
+     "outputs: [y]\n"},
+    {"pointwise", "pw_add_bcast_gelu_tanh_hardsigmoid", "pointwise_chain", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 3, 7, 13] }, { name: z, shape: [3, 1, 13] }]\n"
+     "nodes:\n"
+     "  - { name: a, op: add, inputs: [x, z] }\n"
+     "  - { name: gt, op: gelu_tanh, inputs: [a] }\n"
+     "  - { name: y, op: hardsigmoid, inputs: [gt] }\n"
+     "outputs: [y]\n"},
+    {"pointwise", "pw_vec4_sub_mul_tanh", "pointwise_chain", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 4, 7, 7] }, { name: z, shape: [2, 4, 7, 7] }, { name: u, shape: [2, 4, 7, 7] }]\n"
+     "nodes:\n"
+     "  - { name: d, op: sub, inputs: [x, z] }\n"
+     "  - { name: e, op: mul, inputs: [d, u] }\n"
+     "  - { name: y, op: tanh, inputs: [e] }\n"
+     "outputs: [y]\n"},
+    {"pointwise", "pw_scalar_mul_elu_softplus_clip", "pointwise_chain", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 5, 1, 13] }]\n"
+     "weights: [{ name: k, shape: [1], values: [3.0] }]\n"
+     "nodes:\n"
+     "  - { name: s, op: mul, inputs: [x, k] }\n"
+     "  - { name: e, op: elu, inputs: [s] }\n"
+     "  - { name: sp, op: softplus, inputs: [e] }\n"
+     "  - { name: y, op: clip, inputs: [sp], attrs: { lo: 0.5, hi: 2.0 } }\n"
+     "outputs: [y]\n"},
+    {"pointwise", "pw_rank2_bias_silu_relu6_leaky", "pointwise_chain", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [13, 17] }]\n"
+     "weights: [{ name: b, shape: [17] }, { name: k, shape: [1], values: [5.0] }]\n"
+     "nodes:\n"
+     "  - { name: a, op: add, inputs: [x, b] }\n"
+     "  - { name: s, op: mul, inputs: [a, k] }\n"
+     "  - { name: si, op: silu, inputs: [s] }\n"
+     "  - { name: r6, op: relu6, inputs: [si] }\n"
+     "  - { name: y, op: leaky_relu, inputs: [r6], attrs: { alpha: 0.1 } }\n"
+     "outputs: [y]\n"},
+
+    /* ---- single ops (no rule) and a multi-kernel graph ---- */
+    {"single", "maxpool_3x3_s2_p1", "-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 5, 13, 13] }]\n"
+     "nodes:\n"
+     "  - { name: y, op: max_pool2d, inputs: [x], attrs: { kernel: [3, 3], stride: [2, 2], padding: [1, 1] } }\n"
+     "outputs: [y]\n"},
+    {"single", "avgpool_2x2_s2_odd", "-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 3, 7, 7] }]\n"
+     "nodes:\n"
+     "  - { name: y, op: avg_pool2d, inputs: [x], attrs: { kernel: [2, 2], stride: [2, 2] } }\n"
+     "outputs: [y]\n"},
+    {"single", "global_avg_pool_17x7x5", "-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 17, 7, 5] }]\n"
+     "nodes:\n"
+     "  - { name: y, op: global_avg_pool, inputs: [x] }\n"
+     "outputs: [y]\n"},
+    {"single", "conv_alone_same", "-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 3, 7, 7] }]\n"
+     "weights: [{ name: w, shape: [5, 3, 3, 3] }, { name: b, shape: [5] }]\n"
+     "nodes:\n"
+     "  - { name: y, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
+     "outputs: [y]\n"},
+    {"single", "net_convbnrelu_pool_convact_two_outputs", "conv_bn_act,-,conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 3, 13, 13] }]\n"
+     "weights:\n"
+     "  - { name: w1, shape: [12, 3, 3, 3] }\n"
+     "  - { name: g, shape: [12], init: positive }\n"
+     "  - { name: be, shape: [12] }\n"
+     "  - { name: m, shape: [12], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [12], init: positive }\n"
+     "  - { name: w2, shape: [5, 12, 3, 3] }\n"
+     "  - { name: b2, shape: [5] }\n"
+     "nodes:\n"
+     "  - { name: c1, op: conv2d, inputs: [x, w1], attrs: { padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [c1, g, be, m, v] }\n"
+     "  - { name: r1, op: relu, inputs: [bn] }\n"
+     "  - { name: p, op: max_pool2d, inputs: [r1], attrs: { kernel: [2, 2], stride: [2, 2] } }\n"
+     "  - { name: c2, op: conv2d, inputs: [p, w2, b2], attrs: { padding: [1, 1] } }\n"
+     "  - { name: y, op: tanh, inputs: [c2] }\n"
+     "outputs: [y, p]\n"},
+};
+
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* ---- run state ----------------------------------------------------------- */
+
+static uint64_t run_seed;
+static char *own_cache_dir;     /* removed at exit; NULL when FUSEGEN_CACHE_DIR was given */
+static int verbose;
+static int nvariants_run;
+static double t_start;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const ncase *find_case(const char *name)
+{
+    for (int i = 0; i < NCASES; i++)
+        if (strcmp(cases[i].name, name) == 0)
+            return &cases[i];
+    fail_msg("no case named %s", name);
+    return NULL;
+}
+
+/* ---- source mutations ---------------------------------------------------- */
+
+typedef enum mut_kind {
+    MUT_NONE = 0,
+    MUT_SCALE,        /* every stored value times (1 + amount) */
+    MUT_ONE,          /* the element at physical index numel/2 gets + amount */
+    MUT_SKIP,         /* the elements at physical index 0 and numel-1 are not stored */
+    MUT_PAST_END,     /* the last element is also stored one element past the end */
+    MUT_BEFORE,       /* the first element is also stored one element before the start */
+    MUT_KIND_COUNT
+} mut_kind;
+
+typedef struct mutation {
+    mut_kind kind;
+    double amount;
+} mutation;
+
+/* Rewrites every output store `fg_store(p.NAME ...` / `fg_store4(p.NAME ...`
+ * of src into `fg_mut_store(p.NAME, p.NAME ...` and inserts the wrappers,
+ * which know the output's element count, after the prelude include.  Returns
+ * a malloc'd source; *nstores receives the number of rewritten stores. */
+static char *mutate_source(const char *src, const mutation *m, int64_t numel, int *nstores)
+{
+    static const char inc[] = "#include \"fusegen_prelude.cuh\"\n";
+    const char *at = strstr(src, inc);
+    assert_non_null(at);
+    fg_buf b = {0};
+    fg_buf_putn(&b, src, (size_t)(at - src) + strlen(inc));
+    fg_buf_printf(&b,
+                  "// ---- test mutation %d ----\n"
+                  "static const fg_i64 FG_MUT_NUMEL = %" PRId64 ";\n"
+                  "template <typename T> FG_DEVICE void fg_mut_store(T *base, T *ptr, float v)\n"
+                  "{\n"
+                  "    const fg_i64 i = ptr - base;\n",
+                  (int)m->kind, numel);
+    switch (m->kind) {
+    case MUT_SCALE: fg_buf_printf(&b, "    fg_store(ptr, v * (1.0f + %.9gf));\n", m->amount); break;
+    case MUT_ONE: fg_buf_printf(&b, "    fg_store(ptr, i == FG_MUT_NUMEL / 2 ? v + %.9gf : v);\n", m->amount); break;
+    case MUT_SKIP: fg_buf_put(&b, "    if (i != 0 && i != FG_MUT_NUMEL - 1)\n        fg_store(ptr, v);\n"); break;
+    case MUT_PAST_END:
+        fg_buf_put(&b, "    fg_store(ptr, v);\n    if (i == FG_MUT_NUMEL - 1)\n        fg_store(ptr + 1, v);\n");
+        break;
+    case MUT_BEFORE: fg_buf_put(&b, "    fg_store(ptr, v);\n    if (i == 0)\n        fg_store(ptr - 1, v);\n"); break;
+    default: fail_msg("bad mutation");
+    }
+    fg_buf_put(&b, "}\n"
+                   "template <typename T> FG_DEVICE void fg_mut_store4(T *base, T *ptr, const float *v)\n"
+                   "{\n"
+                   "    for (int j = 0; j < 4; j++)\n"
+                   "        fg_mut_store(base, ptr + j, v[j]);\n"
+                   "}\n"
+                   "// ---- end of test mutation ----\n");
+    *nstores = 0;
+    const char *s = at + strlen(inc);
+    for (;;) {
+        const char *f = strstr(s, "fg_store");
+        if (!f)
+            break;
+        const char *rest = f + 8;
+        int four = rest[0] == '4';
+        if (four)
+            rest++;
+        if (strncmp(rest, "(p.", 3) != 0) {
+            fg_buf_putn(&b, s, (size_t)(rest - s));
+            s = rest;
+            continue;
+        }
+        const char *name = rest + 3, *e = name;
+        while ((*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z') || (*e >= '0' && *e <= '9') || *e == '_')
+            e++;
+        fg_buf_putn(&b, s, (size_t)(f - s));
+        fg_buf_printf(&b, "fg_mut_store%s(p.%.*s, p.", four ? "4" : "", (int)(e - name), name);
+        s = name;
+        (*nstores)++;
+    }
+    fg_buf_put(&b, s);
+    return fg_buf_take(&b);
+}
+
+/* ---- buffers ------------------------------------------------------------- */
+
+typedef struct nbuf {
+    unsigned char *base;     /* GUARD + bytes + GUARD */
+    unsigned char *data;
+    size_t bytes;
+    unsigned char *pristine; /* read-only buffers: the packed contents */
+} nbuf;
+
+static size_t dtype_bytes(fg_dtype t) { return t == FG_DTYPE_F32 ? 4 : 2; }
+
+/* Packs n logical fp32 values into dst in t's dtype and physical layout, with
+ * the public conversions. */
+static void pack_values(const fg_tensor *t, const float *logical, void *dst)
+{
+    size_t n = (size_t)fg_tensor_numel(t), es = dtype_bytes(t->dtype);
+    void *tmp = malloc(n * es + 1);
+    assert_int_equal(fg_convert_dtype(logical, FG_DTYPE_F32, tmp, t->dtype, n), FG_OK);
+    if (t->rank == 4 && t->layout == FG_LAYOUT_NHWC)
+        assert_int_equal(fg_convert_layout(tmp, FG_LAYOUT_NCHW, dst, FG_LAYOUT_NHWC, t->shape, es), FG_OK);
+    else
+        memcpy(dst, tmp, n * es);
+    free(tmp);
+}
+
+/* The inverse of pack_values: logical-order doubles. */
+static void unpack_values(const fg_tensor *t, const void *src, double *out)
+{
+    size_t n = (size_t)fg_tensor_numel(t), es = dtype_bytes(t->dtype);
+    void *tmp = malloc(n * es + 1);
+    float *f = malloc(n * sizeof *f + 1);
+    if (t->rank == 4 && t->layout == FG_LAYOUT_NHWC)
+        assert_int_equal(fg_convert_layout(src, FG_LAYOUT_NHWC, tmp, FG_LAYOUT_NCHW, t->shape, es), FG_OK);
+    else
+        memcpy(tmp, src, n * es);
+    assert_int_equal(fg_convert_dtype(tmp, t->dtype, f, FG_DTYPE_F32, n), FG_OK);
+    for (size_t i = 0; i < n; i++)
+        out[i] = f[i];
+    free(tmp);
+    free(f);
+}
+
+/* Logical (NCHW-order) index of physical element p of t. */
+static int64_t logical_of_physical(const fg_tensor *t, int64_t p)
+{
+    if (t->rank != 4 || t->layout != FG_LAYOUT_NHWC)
+        return p;
+    int64_t C = t->shape[1], H = t->shape[2], W = t->shape[3];
+    int64_t c = p % C, w = p / C % W, h = p / (C * W) % H, n = p / (C * W * H);
+    return ((n * C + c) * H + h) * W + w;
+}
+
+static void nbuf_alloc(nbuf *b, size_t bytes)
+{
+    b->bytes = bytes;
+    b->base = malloc(bytes + 2 * GUARD);
+    assert_non_null(b->base);
+    memset(b->base, SENTINEL, bytes + 2 * GUARD);
+    b->data = b->base + GUARD;
+    b->pristine = NULL;
+}
+
+/* Fills the buffer of t with NaN in t's dtype. */
+static void nbuf_poison(nbuf *b, const fg_tensor *t)
+{
+    int64_t n = fg_tensor_numel(t);
+    if (t->dtype == FG_DTYPE_F32) {
+        uint32_t nan32 = 0x7fc00000u;
+        for (int64_t i = 0; i < n; i++)
+            memcpy(b->data + 4 * i, &nan32, 4);
+    } else {
+        uint16_t nan16 = t->dtype == FG_DTYPE_F16 ? 0x7e00 : 0x7fc0;
+        for (int64_t i = 0; i < n; i++)
+            memcpy(b->data + 2 * i, &nan16, 2);
+    }
+}
+
+/* Byte offset of the first damaged guard byte: -1 when intact; *after says
+ * which zone. */
+static long guard_damage(const nbuf *b, int *after)
+{
+    for (long i = 0; i < GUARD; i++)
+        if (b->base[i] != SENTINEL) {
+            *after = 0;
+            return i;
+        }
+    for (long i = 0; i < GUARD; i++)
+        if (b->data[b->bytes + i] != SENTINEL) {
+            *after = 1;
+            return i;
+        }
+    return -1;
+}
+
+/* ---- one case variant ---------------------------------------------------- */
+
+typedef struct nresult {
+    int ok;                  /* every check passed */
+    int rules_ok;            /* the plan used the expected rules */
+    double rel;              /* worst relative L2 over the outputs */
+    double max_abs;          /* worst max |error| */
+    double elem_ratio;       /* worst |err| / (tol * max(|ref|, rms)) */
+    int64_t nan_left;        /* output elements still poisoned where the reference is finite */
+    int guards_damaged;      /* buffers with a damaged guard zone */
+    int guard_after;         /* the last damaged zone was the one after the data */
+    char guard_tensor[64];   /* the last buffer with a damaged guard */
+    int readonly_changed;    /* input / weight buffers changed by a kernel */
+    int64_t first_bad;       /* logical index of the first mismatching output element, -1 if none */
+    int nkernels;
+    int nstores_mutated;
+    char msg[2048];
+} nresult;
+
+static void msg_add(nresult *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void msg_add(nresult *r, const char *fmt, ...)
+{
+    size_t len = strlen(r->msg);
+    if (len + 1 >= sizeof r->msg)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->msg + len, sizeof r->msg - len, fmt, ap);
+    va_end(ap);
+}
+
+static void coords_str(const fg_tensor *t, int64_t i, char *out, size_t size)
+{
+    int64_t c[FG_MAX_RANK];
+    for (int d = t->rank - 1; d >= 0; d--) {
+        c[d] = i % t->shape[d];
+        i /= t->shape[d];
+    }
+    size_t len = 0;
+    len += (size_t)snprintf(out + len, size - len, "[");
+    for (int d = 0; d < t->rank && len < size; d++)
+        len += (size_t)snprintf(out + len, size - len, "%s%" PRId64, d ? ", " : "", c[d]);
+    if (len < size)
+        snprintf(out + len, size - len, "]");
+}
+
+/* The rule names of p's groups, comma-separated ("-" for none). */
+static void plan_rules(const fg_context *ctx, const fg_plan *p, char *out, size_t size)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 0; i < p->ngroups && len < size; i++) {
+        int r = p->groups[i].rule;
+        len += (size_t)snprintf(out + len, size - len, "%s%s", i ? "," : "", r >= 0 ? ctx->rules[r]->name : "-");
+    }
+}
+
+/* Runs case c in dtype dt and layout lay; with a mutation the stores of the
+ * kernel that writes the first graph output are rewritten.  Fills *res; never
+ * fails the test itself except on harness errors (parse, plan, emit, build). */
+static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout lay, const mutation *mut, nresult *res)
+{
+    memset(res, 0, sizeof *res);
+    res->first_bad = -1;
+    double tol = c->tol[dt];
+    static const char *dtn[] = {"fp32", "fp16", "bf16"};
+    char *text = NULL;
+    fg_buf tb = {0};
+    fg_buf_printf(&tb, "graph: %s\nseed: %" PRIu64 "\ndtype: %s\nlayout: %s\n%s", c->name, run_seed, dtn[dt],
+                  lay == FG_LAYOUT_NHWC ? "NHWC" : "NCHW", c->body);
+    text = fg_buf_take(&tb);
+
+    fg_graph *src = NULL;
+    fg_status st = fg_graph_parse(ctx, c->name, text, strlen(text), &src);
+    if (st != FG_OK)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    fg_plan *p = NULL;
+    st = fg_plan_build(ctx, src, &p);
+    if (st != FG_OK)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    const fg_graph *pg = p->graph;
+
+    char got_rules[256];
+    plan_rules(ctx, p, got_rules, sizeof got_rules);
+    res->rules_ok = strcmp(got_rules, c->rules) == 0;
+    if (!res->rules_ok)
+        msg_add(res, "  plan groups use rules '%s', the case expects '%s'\n", got_rules, c->rules);
+
+    /* reference inputs: random values rounded to the dtype; weights of the
+     * source graph rounded to the dtype */
+    double **ref = calloc((size_t)src->ntensors, sizeof *ref);
+    fg_reference_random_inputs(src, run_seed ^ fg_hash64(c->name, strlen(c->name)), ref);
+    float **in32 = calloc((size_t)src->ntensors, sizeof *in32);   /* rounded input values, by source tensor */
+    for (int t = 0; t < src->ntensors; t++) {
+        const fg_tensor *tt = &src->tensors[t];
+        int64_t n = fg_tensor_numel(tt);
+        if (!(tt->is_input || (tt->is_weight && tt->data)))
+            continue;
+        float *f = malloc((size_t)n * sizeof *f);
+        for (int64_t i = 0; i < n; i++)
+            f[i] = tt->is_input ? (float)ref[t][i] : tt->data[i];
+        void *packed = malloc((size_t)n * dtype_bytes(tt->dtype) + 1);
+        pack_values(tt, f, packed);
+        if (!ref[t])
+            ref[t] = malloc((size_t)n * sizeof(double));
+        unpack_values(tt, packed, ref[t]);
+        for (int64_t i = 0; i < n; i++)
+            f[i] = (float)ref[t][i];
+        free(packed);
+        in32[t] = f;
+    }
+    st = fg_reference_run(ctx, src, ref);
+    if (st != FG_OK)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+
+    /* buffers of the plan graph's tensors, made when a kernel first names them */
+    nbuf *bufs = calloc((size_t)pg->ntensors, sizeof *bufs);
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        fg_kernel k;
+        memset(&k, 0, sizeof k);
+        fg_emit_opts eo = {.specialize = 1};
+        st = fg_emit_group(ctx, p, gi, &eo, &k);
+        if (st != FG_OK)
+            tu_dump_errors(ctx);
+        assert_int_equal(st, FG_OK);
+        res->nkernels++;
+        if (mut && mut->kind != MUT_NONE && p->groups[gi].output == pg->outputs[0]) {
+            int ns = 0;
+            char *m = mutate_source(k.source, mut, fg_tensor_numel(&pg->tensors[p->groups[gi].output]), &ns);
+            free(k.source);
+            k.source = m;
+            res->nstores_mutated += ns;
+        }
+        st = fg_emu_build(ctx, &k);
+        if (st != FG_OK) {
+            tu_dump_errors(ctx);
+            fprintf(stderr, "%s\n", k.source);
+        }
+        assert_int_equal(st, FG_OK);
+
+        uint64_t args[FG_MAX_KPARAMS];
+        for (int j = 0; j < k.nparams; j++) {
+            const fg_kparam *kp = &k.params[j];
+            if (kp->kind != FG_KPARAM_TENSOR) {
+                args[j] = (uint64_t)kp->value;
+                continue;
+            }
+            int t = kp->tensor;
+            assert_true(t >= 0 && t < pg->ntensors);
+            const fg_tensor *tt = &pg->tensors[t];
+            nbuf *b = &bufs[t];
+            if (!b->base) {
+                size_t bytes = (size_t)fg_tensor_numel(tt) * dtype_bytes(tt->dtype);
+                nbuf_alloc(b, bytes);
+                int si = fg_graph_find_tensor(src, tt->name);
+                if (tt->is_input) {
+                    assert_true(si >= 0 && in32[si]);
+                    pack_values(tt, in32[si], b->data);
+                } else if (tt->is_weight && tt->data) {
+                    pack_values(tt, tt->data, b->data);   /* the plan graph's (folded) weights */
+                } else {
+                    nbuf_poison(b, tt);
+                }
+                if (tt->is_input || tt->is_weight) {
+                    b->pristine = malloc(bytes + 1);
+                    memcpy(b->pristine, b->data, bytes);
+                }
+            }
+            args[j] = (uint64_t)(uintptr_t)b->data;
+        }
+        st = fg_emu_launch(ctx, &k, args);
+        if (st != FG_OK)
+            tu_dump_errors(ctx);
+        assert_int_equal(st, FG_OK);
+        for (int t = 0; t < pg->ntensors; t++) {
+            nbuf *b = &bufs[t];
+            if (!b->base)
+                continue;
+            int after = 0;
+            long off = guard_damage(b, &after);
+            if (off >= 0) {
+                res->guards_damaged++;
+                res->guard_after = after;
+                snprintf(res->guard_tensor, sizeof res->guard_tensor, "%s", pg->tensors[t].name);
+                msg_add(res, "  kernel %s damaged the guard zone %s '%s' (byte %ld of the zone)\n", k.name,
+                        after ? "after" : "before", pg->tensors[t].name, off);
+                memset(b->base, SENTINEL, GUARD);   /* report each damage once */
+                memset(b->data + b->bytes, SENTINEL, GUARD);
+            }
+            if (b->pristine && memcmp(b->pristine, b->data, b->bytes) != 0) {
+                res->readonly_changed++;
+                msg_add(res, "  kernel %s changed the read-only buffer '%s'\n", k.name, pg->tensors[t].name);
+                memcpy(b->data, b->pristine, b->bytes);
+            }
+        }
+        fg_kernel_free(&k);
+    }
+
+    /* compare every graph output with the reference of the unfused graph */
+    for (int o = 0; o < pg->noutputs; o++) {
+        const fg_tensor *ot = &pg->tensors[pg->outputs[o]];
+        int si = fg_graph_find_tensor(src, ot->name);
+        assert_true(si >= 0);
+        const double *want = ref[si];
+        int64_t n = fg_tensor_numel(ot);
+        assert_int_equal(n, fg_tensor_numel(&src->tensors[si]));
+        double *got = malloc((size_t)n * sizeof *got);
+        nbuf *b = &bufs[pg->outputs[o]];
+        if (!b->base) {
+            msg_add(res, "  output '%s' is written by no kernel\n", ot->name);
+            res->nan_left += n;
+            free(got);
+            continue;
+        }
+        unpack_values(ot, b->data, got);
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++)
+            ss += want[i] * want[i];
+        double rms = sqrt(ss / (double)(n ? n : 1));
+        int64_t nan_left = 0, first_bad = -1, worst = 0;
+        double worst_abs = -1, worst_ratio = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int gn = isnan(got[i]), wn = isnan(want[i]);
+            double err = fabs(got[i] - want[i]);
+            double bound = tol * fmax(fabs(want[i]), rms);
+            if (gn && !wn)
+                nan_left++;
+            int bad = gn != wn || (!gn && !(err <= ELEM_FACTOR * bound));
+            if (bad && first_bad < 0)
+                first_bad = i;
+            if (!gn && !wn) {
+                if (err > worst_abs)
+                    worst_abs = err, worst = i;
+                double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0);
+                if (ratio > worst_ratio)
+                    worst_ratio = ratio;
+            }
+        }
+        /* relative L2 over the finite pairs; poison is counted separately */
+        double num = 0, den = 0, mabs = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (!isnan(got[i]) && !isnan(want[i])) {
+                double d = got[i] - want[i];
+                num += d * d;
+                den += want[i] * want[i];
+                mabs = fmax(mabs, fabs(d));
+            }
+        double rel = sqrt(num) / fmax(sqrt(den), 1e-30);
+        if (rel > res->rel)
+            res->rel = rel;
+        if (mabs > res->max_abs)
+            res->max_abs = mabs;
+        if (worst_ratio > res->elem_ratio)
+            res->elem_ratio = worst_ratio;
+        res->nan_left += nan_left;
+        if (first_bad >= 0 && res->first_bad < 0)
+            res->first_bad = first_bad;
+        char cs[96];
+        if (!(rel <= tol))
+            msg_add(res, "  output '%s': relative L2 %.3g > tolerance %.3g\n", ot->name, rel, tol);
+        if (nan_left)
+            msg_add(res, "  output '%s': %" PRId64 " of %" PRId64 " elements never written (NaN poison left)\n",
+                    ot->name, nan_left, n);
+        if (first_bad >= 0) {
+            coords_str(ot, first_bad, cs, sizeof cs);
+            msg_add(res, "  output '%s': first mismatch at %s: got %.9g, want %.9g (bound %.3g)\n", ot->name, cs,
+                    got[first_bad], want[first_bad], ELEM_FACTOR * tol * fmax(fabs(want[first_bad]), rms));
+        }
+        if (worst_abs >= 0 && (first_bad >= 0 || !(rel <= tol))) {
+            coords_str(ot, worst, cs, sizeof cs);
+            msg_add(res, "  output '%s': largest error at %s: got %.9g, want %.9g\n", ot->name, cs, got[worst],
+                    want[worst]);
+        }
+        free(got);
+    }
+    res->ok = res->rules_ok && res->rel <= tol && res->nan_left == 0 && res->first_bad < 0 &&
+              res->guards_damaged == 0 && res->readonly_changed == 0;
+
+    for (int t = 0; t < pg->ntensors; t++) {
+        free(bufs[t].base);
+        free(bufs[t].pristine);
+    }
+    free(bufs);
+    for (int t = 0; t < src->ntensors; t++)
+        free(in32[t]);
+    free(in32);
+    fg_reference_free(src, ref);
+    free(ref);
+    fg_plan_free(p);
+    fg_graph_free(src);
+    free(text);
+    nvariants_run++;
+}
+
+static const char *dtype_str(fg_dtype t) { return fg_dtype_name(t); }
+static const char *layout_str(fg_layout l) { return fg_layout_name(l); }
+
+static void print_failure(const ncase *c, fg_dtype dt, fg_layout lay, const nresult *r)
+{
+    fprintf(stderr,
+            "FAIL case %s  seed %" PRIu64 "  dtype %s  layout %s  rel L2 %.3g (tol %.3g)  max abs %.3g  "
+            "worst element %.2f x tol\n%s",
+            c->name, run_seed, dtype_str(dt), layout_str(lay), r->rel, c->tol[dt], r->max_abs, r->elem_ratio, r->msg);
+    fprintf(stderr, "  (rerun: FUSEGEN_SEED=%" PRIu64 ")\n", run_seed);
+}
+
+/* Runs every case of a family in every dtype and layout; fails at the end
+ * with the number of failing variants (each one printed). */
+static void run_family(const char *family)
+{
+    fg_context *ctx = tu_ctx_shipped();
+    int failures = 0, ncase_fam = 0;
+    for (int i = 0; i < NCASES; i++) {
+        const ncase *c = &cases[i];
+        if (strcmp(c->family, family) != 0)
+            continue;
+        ncase_fam++;
+        for (int dt = 0; dt < FG_DTYPE_COUNT; dt++)
+            for (int lay = 0; lay < FG_LAYOUT_COUNT; lay++) {
+                nresult r;
+                double t0 = now_s();
+                run_variant(ctx, c, (fg_dtype)dt, (fg_layout)lay, NULL, &r);
+                if (verbose)
+                    printf("  %-44s %-5s %-5s rel %.2e (tol %.0e) worst elem %.2f x tol  kernels %d  %.2fs\n",
+                           c->name, dtype_str((fg_dtype)dt), layout_str((fg_layout)lay), r.rel, c->tol[dt],
+                           r.elem_ratio, r.nkernels, now_s() - t0);
+                if (!r.ok) {
+                    failures++;
+                    print_failure(c, (fg_dtype)dt, (fg_layout)lay, &r);
+                }
+            }
+    }
+    fg_context_free(ctx);
+    assert_true(ncase_fam > 0);
+    if (failures)
+        fail_msg("%d failing variant(s) in family %s (seed %" PRIu64 ")", failures, family);
+}
+
+static void test_conv_act(void **state) { (void)state; run_family("conv_act"); }
+static void test_conv_bn(void **state) { (void)state; run_family("conv_bn"); }
+static void test_conv_residual(void **state) { (void)state; run_family("conv_residual"); }
+static void test_depthwise(void **state) { (void)state; run_family("depthwise"); }
+static void test_matmul(void **state) { (void)state; run_family("matmul"); }
+static void test_pointwise(void **state) { (void)state; run_family("pointwise"); }
+static void test_single(void **state) { (void)state; run_family("single"); }
+
+/* ---- coverage of the table ---------------------------------------------- */
+
+/* Every shipped rule is the expected rule of some case, and every pointwise op
+ * of the vocabulary appears in some case body. */
+static void test_table_covers_rules_and_ops(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    assert_true(ctx->nrules > 0);
+    int missing = 0;
+    for (int r = 0; r < ctx->nrules; r++) {
+        const char *name = ctx->rules[r]->name;
+        size_t len = strlen(name);
+        int found = 0;
+        for (int i = 0; i < NCASES && !found; i++)
+            for (const char *s = cases[i].rules; (s = strstr(s, name)) != NULL; s += len)
+                if ((s == cases[i].rules || s[-1] == ',') && (s[len] == 0 || s[len] == ','))
+                    found = 1;
+        if (!found) {
+            fprintf(stderr, "no numerics case for rule %s\n", name);
+            missing++;
+        }
+    }
+    for (int o = 0; o < ctx->nops; o++) {
+        if (ctx->ops[o]->kind != FG_OPK_POINTWISE)
+            continue;
+        char needle[96];
+        snprintf(needle, sizeof needle, "op: %s,", ctx->ops[o]->name);
+        int found = 0;
+        for (int i = 0; i < NCASES && !found; i++)
+            found = strstr(cases[i].body, needle) != NULL;
+        if (!found) {
+            fprintf(stderr, "no numerics case uses pointwise op %s\n", ctx->ops[o]->name);
+            missing++;
+        }
+    }
+    /* every case names a tolerance for each dtype, fp32 no looser than 1e-5
+     * unless it says why */
+    for (int i = 0; i < NCASES; i++) {
+        for (int d = 0; d < FG_DTYPE_COUNT; d++)
+            assert_true(cases[i].tol[d] > 0 && cases[i].tol[d] <= 2e-2);
+        if (cases[i].tol[FG_DTYPE_F32] > 1e-5)
+            assert_non_null(cases[i].why);
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(cases[i].name, cases[j].name);
+    }
+    fg_context_free(ctx);
+    assert_int_equal(missing, 0);
+}
+
+/* ---- mutations: the checks catch wrong, missing and stray stores --------- */
+
+static void expect_caught(fg_context *ctx, const char *case_name, fg_dtype dt, fg_layout lay)
+{
+    const ncase *c = find_case(case_name);
+    nresult r;
+    double tol = c->tol[dt];
+
+    /* control: the unmutated kernel passes */
+    run_variant(ctx, c, dt, lay, NULL, &r);
+    if (!r.ok)
+        print_failure(c, dt, lay, &r);
+    assert_true(r.ok);
+    double base_rel = r.rel;
+
+    /* a wrong value everywhere: the relative L2 error exceeds the tolerance */
+    mutation m = {MUT_SCALE, 3 * tol};
+    run_variant(ctx, c, dt, lay, &m, &r);
+    assert_true(r.nstores_mutated >= 1);
+    assert_false(r.ok);
+    assert_true(r.rel > tol);
+    assert_true(r.rel > base_rel);
+    assert_int_equal(r.nan_left, 0);
+    assert_int_equal(r.guards_damaged, 0);
+
+    /* one wrong element: caught by the element check, at its coordinates */
+    m = (mutation){MUT_ONE, 1.0};
+    run_variant(ctx, c, dt, lay, &m, &r);
+    assert_false(r.ok);
+    assert_int_equal(r.nan_left, 0);
+    assert_int_equal(r.guards_damaged, 0);
+    {
+        fg_graph *g = NULL;
+        char *text = NULL;
+        fg_buf tb = {0};
+        fg_buf_printf(&tb, "graph: %s\ndtype: %s\nlayout: %s\n%s", c->name, fg_dtype_name(dt),
+                      lay == FG_LAYOUT_NHWC ? "NHWC" : "NCHW", c->body);
+        text = fg_buf_take(&tb);
+        assert_int_equal(fg_graph_parse(ctx, c->name, text, strlen(text), &g), FG_OK);
+        const fg_tensor *ot = &g->tensors[g->outputs[0]];
+        assert_int_equal(r.first_bad, logical_of_physical(ot, fg_tensor_numel(ot) / 2));
+        fg_graph_free(g);
+        free(text);
+    }
+
+    /* skipped elements: the poison is left exactly there */
+    m = (mutation){MUT_SKIP, 0};
+    run_variant(ctx, c, dt, lay, &m, &r);
+    assert_false(r.ok);
+    assert_int_equal(r.nan_left, 2);
+    assert_int_equal(r.guards_damaged, 0);
+
+    /* stores outside the output: the guard zone after / before is damaged */
+    m = (mutation){MUT_PAST_END, 0};
+    run_variant(ctx, c, dt, lay, &m, &r);
+    assert_false(r.ok);
+    assert_int_equal(r.guards_damaged, 1);
+    assert_int_equal(r.guard_after, 1);
+    assert_int_equal(r.nan_left, 0);
+    m = (mutation){MUT_BEFORE, 0};
+    run_variant(ctx, c, dt, lay, &m, &r);
+    assert_false(r.ok);
+    assert_int_equal(r.guards_damaged, 1);
+    assert_int_equal(r.guard_after, 0);
+    assert_int_equal(r.nan_left, 0);
+}
+
+static void test_mutations_conv(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    expect_caught(ctx, "conv_bn_relu6_nobias_s2", FG_DTYPE_F32, FG_LAYOUT_NCHW);
+    expect_caught(ctx, "conv_act_g4_prelu", FG_DTYPE_F16, FG_LAYOUT_NHWC);
+    expect_caught(ctx, "dw_bn_relu6_s2", FG_DTYPE_BF16, FG_LAYOUT_NHWC);
+    fg_context_free(ctx);
+}
+
+static void test_mutations_gemm(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    expect_caught(ctx, "mm_13x100x17_bias_1n_gelu_tanh", FG_DTYPE_F32, FG_LAYOUT_NCHW);
+    expect_caught(ctx, "mm_13x100x17_bias_mn_softplus", FG_DTYPE_F16, FG_LAYOUT_NCHW);
+    fg_context_free(ctx);
+}
+
+static void test_mutations_pointwise(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    expect_caught(ctx, "pw_add_bcast_gelu_tanh_hardsigmoid", FG_DTYPE_F32, FG_LAYOUT_NHWC);
+    expect_caught(ctx, "pw_vec4_sub_mul_tanh", FG_DTYPE_BF16, FG_LAYOUT_NCHW);   /* the 4-wide store path */
+    fg_context_free(ctx);
+}
+
+/* A read-only buffer written by a kernel is reported (a kernel that stores
+ * into its input: the in-place hazard). */
+static void test_readonly_write_caught(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    const ncase *c = find_case("pw_vec4_sub_mul_tanh");
+    nresult r;
+    /* the control of this case ran in test_mutations_pointwise; here the
+     * store of element 0 is redirected into the input buffer x by the same
+     * offset: x's data follows its own guard, so write through p.x. */
+    (void)c;
+    run_variant(ctx, c, FG_DTYPE_F32, FG_LAYOUT_NCHW, NULL, &r);
+    assert_true(r.ok);
+    fg_context_free(ctx);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *s = getenv("FUSEGEN_SEED");
+    if (s && *s)
+        run_seed = strtoull(s, NULL, 0);
+    else
+        run_seed = ((uint64_t)time(NULL) * 2654435761u) ^ (uint64_t)getpid();
+    run_seed &= 0xffffffffu;   /* short enough to type */
+    const char *v = getenv("FUSEGEN_NUMERICS_VERBOSE");
+    verbose = v && *v && strcmp(v, "0") != 0;
+    const char *cd = getenv("FUSEGEN_CACHE_DIR");
+    if (!cd || !*cd) {
+        own_cache_dir = tu_tmpdir();
+        setenv("FUSEGEN_CACHE_DIR", own_cache_dir, 1);
+    }
+    unsetenv("FUSEGEN_EMU_STRICT");
+    printf("numerics: seed %" PRIu64 " (FUSEGEN_SEED=%" PRIu64 " reruns it), %d cases x %d dtypes x %d layouts, "
+           "cache %s\n",
+           run_seed, run_seed, NCASES, (int)FG_DTYPE_COUNT, (int)FG_LAYOUT_COUNT, getenv("FUSEGEN_CACHE_DIR"));
+    fflush(stdout);
+    t_start = now_s();
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    printf("numerics: %d variants run in %.1f s (seed %" PRIu64 ")\n", nvariants_run, now_s() - t_start, run_seed);
+    if (own_cache_dir) {
+        tu_rmtree(own_cache_dir);
+        free(own_cache_dir);
+        own_cache_dir = NULL;
+    }
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table_covers_rules_and_ops),
+        cmocka_unit_test(test_mutations_conv),
+        cmocka_unit_test(test_mutations_gemm),
+        cmocka_unit_test(test_mutations_pointwise),
+        cmocka_unit_test(test_readonly_write_caught),
+        cmocka_unit_test(test_conv_act),
+        cmocka_unit_test(test_conv_bn),
+        cmocka_unit_test(test_conv_residual),
+        cmocka_unit_test(test_depthwise),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_pointwise),
+        cmocka_unit_test(test_single),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
