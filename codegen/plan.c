@@ -9,7 +9,7 @@
  * it; the best complete match (priority, then most nodes, then load order)
  * becomes a group.  Legality lives here, once: every fused intermediate has
  * exactly one consumer and is not a graph output, every step consumes the
- * previous step's output, all nodes share the output dtype, the rule's dtype
+ * previous step's output, all nodes share the output dtype and shape, the rule's dtype
  * and layout guards hold, and a node belongs to one group.  When a rule
  * almost matched, a note says which condition failed (--explain).
  */
@@ -283,7 +283,27 @@ static void complete(search *S)
     S->have_best = 1;
 }
 
-/* Takes one node for step s: a consumer of the last matched node's output. */
+static int same_shape(const fg_tensor *a, const fg_tensor *b)
+{
+    if (a->rank != b->rank)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i])
+            return 0;
+    return 1;
+}
+
+static void shape_text(fg_buf *b, const fg_tensor *t)
+{
+    fg_buf_put(b, "[");
+    for (int i = 0; i < t->rank; i++)
+        fg_buf_printf(b, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    fg_buf_put(b, "]");
+}
+
+/* Takes one node for step s: a consumer of the last matched node's output.
+ * A fused node must not change the shape (a broadcast that grows the output
+ * cannot run in the producer's epilogue). */
 static void take_step(search *S, int s)
 {
     planner *P = S->P;
@@ -338,6 +358,19 @@ static void take_step(search *S, int s)
         if (cdt != dt) {
             snprintf(why, sizeof why, "dtypes differ (%s %s, %s %s)", g->nodes[prev].name, fg_dtype_name(dt),
                      g->nodes[c].name, fg_dtype_name(cdt));
+            add_note(P, r, c, prev, why);
+            continue;
+        }
+        const fg_tensor *ct = &g->tensors[g->nodes[c].output];
+        if (!same_shape(ct, tt)) {
+            fg_buf b = {0};
+            fg_buf_printf(&b, "%s's output ", g->nodes[c].name);
+            shape_text(&b, ct);
+            fg_buf_printf(&b, " is larger than %s's ", g->nodes[prev].name);
+            shape_text(&b, tt);
+            fg_buf_put(&b, " (broadcast): an epilogue computes one value per element of the fused output");
+            snprintf(why, sizeof why, "%s", b.s);
+            fg_buf_free(&b);
             add_note(P, r, c, prev, why);
             continue;
         }

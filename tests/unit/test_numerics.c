@@ -535,6 +535,7 @@ typedef enum mut_kind {
     MUT_SKIP,         /* the elements at physical index 0 and numel-1 are not stored */
     MUT_PAST_END,     /* the last element is also stored one element past the end */
     MUT_BEFORE,       /* the first element is also stored one element before the start */
+    MUT_INPUT,        /* element 0 of the kernel's first graph-input buffer is overwritten too */
     MUT_KIND_COUNT
 } mut_kind;
 
@@ -544,10 +545,12 @@ typedef struct mutation {
 } mutation;
 
 /* Rewrites every output store `fg_store(p.NAME ...` / `fg_store4(p.NAME ...`
- * of src into `fg_mut_store(p.NAME, p.NAME ...` and inserts the wrappers,
- * which know the output's element count, after the prelude include.  Returns
- * a malloc'd source; *nstores receives the number of rewritten stores. */
-static char *mutate_source(const char *src, const mutation *m, int64_t numel, int *nstores)
+ * of src into `fg_mut_store(p.NAME, (void *)p.OTHER, p.NAME ...` and inserts
+ * the wrappers, which know the output's element count, after the prelude
+ * include.  OTHER is the params field `other` (MUT_INPUT), else NAME.
+ * Returns a malloc'd source; *nstores receives the number of rewritten
+ * stores. */
+static char *mutate_source(const char *src, const mutation *m, const char *other, int64_t numel, int *nstores)
 {
     static const char inc[] = "#include \"fusegen_prelude.cuh\"\n";
     const char *at = strstr(src, inc);
@@ -557,7 +560,7 @@ static char *mutate_source(const char *src, const mutation *m, int64_t numel, in
     fg_buf_printf(&b,
                   "// ---- test mutation %d ----\n"
                   "static const fg_i64 FG_MUT_NUMEL = %" PRId64 ";\n"
-                  "template <typename T> FG_DEVICE void fg_mut_store(T *base, T *ptr, float v)\n"
+                  "template <typename T> FG_DEVICE void fg_mut_store(T *base, void *other, T *ptr, float v)\n"
                   "{\n"
                   "    const fg_i64 i = ptr - base;\n",
                   (int)m->kind, numel);
@@ -569,13 +572,16 @@ static char *mutate_source(const char *src, const mutation *m, int64_t numel, in
         fg_buf_put(&b, "    fg_store(ptr, v);\n    if (i == FG_MUT_NUMEL - 1)\n        fg_store(ptr + 1, v);\n");
         break;
     case MUT_BEFORE: fg_buf_put(&b, "    fg_store(ptr, v);\n    if (i == 0)\n        fg_store(ptr - 1, v);\n"); break;
+    case MUT_INPUT:
+        fg_buf_put(&b, "    fg_store(ptr, v);\n    if (i == 0)\n        fg_store((T *)other, fg_load((T *)other) + 1.0f);\n");
+        break;
     default: fail_msg("bad mutation");
     }
     fg_buf_put(&b, "}\n"
-                   "template <typename T> FG_DEVICE void fg_mut_store4(T *base, T *ptr, const float *v)\n"
+                   "template <typename T> FG_DEVICE void fg_mut_store4(T *base, void *other, T *ptr, const float *v)\n"
                    "{\n"
                    "    for (int j = 0; j < 4; j++)\n"
-                   "        fg_mut_store(base, ptr + j, v[j]);\n"
+                   "        fg_mut_store(base, other, ptr + j, v[j]);\n"
                    "}\n"
                    "// ---- end of test mutation ----\n");
     *nstores = 0;
@@ -597,7 +603,11 @@ static char *mutate_source(const char *src, const mutation *m, int64_t numel, in
         while ((*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z') || (*e >= '0' && *e <= '9') || *e == '_')
             e++;
         fg_buf_putn(&b, s, (size_t)(f - s));
-        fg_buf_printf(&b, "fg_mut_store%s(p.%.*s, p.", four ? "4" : "", (int)(e - name), name);
+        fg_buf_printf(&b, "fg_mut_store%s(p.%.*s, (void *)p.", four ? "4" : "", (int)(e - name), name);
+        if (other)
+            fg_buf_printf(&b, "%s, p.", other);
+        else
+            fg_buf_printf(&b, "%.*s, p.", (int)(e - name), name);
         s = name;
         (*nstores)++;
     }
@@ -830,7 +840,13 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
         res->nkernels++;
         if (mut && mut->kind != MUT_NONE && p->groups[gi].output == pg->outputs[0]) {
             int ns = 0;
-            char *m = mutate_source(k.source, mut, fg_tensor_numel(&pg->tensors[p->groups[gi].output]), &ns);
+            const char *other = NULL;
+            for (int j = 0; j < k.nparams && mut->kind == MUT_INPUT && !other; j++)
+                if (k.params[j].kind == FG_KPARAM_TENSOR && pg->tensors[k.params[j].tensor].is_input)
+                    other = k.params[j].name;
+            if (mut->kind == MUT_INPUT)
+                assert_non_null(other);
+            char *m = mutate_source(k.source, mut, other, fg_tensor_numel(&pg->tensors[p->groups[gi].output]), &ns);
             free(k.source);
             k.source = m;
             res->nstores_mutated += ns;
@@ -1193,20 +1209,24 @@ static void test_mutations_pointwise(void **state)
     fg_context_free(ctx);
 }
 
-/* A read-only buffer written by a kernel is reported (a kernel that stores
- * into its input: the in-place hazard). */
+/* A kernel that also writes into its input buffer (the in-place hazard) is
+ * reported as a changed read-only buffer. */
 static void test_readonly_write_caught(void **state)
 {
     (void)state;
     fg_context *ctx = tu_ctx_shipped();
-    const ncase *c = find_case("pw_vec4_sub_mul_tanh");
-    nresult r;
-    /* the control of this case ran in test_mutations_pointwise; here the
-     * store of element 0 is redirected into the input buffer x by the same
-     * offset: x's data follows its own guard, so write through p.x. */
-    (void)c;
-    run_variant(ctx, c, FG_DTYPE_F32, FG_LAYOUT_NCHW, NULL, &r);
-    assert_true(r.ok);
+    static const char *names[] = {"pw_vec4_sub_mul_tanh", "conv_act_same_relu", "mm_1x37x5_bias_n_relu"};
+    for (int i = 0; i < 3; i++) {
+        const ncase *c = find_case(names[i]);
+        nresult r;
+        mutation m = {MUT_INPUT, 0};
+        run_variant(ctx, c, FG_DTYPE_F16, FG_LAYOUT_NHWC, &m, &r);
+        assert_true(r.nstores_mutated >= 1);
+        assert_false(r.ok);
+        assert_int_equal(r.readonly_changed, 1);
+        assert_int_equal(r.guards_damaged, 0);
+        assert_int_equal(r.nan_left, 0);
+    }
     fg_context_free(ctx);
 }
 

@@ -379,6 +379,25 @@ static void test_legality(void **state)
     ctx_done(ctx, dir);
 }
 
+/* A broadcast that grows the output cannot run in the producer's epilogue:
+ * matmul [1,5] + r [7,1] -> [7,5] stays two kernels, with a note. */
+static void test_broadcast_growth(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    fg_graph *g = parse(ctx, "graph: bc\ninputs: [ { name: a, shape: [1, 5] }, { name: r, shape: [7, 1] } ]\n"
+                             "weights: [ { name: w, shape: [5, 5] } ]\n"
+                             "nodes:\n  - { name: mm, op: matmul, inputs: [a, w] }\n"
+                             "  - { name: add, op: add, inputs: [mm, r] }\noutputs: [add]\n");
+    fg_plan *p = plan(ctx, g);
+    assert_int_equal(p->ngroups, 2);
+    assert_string_equal(group_desc(ctx, p, "mm"), "-:mm");
+    assert_true(has_note(p, "add's output [7, 5] is larger than mm's [1, 5] (broadcast)"));
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_context_free(ctx);
+}
+
 /* The dtype guard of conv_add (fp32 only) keeps an fp16 graph unfused. */
 static void test_dtype_guard(void **state)
 {
@@ -481,6 +500,7 @@ int main(void)
         cmocka_unit_test(test_tie_breaks),    cmocka_unit_test(test_graph_order),
         cmocka_unit_test(test_legality),      cmocka_unit_test(test_dtype_guard),
         cmocka_unit_test(test_execution_order), cmocka_unit_test(test_optional_and_single_ops),
+        cmocka_unit_test(test_broadcast_growth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
