@@ -6,7 +6,7 @@
  *
  *   bench_jit [GRAPH [WHOLE_GRAPH]] [--reps N] [--arch sm_XX] [--no-nvcc]
  *
- * GRAPH defaults to examples/resnet_basic_block.yaml, WHOLE_GRAPH to
+ * GRAPH defaults to bench/jit_mix.yaml (one kernel of each kind), WHOLE_GRAPH to
  * examples/resnet50.yaml (paths relative to the source tree when not found).
  * Targets (reported, not asserted): cold NVRTC median < 100 ms for pointwise
  * and epilogue kernels, memory hit < 1 us, disk hit < 1 ms, ResNet-50 cold
@@ -123,7 +123,7 @@ int main(int argc, char **argv)
     if (reps < 1)
         reps = 1;
     char b1[4096], b2[4096];
-    graph = find_path(graph ? graph : "examples/resnet_basic_block.yaml", b1, sizeof b1);
+    graph = find_path(graph ? graph : "bench/jit_mix.yaml", b1, sizeof b1);
     whole = find_path(whole ? whole : "examples/resnet50.yaml", b2, sizeof b2);
 
     /* A context whose own cache is memory-only: every cold compile is real. */

@@ -93,8 +93,6 @@ FG_API fg_status fg_context_init(fg_context **out, const fg_options *opts)
     return fg_rules_load(ctx, ctx->rules_dir);
 }
 
-void fg_runtime_free(fg_context *ctx); /* runtime/, weak default below */
-__attribute__((weak)) void fg_runtime_free(fg_context *ctx) { (void)ctx; }
 
 FG_API void fg_context_free(fg_context *ctx)
 {

@@ -40,6 +40,9 @@ struct fg_context {
     struct fg_runtime *rt;         /* NULL until first needed */
 };
 
+/* Releases ctx->rt (runtime/runtime.c). */
+void fg_runtime_free(fg_context *ctx);
+
 /* Vocabulary lookups (NULL / -1 when absent). */
 const fg_opdef *fg_ctx_find_op(const fg_context *ctx, const char *name);
 int fg_ctx_find_rule(const fg_context *ctx, const char *name);

@@ -122,6 +122,21 @@ static const ncase cases[] = {
      "  - { name: y, op: elu, inputs: [c] }\n"
      "outputs: [y]\n"},
 
+    {"conv_act", "conv_act_c70_chunks_tanh", "conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 70, 5, 5] }]\n"
+     "weights: [{ name: w, shape: [9, 70, 3, 3] }, { name: b, shape: [9] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
+     "  - { name: y, op: tanh, inputs: [c] }\n"
+     "outputs: [y]\n"},
+    {"conv_act", "conv_act_g2_kg12_many_pixels_relu6", "conv_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 6, 17, 19] }]\n"
+     "weights: [{ name: w, shape: [24, 3, 3, 3] }, { name: b, shape: [24] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { groups: 2, padding: [1, 1] } }\n"
+     "  - { name: y, op: relu6, inputs: [c] }\n"
+     "outputs: [y]\n"},
+
     /* ---- conv_bn, conv_bn_act ---- */
     {"conv_bn", "conv_bn_nobias_same", "conv_bn", {TOL}, NULL,
      "inputs: [{ name: x, shape: [2, 5, 7, 7] }]\n"
@@ -378,6 +393,22 @@ static const ncase cases[] = {
      "  - { name: y, op: batch_norm, inputs: [mm, g, be, m, v] }\n"
      "outputs: [y]\n"},
 
+    {"matmul", "gemm_67x45x70_two_tiles_hardswish", "gemm_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [67, 45] }]\n"
+     "weights: [{ name: b, shape: [45, 70] }, { name: bias, shape: [70] }]\n"
+     "nodes:\n"
+     "  - { name: mm, op: gemm, inputs: [a, b, bias] }\n"
+     "  - { name: y, op: hardswish, inputs: [mm] }\n"
+     "outputs: [y]\n"},
+    {"matmul", "mm_batched_both_3x7x13x9_bias_clip", "matmul_bias_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [3, 7, 13] }, { name: b, shape: [3, 13, 9] }]\n"
+     "weights: [{ name: bias, shape: [9] }]\n"
+     "nodes:\n"
+     "  - { name: mm, op: matmul, inputs: [a, b] }\n"
+     "  - { name: ad, op: add, inputs: [mm, bias] }\n"
+     "  - { name: y, op: clip, inputs: [ad], attrs: { lo: -0.3, hi: 0.3 } }\n"
+     "outputs: [y]\n"},
+
     /* ---- bn_bn, bn_pointwise, pointwise_chain ---- */
     {"pointwise", "bn_bn_relu", "bn_bn", {TOL}, NULL,
      "inputs: [{ name: x, shape: [2, 5, 7, 7] }]\n"
@@ -474,6 +505,37 @@ static const ncase cases[] = {
      "nodes:\n"
      "  - { name: y, op: global_avg_pool, inputs: [x] }\n"
      "outputs: [y]\n"},
+    {"single", "avgpool_3x3_s2_p1", "-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 5, 13, 13] }]\n"
+     "nodes:\n"
+     "  - { name: y, op: avg_pool2d, inputs: [x], attrs: { kernel: [3, 3], stride: [2, 2], padding: [1, 1] } }\n"
+     "outputs: [y]\n"},
+    {"single", "head_gap_flatten_gemm_relu", "-,-,gemm_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 17, 5, 3] }]\n"
+     "weights: [{ name: w, shape: [17, 10] }, { name: b, shape: [10] }]\n"
+     "nodes:\n"
+     "  - { name: gp, op: global_avg_pool, inputs: [x] }\n"
+     "  - { name: f, op: flatten, inputs: [gp] }\n"
+     "  - { name: mm, op: gemm, inputs: [f, w, b] }\n"
+     "  - { name: y, op: relu, inputs: [mm] }\n"
+     "outputs: [y]\n"},
+    {"single", "flatten_spatial_gemm", "-,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 5, 3, 3] }]\n"
+     "weights: [{ name: w, shape: [45, 7] }]\n"
+     "nodes:\n"
+     "  - { name: f, op: flatten, inputs: [x] }\n"
+     "  - { name: y, op: matmul, inputs: [f, w] }\n"
+     "outputs: [y]\n"},
+    {"single", "bn_alone_rank2", "-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [13, 17] }]\n"
+     "weights:\n"
+     "  - { name: g, shape: [17], init: positive }\n"
+     "  - { name: be, shape: [17] }\n"
+     "  - { name: m, shape: [17], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [17], init: positive }\n"
+     "nodes:\n"
+     "  - { name: y, op: batch_norm, inputs: [x, g, be, m, v] }\n"
+     "outputs: [y]\n"},
     {"single", "conv_alone_same", "-", {TOL}, NULL,
      "inputs: [{ name: x, shape: [1, 3, 7, 7] }]\n"
      "weights: [{ name: w, shape: [5, 3, 3, 3] }, { name: b, shape: [5] }]\n"
@@ -565,8 +627,8 @@ static char *mutate_source(const char *src, const mutation *m, const char *other
                   "    const fg_i64 i = ptr - base;\n",
                   (int)m->kind, numel);
     switch (m->kind) {
-    case MUT_SCALE: fg_buf_printf(&b, "    fg_store(ptr, v * (1.0f + %.9gf));\n", m->amount); break;
-    case MUT_ONE: fg_buf_printf(&b, "    fg_store(ptr, i == FG_MUT_NUMEL / 2 ? v + %.9gf : v);\n", m->amount); break;
+    case MUT_SCALE: fg_buf_printf(&b, "    fg_store(ptr, v * (1.0f + (float)(%.9g)));\n", m->amount); break;
+    case MUT_ONE: fg_buf_printf(&b, "    fg_store(ptr, i == FG_MUT_NUMEL / 2 ? v + (float)(%.9g) : v);\n", m->amount); break;
     case MUT_SKIP: fg_buf_put(&b, "    if (i != 0 && i != FG_MUT_NUMEL - 1)\n        fg_store(ptr, v);\n"); break;
     case MUT_PAST_END:
         fg_buf_put(&b, "    fg_store(ptr, v);\n    if (i == FG_MUT_NUMEL - 1)\n        fg_store(ptr + 1, v);\n");
