@@ -1,6 +1,8 @@
 /* context.c -- fg_context life cycle, errors, interning, enum names. */
+#define _GNU_SOURCE /* dladdr */
 #include "context.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,21 +57,42 @@ static char *env_or(const char *given, const char *env)
     return e && *e ? fg_xstrdup(e) : NULL;
 }
 
-/* The shipped rules: $FUSEGEN_RULES, the source tree's rules/ (a build tree),
- * else the installed data directory. */
+/* Nonzero when dir/ops.yaml exists. */
+static int has_rules(const char *dir)
+{
+    char *probe = fg_path_join(dir, "ops.yaml");
+    FILE *f = fopen(probe, "r");
+    free(probe);
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+/* The shipped rules, first found of: <prefix>/share/fusegen/rules next to
+ * the installed library that holds this code (wherever it was installed),
+ * the source tree's rules/ (a build tree), the configured install prefix. */
 static char *default_rules_dir(void)
 {
-    const char *cands[] = {FG_SOURCE_DIR "/rules", FG_INSTALL_DATA_DIR "/rules"};
-    for (size_t i = 0; i < FG_COUNTOF(cands); i++) {
-        FILE *f;
-        char *probe = fg_path_join(cands[i], "ops.yaml");
-        f = fopen(probe, "r");
-        free(probe);
-        if (f) {
-            fclose(f);
-            return fg_xstrdup(cands[i]);
+    Dl_info info;
+    if (dladdr((void *)default_rules_dir, &info) && info.dli_fname) {
+        char *lib = fg_xstrdup(info.dli_fname);
+        char *slash = strrchr(lib, '/');
+        if (slash) {
+            *slash = 0;
+            char *dir = fg_path_join(lib, "../share/fusegen/rules");
+            free(lib);
+            char *real = has_rules(dir) ? realpath(dir, NULL) : NULL;
+            free(dir);
+            if (real)
+                return real;
+        } else {
+            free(lib);
         }
     }
+    const char *cands[] = {FG_SOURCE_DIR "/rules", FG_INSTALL_DATA_DIR "/rules"};
+    for (size_t i = 0; i < FG_COUNTOF(cands); i++)
+        if (has_rules(cands[i]))
+            return fg_xstrdup(cands[i]);
     return fg_xstrdup(cands[0]);
 }
 

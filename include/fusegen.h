@@ -5,7 +5,7 @@
  *
  * Life cycle:
  *   fg_context_init -> fg_rules_load -> fg_graph_load -> fg_plan_build
- *   -> fg_plan_compile -> fg_plan_run ... -> *_free.
+ *   -> fg_plan_compile -> fg_exec_run ... -> *_free.
  *
  * Errors: every function that can fail returns an fg_status (FG_OK == 0) and
  * records one or more fg_error entries (problem + location) on the context.
