@@ -76,6 +76,12 @@ static int check_output(const fg_exec *e, const fg_graph *src, double **ref, int
     return ok;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 int cmd_run(int argc, char **argv)
 {
     const char *graph = NULL, *rules = NULL, *device = "auto", *seed_s = NULL, *iters_s = NULL;
@@ -185,22 +191,30 @@ int cmd_run(int argc, char **argv)
     }
     int nk = fg_exec_kernel_count(e);
     ksum = fg_xcalloc((size_t)nk + 1, sizeof *ksum);
-    double total = 0;
+    /* Per-run totals: the first run includes one-time work (graph capture)
+     * and is left out when there are more. */
+    double *totals = fg_xcalloc((size_t)iters, sizeof *totals);
+    long ntot = 0;
     for (long it = 0; it < iters && !st; it++) {
-        if (it == 1)   /* the first run includes one-time work (graph capture) */
-            memset(ksum, 0, (size_t)nk * sizeof *ksum), total = 0;
+        if (it == 1) {
+            memset(ksum, 0, (size_t)nk * sizeof *ksum);
+            ntot = 0;
+        }
         st = fg_exec_run_host(e, b, nio);
         for (int k = 0; k < nk && !st; k++)
             ksum[k] += fg_exec_kernel_ms(e, k);
-        total += fg_exec_total_ms(e);
+        totals[ntot++] = fg_exec_total_ms(e);
     }
+    qsort(totals, (size_t)ntot, sizeof *totals, cmp_double);
+    double median = ntot ? (ntot % 2 ? totals[ntot / 2] : 0.5 * (totals[ntot / 2 - 1] + totals[ntot / 2])) : 0;
+    free(totals);
     free(b);
     if (st) {
         rc = cli_report(ctx, st);
         goto done;
     }
     long counted = iters > 1 ? iters - 1 : 1;
-    printf("\n  %-4s %-40s %-12s %12s\n", "#", "kernel", "template", "time (ms)");
+    printf("\n  %-4s %-40s %-12s %12s\n", "#", "kernel", "template", "mean (ms)");
     for (int k = 0; k < nk; k++) {
         const fg_kernel *K = fg_exec_kernel(e, k);
         if (fg_exec_kernel_ms(e, k) < 0)
@@ -209,8 +223,8 @@ int cmd_run(int argc, char **argv)
             printf("  %-4d %-40s %-12s %12.4f\n", k, K->name, K->template_name ? K->template_name : "?",
                    ksum[k] / counted);
     }
-    printf("  total %.4f ms per run (%s, mean of %ld run%s%s); arena %zu bytes (%zu without reuse)\n",
-           total / counted, used == FG_DEVICE_CUDA ? "CUDA events" : "wall clock", counted, counted > 1 ? "s" : "",
+    printf("  total %.4f ms per run (%s, median of %ld run%s%s); arena %zu bytes (%zu without reuse)\n",
+           median, used == FG_DEVICE_CUDA ? "CUDA events" : "wall clock", counted, counted > 1 ? "s" : "",
            iters > 1 ? " after the first" : "", fg_exec_arena_bytes(e), fg_exec_intermediate_bytes(e));
 
     if (check) {
