@@ -46,6 +46,7 @@ struct fg_exec {
     fg_exec_place *place;
     size_t *offset;
     size_t *bytes;
+    int *first, *last;              /* arena tensors: live from kernel first to kernel last */
     int *inputs, ninputs;           /* graph inputs / outputs: plan-graph tensor indices */
     int *outputs, noutputs;
     uint64_t *bound;                /* per tensor: the address bound for this run */
@@ -161,7 +162,7 @@ static fg_status place_tensors(fg_exec *e)
     fg_context *ctx = e->ctx;
     const fg_graph *g = e->g;
     int nt = g->ntensors;
-    int *first = fg_xmalloc((size_t)nt * sizeof *first), *last = fg_xmalloc((size_t)nt * sizeof *last);
+    int *first = e->first, *last = e->last;
     for (int t = 0; t < nt; t++)
         first[t] = last[t] = -1;
     fg_status st = FG_OK;
@@ -237,31 +238,39 @@ static fg_status place_tensors(fg_exec *e)
     }
     e->arena_bytes = a.peak;
     fg_arena_free(&a);
-    free(first);
-    free(last);
     return st;
 }
 
 /* ---- guard zones (emulation) --------------------------------------------- */
 
-static void guards_fill(fg_exec *e)
+/* Base of tensor t's block when it has a guard zone live at kernel k: weights
+ * always; arena tensors only from their first writer to their last reader
+ * (outside that range their memory belongs to other tensors).  k = -1 asks
+ * for weights only. */
+static unsigned char *guarded_base(const fg_exec *e, int t, int k)
+{
+    if (e->place[t] == FG_PLACE_WEIGHT)
+        return e->weights_host;
+    if (e->place[t] == FG_PLACE_ARENA && e->first[t] <= k && k <= e->last[t])
+        return e->arena_host;
+    return NULL;
+}
+
+/* Fills the guard zones that become live at kernel k (k = -1: the weights'). */
+static void guards_fill(fg_exec *e, int k)
 {
     for (int t = 0; t < e->g->ntensors; t++) {
-        char *base = e->place[t] == FG_PLACE_WEIGHT ? e->weights_host
-                     : e->place[t] == FG_PLACE_ARENA ? e->arena_host
-                                                    : NULL;
-        if (base)
+        unsigned char *base = guarded_base(e, t, k);
+        if (base && (k < 0 ? e->place[t] == FG_PLACE_WEIGHT : e->first[t] == k))
             memset(base + e->offset[t] + e->bytes[t], GUARD_BYTE, FG_EXEC_GUARD);
     }
 }
 
-/* After kernel k: every guard zone must be intact. */
+/* After kernel k: every guard zone live at k must be intact. */
 static fg_status guards_check(fg_exec *e, int k)
 {
     for (int t = 0; t < e->g->ntensors; t++) {
-        const unsigned char *base = e->place[t] == FG_PLACE_WEIGHT ? e->weights_host
-                                    : e->place[t] == FG_PLACE_ARENA ? e->arena_host
-                                                                   : NULL;
+        const unsigned char *base = guarded_base(e, t, k);
         if (!base)
             continue;
         const unsigned char *z = base + e->offset[t] + e->bytes[t];
@@ -361,6 +370,8 @@ FG_API fg_status fg_plan_compile(fg_context *ctx, const fg_plan *p, const fg_com
     e->place = fg_xcalloc((size_t)nt + 1, sizeof *e->place);
     e->offset = fg_xcalloc((size_t)nt + 1, sizeof *e->offset);
     e->bytes = fg_xcalloc((size_t)nt + 1, sizeof *e->bytes);
+    e->first = fg_xcalloc((size_t)nt + 1, sizeof *e->first);
+    e->last = fg_xcalloc((size_t)nt + 1, sizeof *e->last);
     e->bound = fg_xcalloc((size_t)nt + 1, sizeof *e->bound);
     e->gexec_bound = fg_xcalloc((size_t)nt + 1, sizeof *e->gexec_bound);
     e->ninputs = g->ninputs;
@@ -450,6 +461,8 @@ FG_API void fg_exec_free(fg_exec *e)
     free(e->io_dev);
     free(e->place);
     free(e->offset);
+    free(e->first);
+    free(e->last);
     free(e->bytes);
     free(e->bound);
     free(e->gexec_bound);
@@ -531,11 +544,12 @@ static fg_status run_emu(fg_exec *e)
 {
     uint64_t slots[FG_MAX_KPARAMS];
     fg_status st = FG_OK;
-    guards_fill(e);
+    guards_fill(e, -1);
     double t0 = fg_now();
     for (int k = 0; k < e->nkernels && !st; k++) {
         const fg_kernel *K = &e->kernels[k];
         pack_slots(e, K, slots);
+        guards_fill(e, k);
         double t = fg_now();
         st = fg_emu_launch(e->ctx, K, slots);
         e->kernel_ms[k] = (fg_now() - t) * 1e3;

@@ -184,9 +184,9 @@ static void test_no_driver(void **state)
 /* Compiles yaml for emulation, runs it on seeded inputs and compares every
  * output with the reference of the source graph; returns the exec's arena
  * numbers through *peak / *sum when not NULL. */
-static void run_vs_reference(const char *yaml, double tol, int want_kernels, size_t *peak, size_t *sum)
+static void run_vs_reference_in(fg_context *ctx, const char *yaml, double tol, int want_kernels, size_t *peak,
+                                size_t *sum)
 {
-    fg_context *ctx = tu_ctx_shipped();
     fg_graph *g;
     fg_plan *p;
     fg_exec *e = NULL;
@@ -254,6 +254,12 @@ static void run_vs_reference(const char *yaml, double tol, int want_kernels, siz
     fg_exec_free(e);
     fg_plan_free(p);
     fg_graph_free(g);
+}
+
+static void run_vs_reference(const char *yaml, double tol, int want_kernels, size_t *peak, size_t *sum)
+{
+    fg_context *ctx = tu_ctx_shipped();
+    run_vs_reference_in(ctx, yaml, tol, want_kernels, peak, sum);
     fg_context_free(ctx);
 }
 
@@ -284,6 +290,46 @@ static void test_emu_chain_liveness(void **state)
     print_message("  arena peak %zu bytes, intermediates %zu bytes\n", peak, sum);
     assert_true(sum > 0);
     assert_true(peak < sum);
+}
+
+/* Intermediates of different sizes share arena memory over time: the guard
+ * zone of a tensor that is not live yet lies inside another tensor's data
+ * and must be neither filled nor checked then (a false "wrote past the end"
+ * otherwise).  The transformer MLP planned with no fusion rules: five
+ * kernels, intermediates of 4 and 16 KiB. */
+static void test_emu_reuse_guards(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    const char *ops[] = {"ops.yaml", "pointwise.yaml"};
+    for (int i = 0; i < 2; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "rules/%s", ops[i]);
+        char *text = fg_read_file(tu_src(rel), NULL);
+        assert_non_null(text);
+        free(tu_write(dir, ops[i], text));
+        free(text);
+    }
+    fg_context *ctx = tu_ctx_empty();
+    assert_int_equal(fg_rules_load(ctx, dir), FG_OK);
+    const char *yaml =
+        "graph: mlp\nseed: 6\n"
+        "inputs:\n  - { name: x, shape: [16, 64] }\n"
+        "weights:\n  - { name: w1, shape: [64, 256] }\n  - { name: b1, shape: [256] }\n"
+        "  - { name: w2, shape: [256, 64] }\n  - { name: b2, shape: [64] }\n"
+        "nodes:\n"
+        "  - { name: fc1, op: matmul, inputs: [x, w1] }\n"
+        "  - { name: add1, op: add, inputs: [fc1, b1] }\n"
+        "  - { name: act, op: gelu, inputs: [add1] }\n"
+        "  - { name: fc2, op: matmul, inputs: [act, w2] }\n"
+        "  - { name: add2, op: add, inputs: [fc2, b2] }\n"
+        "outputs: [add2]\n";
+    size_t peak = 0, sum = 0;
+    run_vs_reference_in(ctx, yaml, 1e-5, 5, &peak, &sum);
+    assert_true(peak < sum);
+    fg_context_free(ctx);
+    tu_rmtree(dir);
+    free(dir);
 }
 
 /* The kernel-spec API rejects what cannot be one kernel, with clear messages. */
@@ -324,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_no_driver),
         cmocka_unit_test(test_emu_conv_bn_relu),
         cmocka_unit_test(test_emu_chain_liveness),
+        cmocka_unit_test(test_emu_reuse_guards),
         cmocka_unit_test(test_kernel_spec_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -400,8 +400,8 @@ static const ncase cases[] = {
      "  - { name: mm, op: gemm, inputs: [a, b, bias] }\n"
      "  - { name: y, op: hardswish, inputs: [mm] }\n"
      "outputs: [y]\n"},
-    {"matmul", "mm_batched_both_3x7x13x9_bias_clip", "matmul_bias_act", {TOL}, NULL,
-     "inputs: [{ name: a, shape: [3, 7, 13] }, { name: b, shape: [3, 13, 9] }]\n"
+    {"matmul", "mm_batched_3x7x13x9_b_input_bias_clip", "matmul_bias_act", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [3, 7, 13] }, { name: b, shape: [13, 9] }]\n"
      "weights: [{ name: bias, shape: [9] }]\n"
      "nodes:\n"
      "  - { name: mm, op: matmul, inputs: [a, b] }\n"
@@ -828,10 +828,12 @@ static void plan_rules(const fg_context *ctx, const fg_plan *p, char *out, size_
     }
 }
 
-/* Runs case c in dtype dt and layout lay; with a mutation the stores of the
- * kernel that writes the first graph output are rewritten.  Fills *res; never
+/* Runs case c in dtype dt and layout lay, the kernels emitted with shapes as
+ * constants (specialize 1) or as parameters (0); with a mutation the stores
+ * of the kernel that writes the first graph output are rewritten.  Fills *res; never
  * fails the test itself except on harness errors (parse, plan, emit, build). */
-static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout lay, const mutation *mut, nresult *res)
+static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout lay, int specialize, const mutation *mut,
+                        nresult *res)
 {
     memset(res, 0, sizeof *res);
     res->first_bad = -1;
@@ -894,7 +896,7 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
     for (int gi = 0; gi < p->ngroups; gi++) {
         fg_kernel k;
         memset(&k, 0, sizeof k);
-        fg_emit_opts eo = {.specialize = 1};
+        fg_emit_opts eo = {.specialize = specialize};
         st = fg_emit_group(ctx, p, gi, &eo, &k);
         if (st != FG_OK)
             tu_dump_errors(ctx);
@@ -1077,12 +1079,13 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
 static const char *dtype_str(fg_dtype t) { return fg_dtype_name(t); }
 static const char *layout_str(fg_layout l) { return fg_layout_name(l); }
 
-static void print_failure(const ncase *c, fg_dtype dt, fg_layout lay, const nresult *r)
+static void print_failure(const ncase *c, fg_dtype dt, fg_layout lay, int specialize, const nresult *r)
 {
     fprintf(stderr,
-            "FAIL case %s  seed %" PRIu64 "  dtype %s  layout %s  rel L2 %.3g (tol %.3g)  max abs %.3g  "
+            "FAIL case %s  seed %" PRIu64 "  dtype %s  layout %s  %s  rel L2 %.3g (tol %.3g)  max abs %.3g  "
             "worst element %.2f x tol\n%s",
-            c->name, run_seed, dtype_str(dt), layout_str(lay), r->rel, c->tol[dt], r->max_abs, r->elem_ratio, r->msg);
+            c->name, run_seed, dtype_str(dt), layout_str(lay), specialize ? "specialized" : "shape params", r->rel,
+            c->tol[dt], r->max_abs, r->elem_ratio, r->msg);
     fprintf(stderr, "  (rerun: FUSEGEN_SEED=%" PRIu64 ")\n", run_seed);
 }
 
@@ -1098,19 +1101,20 @@ static void run_family(const char *family)
             continue;
         ncase_fam++;
         for (int dt = 0; dt < FG_DTYPE_COUNT; dt++)
-            for (int lay = 0; lay < FG_LAYOUT_COUNT; lay++) {
-                nresult r;
-                double t0 = now_s();
-                run_variant(ctx, c, (fg_dtype)dt, (fg_layout)lay, NULL, &r);
-                if (verbose)
-                    printf("  %-44s %-5s %-5s rel %.2e (tol %.0e) worst elem %.2f x tol  kernels %d  %.2fs\n",
-                           c->name, dtype_str((fg_dtype)dt), layout_str((fg_layout)lay), r.rel, c->tol[dt],
-                           r.elem_ratio, r.nkernels, now_s() - t0);
-                if (!r.ok) {
-                    failures++;
-                    print_failure(c, (fg_dtype)dt, (fg_layout)lay, &r);
+            for (int lay = 0; lay < FG_LAYOUT_COUNT; lay++)
+                for (int spec = 1; spec >= 0; spec--) {
+                    nresult r;
+                    double t0 = now_s();
+                    run_variant(ctx, c, (fg_dtype)dt, (fg_layout)lay, spec, NULL, &r);
+                    if (verbose)
+                        printf("  %-44s %-5s %-5s %s rel %.2e (tol %.0e) worst elem %.2f x tol  kernels %d  %.2fs\n",
+                               c->name, dtype_str((fg_dtype)dt), layout_str((fg_layout)lay), spec ? "spec " : "param",
+                               r.rel, c->tol[dt], r.elem_ratio, r.nkernels, now_s() - t0);
+                    if (!r.ok) {
+                        failures++;
+                        print_failure(c, (fg_dtype)dt, (fg_layout)lay, spec, &r);
+                    }
                 }
-            }
     }
     fg_context_free(ctx);
     assert_true(ncase_fam > 0);
@@ -1185,15 +1189,15 @@ static void expect_caught(fg_context *ctx, const char *case_name, fg_dtype dt, f
     double tol = c->tol[dt];
 
     /* control: the unmutated kernel passes */
-    run_variant(ctx, c, dt, lay, NULL, &r);
+    run_variant(ctx, c, dt, lay, 1, NULL, &r);
     if (!r.ok)
-        print_failure(c, dt, lay, &r);
+        print_failure(c, dt, lay, 1, &r);
     assert_true(r.ok);
     double base_rel = r.rel;
 
     /* a wrong value everywhere: the relative L2 error exceeds the tolerance */
     mutation m = {MUT_SCALE, 3 * tol};
-    run_variant(ctx, c, dt, lay, &m, &r);
+    run_variant(ctx, c, dt, lay, 1, &m, &r);
     assert_true(r.nstores_mutated >= 1);
     assert_false(r.ok);
     assert_true(r.rel > tol);
@@ -1203,7 +1207,7 @@ static void expect_caught(fg_context *ctx, const char *case_name, fg_dtype dt, f
 
     /* one wrong element: caught by the element check, at its coordinates */
     m = (mutation){MUT_ONE, 1.0};
-    run_variant(ctx, c, dt, lay, &m, &r);
+    run_variant(ctx, c, dt, lay, 1, &m, &r);
     assert_false(r.ok);
     assert_int_equal(r.nan_left, 0);
     assert_int_equal(r.guards_damaged, 0);
@@ -1223,20 +1227,20 @@ static void expect_caught(fg_context *ctx, const char *case_name, fg_dtype dt, f
 
     /* skipped elements: the poison is left exactly there */
     m = (mutation){MUT_SKIP, 0};
-    run_variant(ctx, c, dt, lay, &m, &r);
+    run_variant(ctx, c, dt, lay, 1, &m, &r);
     assert_false(r.ok);
     assert_int_equal(r.nan_left, 2);
     assert_int_equal(r.guards_damaged, 0);
 
     /* stores outside the output: the guard zone after / before is damaged */
     m = (mutation){MUT_PAST_END, 0};
-    run_variant(ctx, c, dt, lay, &m, &r);
+    run_variant(ctx, c, dt, lay, 1, &m, &r);
     assert_false(r.ok);
     assert_int_equal(r.guards_damaged, 1);
     assert_int_equal(r.guard_after, 1);
     assert_int_equal(r.nan_left, 0);
     m = (mutation){MUT_BEFORE, 0};
-    run_variant(ctx, c, dt, lay, &m, &r);
+    run_variant(ctx, c, dt, lay, 1, &m, &r);
     assert_false(r.ok);
     assert_int_equal(r.guards_damaged, 1);
     assert_int_equal(r.guard_after, 0);
@@ -1282,7 +1286,7 @@ static void test_readonly_write_caught(void **state)
         const ncase *c = find_case(names[i]);
         nresult r;
         mutation m = {MUT_INPUT, 0};
-        run_variant(ctx, c, FG_DTYPE_F16, FG_LAYOUT_NHWC, &m, &r);
+        run_variant(ctx, c, FG_DTYPE_F16, FG_LAYOUT_NHWC, i == 1 ? 0 : 1, &m, &r);
         assert_true(r.nstores_mutated >= 1);
         assert_false(r.ok);
         assert_int_equal(r.readonly_changed, 1);
@@ -1309,8 +1313,8 @@ static int group_setup(void **state)
         setenv("FUSEGEN_CACHE_DIR", own_cache_dir, 1);
     }
     unsetenv("FUSEGEN_EMU_STRICT");
-    printf("numerics: seed %" PRIu64 " (FUSEGEN_SEED=%" PRIu64 " reruns it), %d cases x %d dtypes x %d layouts, "
-           "cache %s\n",
+    printf("numerics: seed %" PRIu64 " (FUSEGEN_SEED=%" PRIu64 " reruns it), %d cases x %d dtypes x %d layouts "
+           "x 2 emissions (shapes specialized, shapes as parameters), cache %s\n",
            run_seed, run_seed, NCASES, (int)FG_DTYPE_COUNT, (int)FG_LAYOUT_COUNT, getenv("FUSEGEN_CACHE_DIR"));
     fflush(stdout);
     t_start = now_s();
