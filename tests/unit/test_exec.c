@@ -300,16 +300,7 @@ static void test_emu_chain_liveness(void **state)
 static void test_emu_reuse_guards(void **state)
 {
     (void)state;
-    char *dir = tu_tmpdir();
-    const char *ops[] = {"ops.yaml", "pointwise.yaml"};
-    for (int i = 0; i < 2; i++) {
-        char rel[64];
-        snprintf(rel, sizeof rel, "rules/%s", ops[i]);
-        char *text = fg_read_file(tu_src(rel), NULL);
-        assert_non_null(text);
-        free(tu_write(dir, ops[i], text));
-        free(text);
-    }
+    char *dir = tu_vocab_dir();
     fg_context *ctx = tu_ctx_empty();
     assert_int_equal(fg_rules_load(ctx, dir), FG_OK);
     const char *yaml =

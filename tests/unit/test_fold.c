@@ -41,16 +41,7 @@ static char *g_dir;
 static int setup(void **state)
 {
     (void)state;
-    g_dir = tu_tmpdir();
-    const char *ops[] = {"ops.yaml", "pointwise.yaml"};
-    for (int i = 0; i < 2; i++) {
-        char rel[64];
-        snprintf(rel, sizeof rel, "rules/%s", ops[i]);
-        char *text = fg_read_file(tu_src(rel), NULL);
-        assert_non_null(text);
-        free(tu_write(g_dir, ops[i], text));
-        free(text);
-    }
+    g_dir = tu_vocab_dir();
     free(tu_write(g_dir, "folds.yaml", RULES));
     g_ctx = tu_ctx_empty();
     fg_status st = fg_rules_load(g_ctx, g_dir);

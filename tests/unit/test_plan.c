@@ -18,16 +18,7 @@
 /* A context with the shipped op definitions and the given rule text. */
 static fg_context *ctx_rules(const char *rules, char **dir)
 {
-    *dir = tu_tmpdir();
-    const char *ops[] = {"ops.yaml", "pointwise.yaml"};
-    for (int i = 0; i < 2; i++) {
-        char rel[64];
-        snprintf(rel, sizeof rel, "rules/%s", ops[i]);
-        char *text = fg_read_file(tu_src(rel), NULL);
-        assert_non_null(text);
-        free(tu_write(*dir, ops[i], text));
-        free(text);
-    }
+    *dir = tu_vocab_dir();
     free(tu_write(*dir, "rules.yaml", rules));
     fg_context *ctx = tu_ctx_empty();
     fg_status st = fg_rules_load(ctx, *dir);
@@ -63,26 +54,6 @@ static fg_plan *plan(fg_context *ctx, const fg_graph *g)
     assert_int_equal(st, FG_OK);
     assert_non_null(p);
     return p;
-}
-
-/* "name1,name2" of the group holding node `name`, and its rule name. */
-static const char *group_desc(const fg_context *ctx, const fg_plan *p, const char *name)
-{
-    static char buf[512];
-    int n = fg_graph_find_node(p->graph, name);
-    assert_true(n >= 0);
-    for (int gi = 0; gi < p->ngroups; gi++)
-        for (int i = 0; i < p->groups[gi].nnodes; i++)
-            if (p->groups[gi].nodes[i] == n) {
-                const fg_group *grp = &p->groups[gi];
-                size_t at = (size_t)snprintf(buf, sizeof buf, "%s:", grp->rule >= 0 ? ctx->rules[grp->rule]->name : "-");
-                for (int k = 0; k < grp->nnodes; k++)
-                    at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s", k ? "," : "",
-                                           p->graph->nodes[grp->nodes[k]].name);
-                return buf;
-            }
-    fail_msg("node %s is in no group", name);
-    return NULL;
 }
 
 static const fg_group *group_with(const fg_plan *p, const char *name)
@@ -185,13 +156,13 @@ static void test_block_groups(void **state)
     fg_context *ctx = ctx_rules(RULES_BASIC, &dir);
     fg_graph *g = parse(ctx, GRAPH_BLOCK);
     fg_plan *p = plan(ctx, g);
-    assert_string_equal(group_desc(ctx, p, "conv1"), "conv_bn:conv1,bn1,relu1");
+    assert_string_equal(tu_group_desc(ctx, p, "conv1"), "conv_bn:conv1,bn1,relu1");
     /* bn2 is in training mode: conv_bn refuses, conv2 stays alone */
-    assert_string_equal(group_desc(ctx, p, "conv2"), "-:conv2");
-    assert_string_equal(group_desc(ctx, p, "bn2"), "-:bn2");
-    assert_string_equal(group_desc(ctx, p, "relu2"), "chain:relu2");
-    assert_string_equal(group_desc(ctx, p, "conv3"), "conv_add:conv3,add3");
-    assert_string_equal(group_desc(ctx, p, "silu3"), "chain:silu3,sig3");
+    assert_string_equal(tu_group_desc(ctx, p, "conv2"), "-:conv2");
+    assert_string_equal(tu_group_desc(ctx, p, "bn2"), "-:bn2");
+    assert_string_equal(tu_group_desc(ctx, p, "relu2"), "chain:relu2");
+    assert_string_equal(tu_group_desc(ctx, p, "conv3"), "conv_add:conv3,add3");
+    assert_string_equal(tu_group_desc(ctx, p, "silu3"), "chain:silu3,sig3");
     assert_int_equal(fg_plan_group_count(p), 6);
 
     /* the fold marked bn1, gave conv1 a bias, and the epilogue picked it up */
@@ -311,7 +282,7 @@ static void test_tie_breaks(void **state)
         fg_context *ctx = ctx_rules(rules[i], &dir);
         fg_graph *g = parse(ctx, GRAPH_CONV_RELU);
         fg_plan *p = plan(ctx, g);
-        assert_string_equal(group_desc(ctx, p, "conv1"), want[i]);
+        assert_string_equal(tu_group_desc(ctx, p, "conv1"), want[i]);
         fg_plan_free(p);
         fg_graph_free(g);
         ctx_done(ctx, dir);
@@ -335,8 +306,8 @@ static void test_graph_order(void **state)
                              "  - { name: t, op: tanh, inputs: [s] }\n"
                              "outputs: [t]\n");
     fg_plan *p = plan(ctx, g);
-    assert_string_equal(group_desc(ctx, p, "r"), "pair:r,s");
-    assert_string_equal(group_desc(ctx, p, "t"), "-:t");
+    assert_string_equal(tu_group_desc(ctx, p, "r"), "pair:r,s");
+    assert_string_equal(tu_group_desc(ctx, p, "t"), "-:t");
     fg_plan_free(p);
     fg_graph_free(g);
     ctx_done(ctx, dir);
@@ -356,9 +327,9 @@ static void test_legality(void **state)
                              "  - { name: relu2, op: relu, inputs: [conv2] }\n"
                              "outputs: [relu2, conv2]\n");
     fg_plan *p = plan(ctx, g);
-    assert_string_equal(group_desc(ctx, p, "conv1"), "-:conv1");
-    assert_string_equal(group_desc(ctx, p, "conv2"), "-:conv2");
-    assert_string_equal(group_desc(ctx, p, "relu2"), "chain:relu2");
+    assert_string_equal(tu_group_desc(ctx, p, "conv1"), "-:conv1");
+    assert_string_equal(tu_group_desc(ctx, p, "conv2"), "-:conv2");
+    assert_string_equal(tu_group_desc(ctx, p, "relu2"), "chain:relu2");
     assert_true(has_note(p, "relu1 not fused into conv1 (rule conv_act at "));
     assert_true(has_note(p, "rules.yaml:1): conv1's output also feeds add3"));
     assert_true(has_note(p, "add3 not fused into conv1 (rule conv_add at "));
@@ -391,7 +362,7 @@ static void test_broadcast_growth(void **state)
                              "  - { name: add, op: add, inputs: [mm, r] }\noutputs: [add]\n");
     fg_plan *p = plan(ctx, g);
     assert_int_equal(p->ngroups, 2);
-    assert_string_equal(group_desc(ctx, p, "mm"), "-:mm");
+    assert_string_equal(tu_group_desc(ctx, p, "mm"), "-:mm");
     assert_true(has_note(p, "add's output [7, 5] is larger than mm's [1, 5] (broadcast)"));
     fg_plan_free(p);
     fg_graph_free(g);
@@ -411,7 +382,7 @@ static void test_dtype_guard(void **state)
     snprintf(yaml, sizeof yaml, fmt, "fp16");
     fg_graph *g = parse(ctx, yaml);
     fg_plan *p = plan(ctx, g);
-    assert_string_equal(group_desc(ctx, p, "conv1"), "-:conv1");
+    assert_string_equal(tu_group_desc(ctx, p, "conv1"), "-:conv1");
     assert_true(has_note(p, "add1 not fused into conv1 (rule conv_add at "));
     assert_true(has_note(p, "dtype fp16 not allowed by rule conv_add (dtypes: fp32)"));
     fg_plan_free(p);
@@ -419,7 +390,7 @@ static void test_dtype_guard(void **state)
     snprintf(yaml, sizeof yaml, fmt, "fp32");
     g = parse(ctx, yaml);
     p = plan(ctx, g);
-    assert_string_equal(group_desc(ctx, p, "conv1"), "conv_add:conv1,add1");
+    assert_string_equal(tu_group_desc(ctx, p, "conv1"), "conv_add:conv1,add1");
     assert_int_equal(p->nnotes, 0);
     fg_plan_free(p);
     fg_graph_free(g);
@@ -439,7 +410,7 @@ static void test_execution_order(void **state)
                              "  - { name: add1, op: add, inputs: [conv1, conv2] }\noutputs: [add1]\n");
     fg_plan *p = plan(ctx, g);
     assert_int_equal(p->ngroups, 2);
-    assert_string_equal(group_desc(ctx, p, "conv1"), "conv_add:conv1,add1");
+    assert_string_equal(tu_group_desc(ctx, p, "conv1"), "conv_add:conv1,add1");
     assert_int_equal(p->groups[0].nodes[0], fg_graph_find_node(p->graph, "conv2"));
     assert_int_equal(p->groups[1].nodes[0], fg_graph_find_node(p->graph, "conv1"));
     assert_int_equal(p->node_group[fg_graph_find_node(p->graph, "conv2")], 0);
@@ -476,7 +447,7 @@ static void test_optional_and_single_ops(void **state)
                              "outputs: [pool1, gp, fc]\n");
     fg_plan *p = plan(ctx, g);
     /* bn1's output has three consumers: relu is absent anyway, the optional step is skipped */
-    assert_string_equal(group_desc(ctx, p, "conv1"), "conv_bn:conv1,bn1");
+    assert_string_equal(tu_group_desc(ctx, p, "conv1"), "conv_bn:conv1,bn1");
     const fg_group *g1 = group_with(p, "conv1");
     assert_int_equal(g1->nepi, 1);
     assert_int_equal(g1->epi[0].kind, FG_EPI_BIAS);

@@ -139,25 +139,6 @@ static fg_graph *parse_case(const char *nodes)
     return g;
 }
 
-static const char *group_desc(const fg_context *ctx, const fg_plan *p, const char *name)
-{
-    static char buf[512];
-    int n = fg_graph_find_node(p->graph, name);
-    assert_true(n >= 0);
-    for (int gi = 0; gi < p->ngroups; gi++)
-        for (int i = 0; i < p->groups[gi].nnodes; i++)
-            if (p->groups[gi].nodes[i] == n) {
-                const fg_group *grp = &p->groups[gi];
-                size_t at = (size_t)snprintf(buf, sizeof buf, "%s:", grp->rule >= 0 ? ctx->rules[grp->rule]->name : "-");
-                for (int k = 0; k < grp->nnodes; k++)
-                    at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s", k ? "," : "",
-                                           p->graph->nodes[grp->nodes[k]].name);
-                return buf;
-            }
-    fail_msg("node %s is in no group", name);
-    return NULL;
-}
-
 /* The plan's folded graph computes the source graph's outputs (fp32 weights,
  * double arithmetic): relative L2 below 1e-5. */
 static void check_numerics(fg_context *ctx, const fg_graph *g, const fg_plan *p, const char *what)
@@ -190,7 +171,7 @@ static void test_every_rule_fuses(void **state)
         fg_graph *g = parse_case(c->nodes);
         fg_plan *p = NULL;
         assert_int_equal(fg_plan_build(g_ctx, g, &p), FG_OK);
-        const char *got = group_desc(g_ctx, p, first_node(g));
+        const char *got = tu_group_desc(g_ctx, p, first_node(g));
         if (strcmp(got, c->want) != 0)
             fail_msg("rule %s: group is %s, want %s", c->rule, got, c->want);
         int folds = g_ctx->rules[fg_ctx_find_rule(g_ctx, c->rule)]->nfolds;
@@ -212,7 +193,7 @@ static void test_every_rule_refuses(void **state)
         fg_graph *g = parse_case(c->neg);
         fg_plan *p = NULL;
         assert_int_equal(fg_plan_build(g_ctx, g, &p), FG_OK);
-        const char *got = group_desc(g_ctx, p, first_node(g));
+        const char *got = tu_group_desc(g_ctx, p, first_node(g));
         if (strcmp(got, c->neg_want) != 0)
             fail_msg("rule %s, must-not-fuse case: group is %s, want %s", c->rule, got, c->neg_want);
         if (c->why[0]) {
@@ -250,16 +231,7 @@ static void test_cases_cover_rules(void **state)
 static void test_new_rule_without_c(void **state)
 {
     (void)state;
-    char *dir = tu_tmpdir();
-    const char *ops[] = {"ops.yaml", "pointwise.yaml"};
-    for (int i = 0; i < 2; i++) {
-        char rel[64];
-        snprintf(rel, sizeof rel, "rules/%s", ops[i]);
-        char *text = fg_read_file(tu_src(rel), NULL);
-        assert_non_null(text);
-        free(tu_write(dir, ops[i], text));
-        free(text);
-    }
+    char *dir = tu_vocab_dir();
     free(tu_write(dir, "squash.yaml",
                   "op: squash\nkind: pointwise\ninputs: [x]\n"
                   "attrs: { k: { type: float, default: 2.0 } }\n"
@@ -295,9 +267,9 @@ static void test_new_rule_without_c(void **state)
     fg_buf_free(&b);
     fg_plan *p = NULL;
     assert_int_equal(fg_plan_build(ctx, g, &p), FG_OK);
-    assert_string_equal(group_desc(ctx, p, "c"), "conv_squash:c,s");
+    assert_string_equal(tu_group_desc(ctx, p, "c"), "conv_squash:c,s");
     /* where "k > 1" is false for s2 */
-    assert_string_equal(group_desc(ctx, p, "c2"), "-:c2");
+    assert_string_equal(tu_group_desc(ctx, p, "c2"), "-:c2");
     const fg_group *grp = &p->groups[p->node_group[fg_graph_find_node(p->graph, "c")]];
     assert_int_equal(grp->nepi, 2);
     assert_int_equal(grp->epi[0].kind, FG_EPI_BIAS);

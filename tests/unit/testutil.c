@@ -52,6 +52,40 @@ void tu_rmtree(const char *dir)
         fprintf(stderr, "warning: could not remove %s\n", dir);
 }
 
+char *tu_vocab_dir(void)
+{
+    char *dir = tu_tmpdir();
+    const char *ops[] = {"ops.yaml", "pointwise.yaml"};
+    for (int i = 0; i < 2; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "rules/%s", ops[i]);
+        char *text = fg_read_file(tu_src(rel), NULL);
+        assert_non_null(text);
+        free(tu_write(dir, ops[i], text));
+        free(text);
+    }
+    return dir;
+}
+
+const char *tu_group_desc(const fg_context *ctx, const fg_plan *p, const char *name)
+{
+    static char buf[512];
+    int n = fg_graph_find_node(p->graph, name);
+    assert_true(n >= 0);
+    for (int gi = 0; gi < p->ngroups; gi++)
+        for (int i = 0; i < p->groups[gi].nnodes; i++)
+            if (p->groups[gi].nodes[i] == n) {
+                const fg_group *grp = &p->groups[gi];
+                size_t at = (size_t)snprintf(buf, sizeof buf, "%s:", grp->rule >= 0 ? ctx->rules[grp->rule]->name : "-");
+                for (int k = 0; k < grp->nnodes; k++)
+                    at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s", k ? "," : "",
+                                           p->graph->nodes[grp->nodes[k]].name);
+                return buf;
+            }
+    fail_msg("node %s is in no group", name);
+    return NULL;
+}
+
 fg_context *tu_ctx_empty(void)
 {
     fg_context *ctx = NULL;

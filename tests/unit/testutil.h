@@ -15,6 +15,12 @@ char *tu_tmpdir(void);
 char *tu_write(const char *dir, const char *name, const char *text);
 /* Removes a directory tree (rm -rf). */
 void tu_rmtree(const char *dir);
+/* A fresh temporary directory holding copies of the shipped vocabulary
+ * (rules/ops.yaml, rules/pointwise.yaml) and no fusion rules; malloc'd path. */
+char *tu_vocab_dir(void);
+/* "rule:node1,node2" of the plan group holding node `name` ("-" for no rule);
+ * fails the test when the node is in no group.  Static buffer. */
+const char *tu_group_desc(const fg_context *ctx, const fg_plan *p, const char *name);
 /* A context with no rules loaded (quiet warnings). */
 fg_context *tu_ctx_empty(void);
 /* A context with the shipped rules/ loaded; fails the test if they do not load. */
