@@ -662,7 +662,8 @@ int fg_cache_list(fg_cache *c, fg_cache_entry **out)
         return 0;
     scan_item *items;
     int n = scan_dir(c->dir, &items, 0);
-    qsort(items, (size_t)n, sizeof *items, by_mtime);
+    if (n > 1)
+        qsort(items, (size_t)n, sizeof *items, by_mtime);
     fg_cache_entry *es = fg_xcalloc((size_t)(n ? n : 1), sizeof *es);
     for (int i = 0; i < n; i++)
         entry_info(items[i].key, items[i].path, &es[i]);

@@ -42,7 +42,11 @@ missing=$(comm -13 "$T/exported.txt" "$T/api.txt")
 if readelf -d "$LIB" | grep -q 'NEEDED.*libcuda'; then fail "libfusegen.so links libcuda (it must be dlopen'd)"; fi
 
 # find_package(fusegen)
+# FUSEGEN_TEST_CFLAGS: the library's sanitizer flags, which a program linking
+# a sanitizer-built library needs too.
+CFL=${FUSEGEN_TEST_CFLAGS:-}
 cmake -S "$SRC/examples/embed" -B "$T/build" -DCMAKE_PREFIX_PATH="$P" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_FLAGS="$CFL" -DCMAKE_EXE_LINKER_FLAGS="$CFL" \
     >"$T/configure.log" 2>&1 || { cat "$T/configure.log"; fail "configuring examples/embed"; }
 cmake --build "$T/build" >"$T/build.log" 2>&1 || { cat "$T/build.log"; fail "building examples/embed"; }
 "$T/build/embed" >"$T/run.log" 2>&1 || { cat "$T/run.log"; fail "examples/embed (find_package build) failed"; }
@@ -54,7 +58,7 @@ export PKG_CONFIG_PATH="$LIBDIR/pkgconfig"
 flags=$(pkg-config --cflags --libs fusegen) || fail "pkg-config fusegen"
 rules=$(pkg-config --variable=rulesdir fusegen)
 [[ -f "$rules/ops.yaml" ]] || fail "pkg-config rulesdir '$rules' has no ops.yaml"
-cc -std=c11 -O1 -DEMBED_RULES_DIR="\"$rules\"" "$SRC/examples/embed/embed.c" $flags -Wl,-rpath,"$LIBDIR" -lm \
+cc $CFL -std=c11 -O1 -DEMBED_RULES_DIR="\"$rules\"" "$SRC/examples/embed/embed.c" $flags -Wl,-rpath,"$LIBDIR" -lm \
     -o "$T/embed_pc" || fail "building examples/embed with pkg-config flags"
 "$T/embed_pc" >"$T/run_pc.log" 2>&1 || { cat "$T/run_pc.log"; fail "examples/embed (pkg-config build) failed"; }
 grep -qx OK "$T/run_pc.log" || { cat "$T/run_pc.log"; fail "pkg-config build did not print OK"; }

@@ -25,6 +25,10 @@
  * element, a store outside the output) and assert that the specific check
  * reports it, so a broken checker cannot pass silently.
  *
+ * FUSEGEN_NUMERICS_DEVICE=cuda runs the same matrix on the GPU (the device
+ * tier): NVRTC instead of the host compiler, buffers (guards included) copied
+ * to the device before the first launch and back after each launch, the
+ * checks unchanged.  Default: emu.
  * FUSEGEN_CACHE_DIR: a fresh temporary cache unless the variable is set.
  * FUSEGEN_NUMERICS_VERBOSE=1 prints one line per case variant.
  */
@@ -42,8 +46,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda_driver.h"
 #include "emit.h"
 #include "emu.h"
+#include "jit.h"
 #include "plan.h"
 #include "reference.h"
 #include "testutil.h"
@@ -567,6 +573,7 @@ static const ncase cases[] = {
 /* ---- run state ----------------------------------------------------------- */
 
 static uint64_t run_seed;
+static int use_cuda;            /* FUSEGEN_NUMERICS_DEVICE=cuda */
 static char *own_cache_dir;     /* removed at exit; NULL when FUSEGEN_CACHE_DIR was given */
 static int verbose;
 static int nvariants_run;
@@ -577,6 +584,20 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A context with the shipped rules; with FUSEGEN_NUMERICS_DEVICE=cuda the
+ * driver is initialised too (no GPU: the test fails, never skips). */
+static fg_context *numerics_ctx(void)
+{
+    fg_context *ctx = tu_ctx_shipped();
+    if (use_cuda) {
+        fg_status st = fg_cuda_init(ctx);
+        if (st != FG_OK)
+            tu_dump_errors(ctx);
+        assert_int_equal(st, FG_OK);
+    }
+    return ctx;
 }
 
 static const ncase *find_case(const char *name)
@@ -684,7 +705,21 @@ typedef struct nbuf {
     unsigned char *data;
     size_t bytes;
     unsigned char *pristine; /* read-only buffers: the packed contents */
+    CUdeviceptr dev;         /* CUDA: the device copy of base */
 } nbuf;
+
+/* CUDA: copies the whole buffer, guards included, to / from the device. */
+static void nbuf_upload(fg_context *ctx, const nbuf *b)
+{
+    if (use_cuda)
+        assert_int_equal(CU_CHECK(ctx, fg_cu()->MemcpyHtoD(b->dev, b->base, b->bytes + 2 * GUARD)), FG_OK);
+}
+
+static void nbuf_download(fg_context *ctx, nbuf *b)
+{
+    if (use_cuda)
+        assert_int_equal(CU_CHECK(ctx, fg_cu()->MemcpyDtoH(b->base, b->dev, b->bytes + 2 * GUARD)), FG_OK);
+}
 
 static size_t dtype_bytes(fg_dtype t) { return t == FG_DTYPE_F32 ? 4 : 2; }
 
@@ -915,7 +950,20 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
             k.source = m;
             res->nstores_mutated += ns;
         }
-        st = fg_emu_build(ctx, &k);
+        CUmodule mod = NULL;
+        CUfunction fn = NULL;
+        if (use_cuda) {
+            st = fg_jit_compile(ctx, &k, fg_jit_arch(ctx), NULL);
+            if (st == FG_OK)
+                st = CU_CHECK_K(ctx, fg_cu()->ModuleLoadData(&mod, k.binary), k.name);
+            if (st == FG_OK)
+                st = CU_CHECK_K(ctx, fg_cu()->ModuleGetFunction(&fn, mod, k.name), k.name);
+            if (st == FG_OK && k.smem > 48 * 1024)
+                st = CU_CHECK_K(ctx, fg_cu()->FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                               (int)k.smem), k.name);
+        } else {
+            st = fg_emu_build(ctx, &k);
+        }
         if (st != FG_OK) {
             tu_dump_errors(ctx);
             fprintf(stderr, "%s\n", k.source);
@@ -949,10 +997,22 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
                     b->pristine = malloc(bytes + 1);
                     memcpy(b->pristine, b->data, bytes);
                 }
+                if (use_cuda) {
+                    assert_int_equal(CU_CHECK(ctx, fg_cu()->MemAlloc(&b->dev, bytes + 2 * GUARD)), FG_OK);
+                    nbuf_upload(ctx, b);
+                }
             }
-            args[j] = (uint64_t)(uintptr_t)b->data;
+            args[j] = use_cuda ? (uint64_t)(b->dev + GUARD) : (uint64_t)(uintptr_t)b->data;
         }
-        st = fg_emu_launch(ctx, &k, args);
+        if (use_cuda) {
+            void *kargs[1] = {args};   /* one struct argument made of 8-byte slots */
+            st = CU_CHECK_K(ctx, fg_cu()->LaunchKernel(fn, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1],
+                                                       k.block[2], k.smem, NULL, kargs, NULL), k.name);
+            if (st == FG_OK)
+                st = CU_CHECK_K(ctx, fg_cu()->CtxSynchronize(), k.name);
+        } else {
+            st = fg_emu_launch(ctx, &k, args);
+        }
         if (st != FG_OK)
             tu_dump_errors(ctx);
         assert_int_equal(st, FG_OK);
@@ -960,6 +1020,7 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
             nbuf *b = &bufs[t];
             if (!b->base)
                 continue;
+            nbuf_download(ctx, b);
             int after = 0;
             long off = guard_damage(b, &after);
             if (off >= 0) {
@@ -975,8 +1036,13 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
                 res->readonly_changed++;
                 msg_add(res, "  kernel %s changed the read-only buffer '%s'\n", k.name, pg->tensors[t].name);
                 memcpy(b->data, b->pristine, b->bytes);
+                off = 0;
             }
+            if (off >= 0)
+                nbuf_upload(ctx, b);   /* the repaired copy */
         }
+        if (mod)
+            fg_cu()->ModuleUnload(mod);
         fg_kernel_free(&k);
     }
 
@@ -1061,6 +1127,8 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
               res->guards_damaged == 0 && res->readonly_changed == 0;
 
     for (int t = 0; t < pg->ntensors; t++) {
+        if (bufs[t].dev)
+            fg_cu()->MemFree(bufs[t].dev);
         free(bufs[t].base);
         free(bufs[t].pristine);
     }
@@ -1093,7 +1161,7 @@ static void print_failure(const ncase *c, fg_dtype dt, fg_layout lay, int specia
  * with the number of failing variants (each one printed). */
 static void run_family(const char *family)
 {
-    fg_context *ctx = tu_ctx_shipped();
+    fg_context *ctx = numerics_ctx();
     int failures = 0, ncase_fam = 0;
     for (int i = 0; i < NCASES; i++) {
         const ncase *c = &cases[i];
@@ -1102,7 +1170,7 @@ static void run_family(const char *family)
         ncase_fam++;
         for (int dt = 0; dt < FG_DTYPE_COUNT; dt++)
             for (int lay = 0; lay < FG_LAYOUT_COUNT; lay++)
-                for (int spec = 1; spec >= 0; spec--) {
+                for (int spec = 1; spec >= (use_cuda ? 1 : 0); spec--) {   /* CUDA: specialized only (NVRTC time) */
                     nresult r;
                     double t0 = now_s();
                     run_variant(ctx, c, (fg_dtype)dt, (fg_layout)lay, spec, NULL, &r);
@@ -1137,7 +1205,7 @@ static void test_single(void **state) { (void)state; run_family("single"); }
 static void test_table_covers_rules_and_ops(void **state)
 {
     (void)state;
-    fg_context *ctx = tu_ctx_shipped();
+    fg_context *ctx = numerics_ctx();
     assert_true(ctx->nrules > 0);
     int missing = 0;
     for (int r = 0; r < ctx->nrules; r++) {
@@ -1250,7 +1318,7 @@ static void expect_caught(fg_context *ctx, const char *case_name, fg_dtype dt, f
 static void test_mutations_conv(void **state)
 {
     (void)state;
-    fg_context *ctx = tu_ctx_shipped();
+    fg_context *ctx = numerics_ctx();
     expect_caught(ctx, "conv_bn_relu6_nobias_s2", FG_DTYPE_F32, FG_LAYOUT_NCHW);
     expect_caught(ctx, "conv_act_g4_prelu", FG_DTYPE_F16, FG_LAYOUT_NHWC);
     expect_caught(ctx, "dw_bn_relu6_s2", FG_DTYPE_BF16, FG_LAYOUT_NHWC);
@@ -1260,7 +1328,7 @@ static void test_mutations_conv(void **state)
 static void test_mutations_gemm(void **state)
 {
     (void)state;
-    fg_context *ctx = tu_ctx_shipped();
+    fg_context *ctx = numerics_ctx();
     expect_caught(ctx, "mm_13x100x17_bias_1n_gelu_tanh", FG_DTYPE_F32, FG_LAYOUT_NCHW);
     expect_caught(ctx, "mm_13x100x17_bias_mn_softplus", FG_DTYPE_F16, FG_LAYOUT_NCHW);
     fg_context_free(ctx);
@@ -1269,7 +1337,7 @@ static void test_mutations_gemm(void **state)
 static void test_mutations_pointwise(void **state)
 {
     (void)state;
-    fg_context *ctx = tu_ctx_shipped();
+    fg_context *ctx = numerics_ctx();
     expect_caught(ctx, "pw_add_bcast_gelu_tanh_hardsigmoid", FG_DTYPE_F32, FG_LAYOUT_NHWC);
     expect_caught(ctx, "pw_vec4_sub_mul_tanh", FG_DTYPE_BF16, FG_LAYOUT_NCHW);   /* the 4-wide store path */
     fg_context_free(ctx);
@@ -1280,7 +1348,7 @@ static void test_mutations_pointwise(void **state)
 static void test_readonly_write_caught(void **state)
 {
     (void)state;
-    fg_context *ctx = tu_ctx_shipped();
+    fg_context *ctx = numerics_ctx();
     static const char *names[] = {"pw_vec4_sub_mul_tanh", "conv_act_same_relu", "mm_1x37x5_bias_n_relu"};
     for (int i = 0; i < 3; i++) {
         const ncase *c = find_case(names[i]);
@@ -1305,6 +1373,13 @@ static int group_setup(void **state)
     else
         run_seed = ((uint64_t)time(NULL) * 2654435761u) ^ (uint64_t)getpid();
     run_seed &= 0xffffffffu;   /* short enough to type */
+    t_start = now_s();
+    const char *dev = getenv("FUSEGEN_NUMERICS_DEVICE");
+    if (dev && *dev && strcmp(dev, "emu") != 0 && strcmp(dev, "cuda") != 0) {
+        fprintf(stderr, "FUSEGEN_NUMERICS_DEVICE=%s: want emu or cuda\n", dev);
+        return -1;
+    }
+    use_cuda = dev && strcmp(dev, "cuda") == 0;
     const char *v = getenv("FUSEGEN_NUMERICS_VERBOSE");
     verbose = v && *v && strcmp(v, "0") != 0;
     const char *cd = getenv("FUSEGEN_CACHE_DIR");
@@ -1314,8 +1389,9 @@ static int group_setup(void **state)
     }
     unsetenv("FUSEGEN_EMU_STRICT");
     printf("numerics: seed %" PRIu64 " (FUSEGEN_SEED=%" PRIu64 " reruns it), %d cases x %d dtypes x %d layouts "
-           "x 2 emissions (shapes specialized, shapes as parameters), cache %s\n",
-           run_seed, run_seed, NCASES, (int)FG_DTYPE_COUNT, (int)FG_LAYOUT_COUNT, getenv("FUSEGEN_CACHE_DIR"));
+           "x 2 emissions (shapes specialized, shapes as parameters) on %s, cache %s\n",
+           run_seed, run_seed, NCASES, (int)FG_DTYPE_COUNT, (int)FG_LAYOUT_COUNT, use_cuda ? "cuda" : "emu",
+           getenv("FUSEGEN_CACHE_DIR"));
     fflush(stdout);
     t_start = now_s();
     return 0;
