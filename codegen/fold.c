@@ -93,25 +93,24 @@ static int reads_of(const fg_graph *g, int t)
 /* A tensor name not used in g yet, based on base. */
 static const char *fresh_name(fg_context *ctx, const fg_graph *g, const char *base)
 {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", base);
+    char buf[560];
+    snprintf(buf, sizeof buf, "%.500s", base);
     for (int k = 2; fg_graph_find_tensor(g, buf) >= 0; k++)
-        snprintf(buf, sizeof buf, "%s%d", base, k);
+        snprintf(buf, sizeof buf, "%.500s%d", base, k);
     return fg_intern(ctx, buf);
 }
 
 /* Makes input `slot` of node a weight tensor that no other node reads: a
  * shared weight is copied to a new tensor first.  Returns the tensor index,
- * or -1 when the input is absent or not a constant. */
+ * or -1 when the input is absent or not a constant.  The data may still be
+ * borrowed: write it through fg_tensor_own, or rescale with fg_tensor_scale. */
 static int private_weight(fg_context *ctx, fg_graph *g, int node, int slot)
 {
     int t = g->nodes[node].inputs[slot];
     if (t < 0 || !g->tensors[t].is_weight || !g->tensors[t].data)
         return -1;
-    if (reads_of(g, t) <= 1) {
-        fg_tensor_own(&g->tensors[t]);
+    if (reads_of(g, t) <= 1)
         return t;
-    }
     fg_tensor copy = g->tensors[t];
     size_t n = (size_t)fg_tensor_numel(&copy);
     char base[512];
@@ -119,7 +118,8 @@ static int private_weight(fg_context *ctx, fg_graph *g, int node, int slot)
     copy.name = fresh_name(ctx, g, base);
     copy.data = fg_xmalloc((n ? n : 1) * sizeof(float));
     copy.borrowed = 0;
-    memcpy(copy.data, g->tensors[t].data, n * sizeof(float));
+    copy.scale = NULL;
+    fg_tensor_values(&g->tensors[t], copy.data);
     copy.nconsumers = 1;
     copy.producer = -1;
     copy.is_input = 0;
@@ -200,8 +200,7 @@ static fg_status bn_read(fg_context *ctx, const fg_fold *f, const fg_graph *g, i
         }
         out->c = n;
         *dst[k] = fg_xmalloc((size_t)(n ? n : 1) * sizeof(double));
-        for (int64_t i = 0; i < n; i++)
-            (*dst[k])[i] = g->tensors[t].data[i];
+        fg_tensor_values_f64(&g->tensors[t], *dst[k]);
     }
     out->scale = fg_xmalloc((size_t)(out->c ? out->c : 1) * sizeof(double));
     for (int64_t i = 0; i < out->c; i++)
@@ -271,13 +270,10 @@ static fg_status fold_bn_into_conv(fg_context *ctx, const fg_rule *r, const fg_f
         return fg_diag_error(ctx, FG_ERR_INPUT, f->loc, "fold %s: the bias of %s is not a constant [%lld] vector",
                              f->name, g->nodes[conv].name, (long long)k);
     }
-    float *w = g->tensors[wt].data, *b = g->tensors[bt].data;
-    int64_t per = k ? fg_tensor_numel(&g->tensors[wt]) / k : 0;
-    for (int64_t o = 0; o < k; o++) {
-        for (int64_t i = 0; i < per; i++)
-            w[o * per + i] = (float)((double)w[o * per + i] * p.scale[o]);
+    fg_tensor_scale(&g->tensors[wt], 0, p.scale);   /* W'[k] = W[k]*s[k], applied when read */
+    float *b = fg_tensor_own(&g->tensors[bt]);
+    for (int64_t o = 0; o < k; o++)
         b[o] = (float)(((double)b[o] - p.mean[o]) * p.scale[o] + p.beta[o]);
-    }
     g->nodes[bn].folded = 1;
     bn_params_free(&p);
     return FG_OK;
@@ -334,13 +330,8 @@ static fg_status fold_bn_into_matmul(fg_context *ctx, const fg_rule *r, const fg
         return fg_diag_error(ctx, FG_ERR_INPUT, f->loc, "fold %s: the bias of %s is not a constant with %lld columns",
                              f->name, g->nodes[mm].name, (long long)ncol);
     }
-    float *w = g->tensors[wt].data, *b = g->tensors[bt].data;
-    int64_t r0 = g->tensors[wt].shape[0], r1 = g->tensors[wt].shape[1];
-    for (int64_t i = 0; i < r0; i++)
-        for (int64_t j = 0; j < r1; j++) {
-            int64_t col = trans_b ? i : j;
-            w[i * r1 + j] = (float)((double)w[i * r1 + j] * p.scale[col]);
-        }
+    fg_tensor_scale(&g->tensors[wt], trans_b ? 0 : 1, p.scale);   /* per output column */
+    float *b = fg_tensor_own(&g->tensors[bt]);
     int64_t nb = fg_tensor_numel(&g->tensors[bt]);
     for (int64_t i = 0; i < nb; i++) {
         int64_t col = i % ncol;
@@ -386,7 +377,7 @@ static fg_status fold_affine_merge(fg_context *ctx, const fg_rule *r, const fg_f
         return fg_diag_error(ctx, FG_ERR_INPUT, f->loc, "fold %s: gamma/beta of %s are not constants", f->name,
                              g->nodes[first].name);
     }
-    float *gam = g->tensors[gt].data, *bet = g->tensors[bt].data;
+    float *gam = fg_tensor_own(&g->tensors[gt]), *bet = fg_tensor_own(&g->tensors[bt]);
     for (int64_t i = 0; i < a.c; i++) {
         gam[i] = (float)(a.gamma[i] * b.scale[i]);
         bet[i] = (float)((a.beta[i] - b.mean[i]) * b.scale[i] + b.beta[i]);

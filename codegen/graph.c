@@ -92,8 +92,14 @@ fg_graph *fg_graph_clone(const fg_graph *g)
     c->tensors = fg_xcalloc((size_t)g->ntensors + 1, sizeof *c->tensors);
     c->tensors_cap = g->ntensors + 1;
     memcpy(c->tensors, g->tensors, sizeof *c->tensors * (size_t)g->ntensors);
-    for (int i = 0; i < g->ntensors; i++)
-        c->tensors[i].borrowed = g->tensors[i].data != NULL;
+    for (int i = 0; i < g->ntensors; i++) {
+        fg_tensor *t = &c->tensors[i];
+        t->borrowed = t->data != NULL;
+        if (t->scale) {
+            size_t n = (size_t)t->shape[t->scale_axis];
+            t->scale = memcpy(fg_xmalloc(n * sizeof *t->scale), t->scale, n * sizeof *t->scale);
+        }
+    }
     c->nodes = fg_xcalloc((size_t)g->nnodes + 1, sizeof *c->nodes);
     c->nodes_cap = g->nnodes + 1;
     memcpy(c->nodes, g->nodes, sizeof *c->nodes * (size_t)g->nnodes);
@@ -104,16 +110,65 @@ fg_graph *fg_graph_clone(const fg_graph *g)
     return c;
 }
 
+/* Elements per slice of axis a (the product of the dimensions after a). */
+static int64_t inner_of(const fg_tensor *t, int a)
+{
+    int64_t inner = 1;
+    for (int i = a + 1; i < t->rank; i++)
+        inner *= t->shape[i];
+    return inner;
+}
+
 float *fg_tensor_own(fg_tensor *t)
 {
-    if (t->data && t->borrowed) {
-        size_t bytes = sizeof(float) * (size_t)fg_tensor_numel(t);
-        float *d = fg_xmalloc(bytes ? bytes : 1);
-        memcpy(d, t->data, bytes);
+    if (!t->data)
+        return NULL;
+    if (t->borrowed || t->scale) {
+        int64_t n = fg_tensor_numel(t);
+        float *d = t->borrowed ? fg_xmalloc(sizeof(float) * (size_t)(n ? n : 1)) : t->data;
+        fg_tensor_values(t, d);
         t->data = d;
+        t->borrowed = 0;
+        free(t->scale);
+        t->scale = NULL;
     }
-    t->borrowed = 0;
     return t->data;
+}
+
+void fg_tensor_values(const fg_tensor *t, float *dst)
+{
+    int64_t n = fg_tensor_numel(t);
+    if (!t->scale) {
+        if (dst != t->data)
+            memcpy(dst, t->data, sizeof(float) * (size_t)n);
+        return;
+    }
+    int64_t inner = inner_of(t, t->scale_axis), dim = t->shape[t->scale_axis];
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = (float)((double)t->data[i] * t->scale[(i / inner) % dim]);
+}
+
+void fg_tensor_values_f64(const fg_tensor *t, double *dst)
+{
+    int64_t n = fg_tensor_numel(t);
+    int64_t inner = t->scale ? inner_of(t, t->scale_axis) : 1, dim = t->scale ? t->shape[t->scale_axis] : 1;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = t->scale ? (double)(float)((double)t->data[i] * t->scale[(i / inner) % dim]) : (double)t->data[i];
+}
+
+void fg_tensor_scale(fg_tensor *t, int axis, const double *s)
+{
+    if (t->scale && t->scale_axis != axis)
+        fg_tensor_own(t);
+    int64_t dim = t->shape[axis];
+    if (!t->scale) {
+        t->scale = fg_xmalloc((size_t)(dim ? dim : 1) * sizeof *t->scale);
+        for (int64_t i = 0; i < dim; i++)
+            t->scale[i] = 1.0;
+        t->scale_axis = axis;
+    }
+    for (int64_t i = 0; i < dim; i++)
+        t->scale[i] *= s[i];
 }
 
 int fg_graph_add_tensor(fg_graph *g, const fg_tensor *t)
@@ -148,9 +203,11 @@ FG_API void fg_graph_free(fg_graph *g)
 {
     if (!g)
         return;
-    for (int i = 0; i < g->ntensors; i++)
+    for (int i = 0; i < g->ntensors; i++) {
         if (!g->tensors[i].borrowed)
             free(g->tensors[i].data);
+        free(g->tensors[i].scale);
+    }
     free(g->tensors);
     free(g->nodes);
     free(g->inputs);

@@ -378,11 +378,14 @@ static void push_tensor(lua_State *L, const fg_tensor *t, const char *input, int
         lua_setfield(L, -2, "weight");
         if (with_data && t->data) {
             int64_t n = tensor_numel(t);
+            float *v = fg_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+            fg_tensor_values(t, v);   /* an earlier fold's pending scale applied */
             lua_createtable(L, n < (1 << 30) ? (int)n : 0, 0);
             for (int64_t i = 0; i < n; i++) {
-                lua_pushnumber(L, t->data[i]);
+                lua_pushnumber(L, v[i]);
                 lua_rawseti(L, -2, (lua_Integer)i + 1);
             }
+            free(v);
             lua_setfield(L, -2, "data");
         }
     }
@@ -615,6 +618,8 @@ static fg_status fold_result(fg_context *ctx, const hook_entry *e, fg_loc site, 
                 free(tensor->data);
             tensor->data = data;
             tensor->borrowed = 0;
+            free(tensor->scale);   /* the hook returned the values themselves */
+            tensor->scale = NULL;
         }
         lua_pop(L, 1);
     }

@@ -110,9 +110,13 @@ typedef struct fg_tensor {
     int is_weight;                 /* constant; data != NULL */
     int is_output;                 /* a graph output */
     int nconsumers;                /* nodes reading it (a node reading twice counts twice) */
-    float *data;                   /* weights: values (fp32, logical order) */
+    float *data;                   /* weights: stored values (fp32, logical order) */
     int borrowed;                  /* data belongs to the graph this one was cloned from:
                                       call fg_tensor_own before writing it */
+    double *scale;                 /* pending fold scale along scale_axis, or NULL: the
+                                      weight's values are data[i] * scale[slice of i]
+                                      (read them with fg_tensor_values); owned */
+    int scale_axis;
     fg_loc loc;
 } fg_tensor;
 
@@ -153,8 +157,16 @@ double fg_node_attr_float(const fg_node *n, const char *name);
 /* Copy whose weight data is borrowed from g (copy-on-write through
  * fg_tensor_own), so g must outlive the copy. */
 fg_graph *fg_graph_clone(const fg_graph *g);
-/* Makes t's data private (copies borrowed data) and returns it. */
+/* Makes t's data private (copies borrowed data), applies a pending scale,
+ * and returns the data, ready to be written. */
 float *fg_tensor_own(fg_tensor *t);
+/* A weight's values, pending scale applied, as float or double. */
+void fg_tensor_values(const fg_tensor *t, float *dst);
+void fg_tensor_values_f64(const fg_tensor *t, double *dst);
+/* Multiplies a weight's values along axis by s[0 .. shape[axis]) without
+ * touching the data now: the scale is applied when the values are read or
+ * the data is made private.  This is how folds rescale large weights. */
+void fg_tensor_scale(fg_tensor *t, int axis, const double *s);
 /* Appends a tensor/node and returns its index (graph.c). */
 int fg_graph_add_tensor(fg_graph *g, const fg_tensor *t);
 int fg_graph_add_node(fg_graph *g, const fg_node *n);
@@ -249,6 +261,7 @@ struct fg_plan {
     char **notes;                          /* --explain: one line per near miss */
     int nnotes;
     int *node_group;                       /* plan-graph node -> group index (-1: folded away) */
+    double match_ms, fold_ms;              /* time spent matching rules and folding parameters */
 };
 
 #endif /* FG_IR_H */

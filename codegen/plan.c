@@ -708,6 +708,7 @@ static void finish_notes(planner *P, fg_plan *p)
 FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out)
 {
     *out = NULL;
+    double t_match = fg_now();
     fg_plan *p = fg_xcalloc(1, sizeof *p);
     p->source = g;
     p->graph = fg_graph_clone(g);
@@ -757,6 +758,8 @@ FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out
     }
     fg_status st = P.st;
     order_groups(&P);
+    double t_fold = fg_now();
+    p->match_ms = (t_fold - t_match) * 1e3;
 
     /* Folds, in each rule's order, on the plan's copy. */
     for (int gi = 0; gi < P.ngroups && st == FG_OK; gi++) {
@@ -767,6 +770,7 @@ FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out
         for (int f = 0; f < r->nfolds && st == FG_OK; f++)
             st = fg_fold_apply(ctx, r, &r->folds[f], pg, grp);
     }
+    p->fold_ms = (fg_now() - t_fold) * 1e3;
     for (int gi = 0; gi < P.ngroups && st == FG_OK; gi++) {
         fg_group *grp = &P.groups[gi];
         st = resolve_epilogue(&P, gi);

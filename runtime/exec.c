@@ -303,9 +303,24 @@ static fg_status load_weights(fg_exec *e)
 {
     const fg_graph *g = e->g;
     char *host = fg_xcalloc(1, e->weight_bytes ? e->weight_bytes : 1);
-    for (int t = 0; t < g->ntensors; t++)
-        if (e->place[t] == FG_PLACE_WEIGHT)
-            fg_tensor_pack_f32(&g->tensors[t], weight_layout(&g->tensors[t]), g->tensors[t].data, host + e->offset[t]);
+    float *vals = NULL;
+    size_t cap = 0;
+    for (int t = 0; t < g->ntensors; t++) {
+        if (e->place[t] != FG_PLACE_WEIGHT)
+            continue;
+        /* The values, with a fold's pending scale applied (BN folded into W). */
+        const fg_tensor *w = &g->tensors[t];
+        const float *v = w->data;
+        if (w->scale) {
+            size_t n = (size_t)fg_tensor_numel(w);
+            if (n > cap)
+                vals = fg_xrealloc(vals, (cap = n) * sizeof *vals);
+            fg_tensor_values(w, vals);
+            v = vals;
+        }
+        fg_tensor_pack_f32(w, weight_layout(w), v, host + e->offset[t]);
+    }
+    free(vals);
     if (e->device == FG_DEVICE_EMU) {
         e->weights_host = host;
         e->arena_host = fg_xcalloc(1, e->arena_bytes ? e->arena_bytes : 1);

@@ -120,7 +120,7 @@ fg_status fg_jit_check_arch(fg_context *ctx, const char *arch)
         return FG_OK;
     /* Suggest the closest supported arch of the same family. */
     char cands[64][16];
-    const char *cp[64];
+    const char *cp[64] = {0};
     int nc = 0;
     for (int i = 0; i < nsupported && nc < 64; i++) {
         snprintf(cands[nc], sizeof cands[nc], "%s_%d", arch && strncmp(arch, "compute_", 8) == 0 ? "compute" : "sm",

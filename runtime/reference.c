@@ -332,8 +332,7 @@ fg_status fg_reference_run(fg_context *ctx, const fg_graph *g, double **vals)
         if (tt->is_weight && tt->data) {
             int64_t n = fg_tensor_numel(tt);
             vals[t] = fg_xmalloc((size_t)(n ? n : 1) * sizeof(double));
-            for (int64_t i = 0; i < n; i++)
-                vals[t][i] = tt->data[i];
+            fg_tensor_values_f64(tt, vals[t]);   /* folded weights: pending scale applied */
         }
     }
     for (int n = 0; n < g->nnodes; n++) {

@@ -338,6 +338,29 @@ static void test_graph_helpers(void **state)
     assert_int_equal(c->outputs[0], g->outputs[0]);
     cw->data[0] = 123.0f;
     assert_true(w->data[0] != 123.0f);
+    /* a pending per-slice scale: values see it, the data does not change
+     * until it is made private */
+    {
+        fg_tensor *sw = &c->tensors[fg_graph_find_tensor(c, "c1.w")];
+        int64_t n = fg_tensor_numel(sw), k = sw->shape[0], per = n / k;
+        float *before = fg_xmalloc((size_t)n * sizeof *before), *v = fg_xmalloc((size_t)n * sizeof *v);
+        memcpy(before, sw->data, (size_t)n * sizeof *before);
+        double *s = fg_xmalloc((size_t)k * sizeof *s);
+        for (int64_t i = 0; i < k; i++)
+            s[i] = 0.5 + (double)i;
+        fg_tensor_scale(sw, 0, s);
+        fg_tensor_scale(sw, 0, s);   /* composes: s^2 */
+        assert_memory_equal(sw->data, before, (size_t)n * sizeof *before);
+        fg_tensor_values(sw, v);
+        for (int64_t i = 0; i < n; i++)
+            assert_true(v[i] == (float)((double)before[i] * (s[i / per] * s[i / per])));
+        float *own = fg_tensor_own(sw);
+        assert_null(sw->scale);
+        assert_memory_equal(own, v, (size_t)n * sizeof *v);
+        free(before);
+        free(v);
+        free(s);
+    }
     /* append a node reading r1 twice */
     fg_tensor t = *tensor(c, "r1");
     t.name = fg_intern(ctx, "extra");

@@ -989,7 +989,11 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
                     assert_true(si >= 0 && in32[si]);
                     pack_values(tt, in32[si], b->data);
                 } else if (tt->is_weight && tt->data) {
-                    pack_values(tt, tt->data, b->data);   /* the plan graph's (folded) weights */
+                    /* the plan graph's (folded) weights */
+                    float *v = fg_xmalloc((size_t)fg_tensor_numel(tt) * sizeof *v);
+                    fg_tensor_values(tt, v);
+                    pack_values(tt, v, b->data);
+                    free(v);
                 } else {
                     nbuf_poison(b, tt);
                 }
