@@ -18,14 +18,6 @@
 #include "jit.h"
 #include "tensor_convert.h"
 
-/* Modules that may land later are referenced weakly so the tree links. */
-#pragma weak fg_emit_group
-#pragma weak fg_kernel_free
-#pragma weak fg_jit_compile_all
-#pragma weak fg_jit_arch
-#pragma weak fg_emu_build
-#pragma weak fg_emu_launch
-
 #define GUARD_BYTE 0xA5
 
 struct fg_exec {
@@ -369,8 +361,6 @@ FG_API fg_status fg_plan_compile(fg_context *ctx, const fg_plan *p, const fg_com
     *out = NULL;
     if (!p || !p->graph)
         return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_plan_compile: no plan");
-    if (!fg_emit_group || !fg_kernel_free)
-        return fg_diag_error(ctx, FG_ERR_UNSUPPORTED, FG_NOLOC, "this build has no source emitter");
     fg_exec *e = fg_xcalloc(1, sizeof *e);
     e->ctx = ctx;
     e->plan = p;
@@ -413,13 +403,8 @@ FG_API fg_status fg_plan_compile(fg_context *ctx, const fg_plan *p, const fg_com
         pthread_mutex_unlock(&emit_lock);
     }
     if (!st && e->device == FG_DEVICE_CUDA) {
-        if (!fg_jit_compile_all || !fg_jit_arch)
-            st = fg_diag_error(ctx, FG_ERR_UNSUPPORTED, FG_NOLOC, "this build has no NVRTC JIT");
-        else
-            st = fg_jit_compile_all(ctx, e->kernels, e->nkernels, fg_jit_arch(ctx), NULL);
+        st = fg_jit_compile_all(ctx, e->kernels, e->nkernels, fg_jit_arch(ctx), NULL);
     } else if (!st) {
-        if (!fg_emu_build || !fg_emu_launch)
-            st = fg_diag_error(ctx, FG_ERR_UNSUPPORTED, FG_NOLOC, "this build has no emulation backend");
         for (int k = 0; k < e->nkernels && !st; k++)
             st = fg_emu_build(ctx, &e->kernels[k]);
     }
@@ -464,10 +449,8 @@ FG_API void fg_exec_free(fg_exec *e)
         if (e->stream)
             cu->StreamDestroy(e->stream);
     }
-    for (int k = 0; e->kernels && k < e->nkernels; k++) {
-        if (fg_kernel_free)   /* releases the emulation handle too */
-            fg_kernel_free(&e->kernels[k]);
-    }
+    for (int k = 0; e->kernels && k < e->nkernels; k++)
+        fg_kernel_free(&e->kernels[k]);   /* releases the emulation handle too */
     free(e->kernels);
     free(e->kernel_ms);
     free(e->mods);

@@ -24,15 +24,9 @@
 #include "cache.h"
 #include "context.h"
 #include "diag.h"
-#include "embedded.h"
 #include "nvrtc_check.h"
 #include "runtime.h"
 #include "threadpool.h"
-
-/* Both are optional at link time: the prelude accessor lives in emit.c and
- * the GPU query in the CUDA layer. */
-#pragma weak fg_template_text
-#pragma weak fg_cuda_device_arch
 
 #define KEY_FORMAT "fusegen-kernel-key 1"
 #define PRELUDE_NAME "fusegen_prelude.cuh"
@@ -54,12 +48,7 @@ static void init_once(void)
         snprintf(nvrtc_version, sizeof nvrtc_version, "NVRTC %d.%d", maj, min);
     else
         snprintf(nvrtc_version, sizeof nvrtc_version, "NVRTC ?");
-    if (fg_template_text)
-        prelude_text = fg_template_text("prelude.cuh");
-    if (!prelude_text) {
-        const fg_embedded_file *f = fg_embedded_find("prelude.cuh");
-        prelude_text = f ? f->text : NULL;
-    }
+    prelude_text = fg_template_text("prelude.cuh");
     fg_hash128 h = {0, 0};
     if (prelude_text)
         h = fg_hash128_of(prelude_text, strlen(prelude_text));
@@ -152,7 +141,7 @@ static void resolve_arch(fg_context *ctx, char out[32])
     char gpu[16] = "";
     if (opt && *opt) {
         snprintf(out, 32, "%s", opt);
-    } else if (fg_cuda_device_arch && fg_cuda_device_arch(ctx, gpu) == 0 && gpu[0]) {
+    } else if (fg_cuda_device_arch(ctx, gpu) == 0 && gpu[0]) {
         snprintf(out, 32, "%.15s", gpu);
     } else if (env && *env) {
         snprintf(out, 32, "%s", env);

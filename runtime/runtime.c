@@ -3,8 +3,6 @@
 
 #include <stdlib.h>
 
-__attribute__((weak)) void fg_runtime_device_free(struct fg_runtime *rt) { (void)rt; }
-
 /* Creates ctx->rt under ctx->lock on first call.  Only the struct is made
  * here: opening the cache may record warnings, which takes ctx->lock too, so
  * the members are created later under rt->lock. */
@@ -29,7 +27,6 @@ void fg_runtime_free(fg_context *ctx)
     struct fg_runtime *rt = ctx ? ctx->rt : NULL;
     if (!rt)
         return;
-    fg_runtime_device_free(rt);
     fg_cache_close(rt->cache);
     pthread_mutex_destroy(&rt->lock);
     free(rt);

@@ -1,10 +1,8 @@
 /*
- * runtime.h -- the runtime's per-context state (ctx->rt): the kernel cache,
- * the resolved target arch, and the device layer's state.  Created on first
- * use by fg_rt() and released by fg_runtime_free() from fg_context_free().
- *
- * Modules keep their own fields here, each in its marked section, and free
- * them from fg_runtime_free() through the release hooks declared below.
+ * runtime.h -- the runtime's per-context state (ctx->rt): the kernel cache
+ * and the resolved target arch.  Created on first use by fg_rt() and released
+ * by fg_runtime_free() from fg_context_free().  (The CUDA driver's state is
+ * per process, in cuda.c; emulation state lives in each kernel's handle.)
  */
 #ifndef FG_RUNTIME_H
 #define FG_RUNTIME_H
@@ -21,10 +19,6 @@ struct fg_runtime {
     fg_cache *cache;            /* opened by fg_ctx_cache() on first use */
     int cache_opened;           /* nonzero once fg_ctx_cache() ran (cache may still be NULL) */
     char arch[32];              /* fg_jit_arch(): resolved once, "" until then */
-
-    /* ---- device layer (CUDA driver / emulation): add fields here ----
-     * Release them in fg_runtime_device_free() (runtime.c calls it first). */
-    void *device;               /* opaque device-layer state, NULL until used */
 };
 
 /* The context's runtime state, created on first call (thread-safe). */
@@ -33,13 +27,8 @@ struct fg_runtime *fg_rt(fg_context *ctx);
  * fg_context_free(). */
 void fg_runtime_free(fg_context *ctx);
 
-/* Release hook of the device layer: frees its fields of rt.  runtime.c has a
- * weak default that does nothing; the device layer defines the real one. */
-void fg_runtime_device_free(struct fg_runtime *rt);
-
-/* Device layer query (defined by the CUDA layer; referenced weakly, so a
- * build without it links): writes the current GPU's arch ("sm_90") into out
- * and returns 0, or returns nonzero when no driver or GPU is present. */
+/* Device query (cuda.c): writes the current GPU's arch ("sm_90") into out and
+ * returns 0, or returns nonzero when no driver or GPU is present. */
 int fg_cuda_device_arch(fg_context *ctx, char out[16]);
 
 #endif /* FG_RUNTIME_H */
