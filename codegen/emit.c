@@ -564,7 +564,7 @@ static fg_status emit_epilogue(fg_emitter *em)
         fg_buf_printf(&b, ", fg_i64 %s", coords[i]);
     fg_buf_put(&b, ")\n{\n");
     if (has_hook && strcmp(coords[bias_axis(em)], "c") != 0)
-        fg_buf_printf(&b, "    const fg_i64 c = %s;  // channel, for hook text\n", coords[bias_axis(em)]);
+        fg_buf_printf(&b, "    const fg_i64 c = %s;  // channel, for hook text\n    (void)c;\n", coords[bias_axis(em)]);
 
     int bias_slot = anchor_bias(em);
     int bias_t = bias_slot >= 0 ? em->g->nodes[grp->anchor].inputs[bias_slot] : -1;
