@@ -1,10 +1,11 @@
 /*
- * test_emit_nvrtc.c -- every kernel the shipped rules produce on the small
- * example graphs (and a coverage graph of pooling, flatten, depthwise,
- * batched / transposed gemm and pointwise chains) compiles under NVRTC for
- * sm_80 and sm_90, for fp32 / fp16 / bf16 and NCHW / NHWC, specialized and
- * not, with an empty log: no errors and no warnings.  Identical sources are
- * compiled once.  No GPU needed.
+ * test_emit_nvrtc.c -- every kernel the shipped rules produce on the example
+ * graphs, whole networks included (and a coverage graph of pooling, flatten,
+ * depthwise, batched / transposed gemm and pointwise chains) compiles under
+ * NVRTC for sm_80 and sm_90, for fp32 / fp16 / bf16 and NCHW / NHWC,
+ * specialized and not, with an empty log: no errors and no warnings.
+ * Identical sources are compiled once, through the JIT's own compile path
+ * (fg_jit_compile_all on all cores, disk cache off).  No GPU needed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,16 +14,13 @@
 #include <cmocka.h>
 
 #include <dirent.h>
-#include <nvrtc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "emit.h"
+#include "jit.h"
 #include "testutil.h"
-
-/* Graphs with more nodes than this are whole networks: their blocks are covered. */
-#define MAX_NODES 20
 
 static const char coverage_graph[] =
     "graph: coverage\n"
@@ -74,36 +72,10 @@ static int seen_add(seen *s, fg_hash128 h)
     return 1;
 }
 
-static int compiled, failures;
-
-static void compile_one(const fg_kernel *k, const char *what)
-{
-    static const char *const archs[] = {"-arch=sm_80", "-arch=sm_90"};
-    const char *hdr_src[] = {fg_template_text("prelude.cuh")};
-    const char *hdr_name[] = {"fusegen_prelude.cuh"};
-    assert_non_null(hdr_src[0]);
-    for (int a = 0; a < 2; a++) {
-        nvrtcProgram prog;
-        assert_int_equal(nvrtcCreateProgram(&prog, k->source, k->name, 1, hdr_src, hdr_name), NVRTC_SUCCESS);
-        const char *opts[] = {archs[a], "--std=c++17", "-default-device"};
-        nvrtcResult r = nvrtcCompileProgram(prog, 3, opts);
-        size_t n = 0;
-        nvrtcGetProgramLogSize(prog, &n);
-        char *log = fg_xmalloc(n + 1);
-        log[0] = 0;
-        nvrtcGetProgramLog(prog, log);
-        int bad = r != NVRTC_SUCCESS || strstr(log, "warning") || strstr(log, "error");
-        if (bad) {
-            failures++;
-            fprintf(stderr, "---- %s (%s, %s): %s\n%s\n---- source:\n%s\n", k->name, what, archs[a],
-                    nvrtcGetErrorString(r), log, k->source);
-        } else {
-            compiled++;
-        }
-        free(log);
-        nvrtcDestroyProgram(&prog);
-    }
-}
+/* The distinct kernels to compile, and what each came from. */
+static fg_kernel *kernels;
+static char **origin;
+static int nkernels, kernels_cap, norigin, origin_cap, nfailed;
 
 /* Plans g with every tensor set to dtype d and layout l and compiles each new kernel. */
 static void compile_graph(fg_context *ctx, fg_graph *g, fg_dtype d, fg_layout l, int specialize, seen *s)
@@ -127,9 +99,12 @@ static void compile_graph(fg_context *ctx, fg_graph *g, fg_dtype d, fg_layout l,
         if (st != FG_OK)
             tu_dump_errors(ctx);
         assert_int_equal(st, FG_OK);
-        if (seen_add(s, fg_hash128_of(k.source, strlen(k.source))))
-            compile_one(&k, what);
-        fg_kernel_free(&k);
+        if (seen_add(s, fg_hash128_of(k.source, strlen(k.source)))) {
+            *FG_PUSH(origin, norigin, origin_cap) = fg_xstrdup(what);
+            *FG_PUSH(kernels, nkernels, kernels_cap) = k;
+        } else {
+            fg_kernel_free(&k);
+        }
     }
     fg_plan_free(p);
 }
@@ -148,6 +123,7 @@ static void run_graph(fg_context *ctx, fg_graph *g, seen *s)
 static void test_examples_compile(void **state)
 {
     (void)state;
+    setenv("FUSEGEN_CACHE", "off", 1);   /* compile every kernel for real */
     fg_context *ctx = tu_ctx_shipped();
     seen s = {0};
     int graphs = 0;
@@ -170,10 +146,8 @@ static void test_examples_compile(void **state)
         if (st != FG_OK)
             tu_dump_errors(ctx);
         assert_int_equal(st, FG_OK);
-        if (g->nnodes <= MAX_NODES) {
-            run_graph(ctx, g, &s);
-            graphs++;
-        }
+        run_graph(ctx, g, &s);
+        graphs++;
         fg_graph_free(g);
         free(names[i]);
     }
@@ -184,11 +158,37 @@ static void test_examples_compile(void **state)
     assert_int_equal(st, FG_OK);
     run_graph(ctx, g, &s);
     fg_graph_free(g);
-    printf("nvrtc: %d graphs + coverage, %d distinct kernels, %d compiles clean, %d failed\n", graphs, s.n, compiled,
-           failures);
-    assert_true(graphs >= 3);
-    assert_true(compiled > 0);
-    assert_int_equal(failures, 0);
+
+    static const char *const archs[] = {"sm_80", "sm_90"};
+    fg_jit_info *infos = fg_xcalloc((size_t)nkernels, sizeof *infos);
+    int clean = 0;
+    for (int a = 0; a < 2; a++) {
+        fg_status st = fg_jit_compile_all(ctx, kernels, nkernels, archs[a], infos);
+        if (st != FG_OK)
+            tu_dump_errors(ctx);
+        assert_int_equal(st, FG_OK);
+        for (int i = 0; i < nkernels; i++) {
+            if (infos[i].log[0] || !kernels[i].binary_size) {
+                nfailed++;
+                fprintf(stderr, "---- %s (%s, %s): log:\n%s\n---- source:\n%s\n", kernels[i].name, origin[i], archs[a],
+                        infos[i].log, kernels[i].source);
+            } else {
+                clean++;
+            }
+        }
+    }
+    printf("nvrtc: %d graphs + coverage, %d distinct kernels, %d compiles clean, %d with a warning or no binary\n",
+           graphs, nkernels, clean, nfailed);
+    assert_true(graphs >= 6);
+    assert_int_equal(clean, 2 * nkernels);
+    assert_int_equal(nfailed, 0);
+    for (int i = 0; i < nkernels; i++) {
+        fg_kernel_free(&kernels[i]);
+        free(origin[i]);
+    }
+    free(kernels);
+    free(origin);
+    free(infos);
     free(s.h);
     fg_context_free(ctx);
 }
