@@ -273,6 +273,37 @@ void fg_hash128_hex(fg_hash128 h, char out[33])
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.hi, (unsigned long long)h.lo);
 }
 
+void fg_key_begin(fg_key *k, const char *format)
+{
+    XXH3_state_t *st = XXH3_createState();
+    if (!st)
+        oom(1024);
+    XXH3_128bits_reset(st);
+    k->state = st;
+    if (format) {
+        XXH3_128bits_update(st, format, strlen(format));
+        XXH3_128bits_update(st, "\n", 1);
+    }
+}
+
+void fg_key_part(fg_key *k, const char *name, const void *val, size_t len)
+{
+    char head[160];
+    int n = snprintf(head, sizeof head, "%s %zu\n", name, len);
+    XXH3_128bits_update(k->state, head, (size_t)n < sizeof head ? (size_t)n : sizeof head - 1);
+    XXH3_128bits_update(k->state, val, len);
+    XXH3_128bits_update(k->state, "\n", 1);
+}
+
+void fg_key_end(fg_key *k, char out[33])
+{
+    XXH128_hash_t h = XXH3_128bits_digest(k->state);
+    XXH3_freeState(k->state);
+    k->state = NULL;
+    fg_hash128 r = {h.low64, h.high64};
+    fg_hash128_hex(r, out);
+}
+
 double fg_now(void)
 {
     struct timespec ts;

@@ -61,6 +61,16 @@ uint64_t fg_hash64(const void *data, size_t len);
 fg_hash128 fg_hash128_of(const void *data, size_t len);
 void fg_hash128_hex(fg_hash128 h, char out[33]);
 
+/* A cache key: XXH3-128 over a stream of parts, each written as
+ * "<name> <length>\n<bytes>\n" so that no two part lists hash the same
+ * bytes.  Streaming: nothing is copied.  fg_key_end frees the state. */
+typedef struct fg_key {
+    void *state;
+} fg_key;
+void fg_key_begin(fg_key *k, const char *format);   /* format: a first line naming the scheme */
+void fg_key_part(fg_key *k, const char *name, const void *val, size_t len);
+void fg_key_end(fg_key *k, char out[33]);
+
 /* Monotonic clock in seconds. */
 double fg_now(void);
 

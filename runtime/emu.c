@@ -176,13 +176,6 @@ static int write_all(const char *path, const void *data, size_t len)
     return w == len && rc == 0 ? 0 : -1;
 }
 
-static void key_part(fg_buf *b, const char *name, const char *data, size_t len)
-{
-    fg_buf_printf(b, "%s %zu\n", name, len);
-    fg_buf_putn(b, data, len);
-    fg_buf_put(b, "\n");
-}
-
 static char *make_tmpdir(void)
 {
     const char *t = getenv("TMPDIR");
@@ -380,19 +373,19 @@ fg_status fg_emu_build(fg_context *ctx, fg_kernel *k)
         goto done;
     }
 
-    /* Cache key: each part as "<name> <length>\n<bytes>\n", like jit.c's. */
-    fg_buf kb = {0};
-    key_part(&kb, "kind", "emu", 3);
-    key_part(&kb, "generator", FG_VERSION_STRING, strlen(FG_VERSION_STRING));
-    key_part(&kb, "compiler", cxx_cmd, strlen(cxx_cmd));
-    key_part(&kb, "compiler-version", version, strlen(version));
+    /* Cache key over everything that determines the shared object. */
+    fg_key kh;
+    fg_key_begin(&kh, NULL);
+    fg_key_part(&kh, "kind", "emu", 3);
+    fg_key_part(&kh, "generator", FG_VERSION_STRING, strlen(FG_VERSION_STRING));
+    fg_key_part(&kh, "compiler", cxx_cmd, strlen(cxx_cmd));
+    fg_key_part(&kh, "compiler-version", version, strlen(version));
     for (int i = ncxx; i < n; i++)
-        key_part(&kb, "option", argv[i], strlen(argv[i]));
-    key_part(&kb, "prelude", pre->text, pre->len);
-    key_part(&kb, "source", k->source, strlen(k->source));
+        fg_key_part(&kh, "option", argv[i], strlen(argv[i]));
+    fg_key_part(&kh, "prelude", pre->text, pre->len);
+    fg_key_part(&kh, "source", k->source, strlen(k->source));
     char key[33];
-    fg_hash128_hex(fg_hash128_of(kb.s, kb.len), key);
-    fg_buf_free(&kb);
+    fg_key_end(&kh, key);
 
     char *dir = make_tmpdir();
     if (!dir) {

@@ -208,30 +208,22 @@ static void opts_init(jit_opts *o, const char *arch)
         o->v[o->n++] = t;
 }
 
-static void key_part(fg_buf *b, const char *name, const char *val, size_t len)
-{
-    fg_buf_printf(b, "%s %zu\n", name, len);
-    fg_buf_putn(b, val, len);
-    fg_buf_put(b, "\n");
-}
-
 /* Fills k->key from everything that determines the binary. */
 static void compute_key(fg_kernel *k, const char *arch, const jit_opts *o)
 {
-    fg_buf b = {0};
     char deps[33];
     fg_hash128_hex(k->deps_hash, deps);
-    fg_buf_put(&b, KEY_FORMAT "\n");
-    key_part(&b, "generator", fg_version(), strlen(fg_version()));
-    key_part(&b, "deps", deps, 32);
-    key_part(&b, "nvrtc", nvrtc_version, strlen(nvrtc_version));
-    key_part(&b, "arch", arch, strlen(arch));
+    fg_key h;
+    fg_key_begin(&h, KEY_FORMAT);
+    fg_key_part(&h, "generator", fg_version(), strlen(fg_version()));
+    fg_key_part(&h, "deps", deps, 32);
+    fg_key_part(&h, "nvrtc", nvrtc_version, strlen(nvrtc_version));
+    fg_key_part(&h, "arch", arch, strlen(arch));
     for (int i = 0; i < o->n; i++)
-        key_part(&b, "option", o->v[i], strlen(o->v[i]));
-    key_part(&b, "prelude", prelude_hash, 32);
-    key_part(&b, "source", k->source, strlen(k->source));
-    fg_hash128_hex(fg_hash128_of(b.s, b.len), k->key);
-    fg_buf_free(&b);
+        fg_key_part(&h, "option", o->v[i], strlen(o->v[i]));
+    fg_key_part(&h, "prelude", prelude_hash, 32);
+    fg_key_part(&h, "source", k->source, strlen(k->source));
+    fg_key_end(&h, k->key);
 }
 
 /* ---- diagnostics ------------------------------------------------------ */
