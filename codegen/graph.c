@@ -91,7 +91,8 @@ fg_graph *fg_graph_clone(const fg_graph *g)
     *c = *g;
     c->tensors = fg_xcalloc((size_t)g->ntensors + 1, sizeof *c->tensors);
     c->tensors_cap = g->ntensors + 1;
-    memcpy(c->tensors, g->tensors, sizeof *c->tensors * (size_t)g->ntensors);
+    if (g->ntensors)
+        memcpy(c->tensors, g->tensors, sizeof *c->tensors * (size_t)g->ntensors);
     for (int i = 0; i < g->ntensors; i++) {
         fg_tensor *t = &c->tensors[i];
         t->borrowed = t->data != NULL;
@@ -102,11 +103,14 @@ fg_graph *fg_graph_clone(const fg_graph *g)
     }
     c->nodes = fg_xcalloc((size_t)g->nnodes + 1, sizeof *c->nodes);
     c->nodes_cap = g->nnodes + 1;
-    memcpy(c->nodes, g->nodes, sizeof *c->nodes * (size_t)g->nnodes);
+    if (g->nnodes)
+        memcpy(c->nodes, g->nodes, sizeof *c->nodes * (size_t)g->nnodes);
     c->inputs = fg_xcalloc((size_t)g->ninputs + 1, sizeof *c->inputs);
-    memcpy(c->inputs, g->inputs, sizeof *c->inputs * (size_t)g->ninputs);
+    if (g->ninputs)   /* a graph of weights alone has no inputs (and a NULL array) */
+        memcpy(c->inputs, g->inputs, sizeof *c->inputs * (size_t)g->ninputs);
     c->outputs = fg_xcalloc((size_t)g->noutputs + 1, sizeof *c->outputs);
-    memcpy(c->outputs, g->outputs, sizeof *c->outputs * (size_t)g->noutputs);
+    if (g->noutputs)
+        memcpy(c->outputs, g->outputs, sizeof *c->outputs * (size_t)g->noutputs);
     return c;
 }
 
