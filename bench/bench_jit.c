@@ -29,18 +29,9 @@ typedef struct row {
     double emit, cold, mem_fetch, mem_jit, disk, nvcc;
 } row;
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n)
 {
-    if (n <= 0)
-        return -1;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return n > 0 ? fg_median(v, n) : -1;
 }
 
 static const char *find_path(const char *p, char *buf, size_t n)

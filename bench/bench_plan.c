@@ -16,16 +16,9 @@
 #include "plan.h"
 #include "util.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void report(const char *what, double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    double med = fg_median(v, n);
     printf("%-12s median %8.3f ms   min %8.3f ms\n", what, med * 1e3, v[0] * 1e3);
 }
 

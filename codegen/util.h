@@ -71,6 +71,10 @@ void fg_key_begin(fg_key *k, const char *format);   /* format: a first line nami
 void fg_key_part(fg_key *k, const char *name, const void *val, size_t len);
 void fg_key_end(fg_key *k, char out[33]);
 
+/* Sorts v[0..n) ascending in place and returns its median (0 when n <= 0);
+ * v[0] is then the minimum.  For timings. */
+double fg_median(double *v, int n);
+
 /* Monotonic clock in seconds. */
 double fg_now(void);
 

@@ -76,12 +76,6 @@ static int check_output(const fg_exec *e, const fg_graph *src, double **ref, int
     return ok;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int cmd_run(int argc, char **argv)
 {
     const char *graph = NULL, *rules = NULL, *device = "auto", *seed_s = NULL, *iters_s = NULL;
@@ -205,8 +199,7 @@ int cmd_run(int argc, char **argv)
             ksum[k] += fg_exec_kernel_ms(e, k);
         totals[ntot++] = fg_exec_total_ms(e);
     }
-    qsort(totals, (size_t)ntot, sizeof *totals, cmp_double);
-    double median = ntot ? (ntot % 2 ? totals[ntot / 2] : 0.5 * (totals[ntot / 2 - 1] + totals[ntot / 2])) : 0;
+    double median = fg_median(totals, (int)ntot);
     free(totals);
     free(b);
     if (st) {
