@@ -203,54 +203,16 @@ static void run_vs_reference_in(fg_context *ctx, const char *yaml, double tol, i
     if (want_kernels > 0)
         assert_int_equal(fg_exec_kernel_count(e), want_kernels);
 
-    double **ref = calloc((size_t)g->ntensors, sizeof *ref);
-    fg_reference_random_inputs(g, 1234, ref);
-    int nin = fg_exec_input_count(e), nout = fg_exec_output_count(e);
-    fg_binding b[16];
-    void *bufs[16];
-    assert_true(nin + nout <= 16);
-    for (int i = 0; i < nin + nout; i++) {
-        fg_tensor_info info;
-        assert_int_equal(i < nin ? fg_exec_input_info(e, i, &info) : fg_exec_output_info(e, i - nin, &info), FG_OK);
-        bufs[i] = malloc(info.bytes);
-        b[i] = (fg_binding){info.name, bufs[i]};
-        int t = fg_graph_find_tensor(g, info.name);
-        assert_true(t >= 0);
-        if (i < nin) {
-            for (int64_t k = 0; k < fg_tensor_numel(&g->tensors[t]); k++)
-                ref[t][k] = fg_round_to_dtype(ref[t][k], info.dtype);
-            fg_tensor_pack(&g->tensors[t], info.layout, ref[t], bufs[i]);
-        } else {
-            memset(bufs[i], 0xFF, info.bytes);
-        }
-    }
-    st = fg_exec_run_host(e, b, nin + nout);
-    if (st)
-        tu_dump_errors(ctx);
-    assert_int_equal(st, FG_OK);
-    assert_int_equal(fg_reference_run(ctx, g, ref), FG_OK);
-    for (int i = 0; i < nout; i++) {
-        int t = fg_graph_find_tensor(g, b[nin + i].name);
-        int64_t n = fg_tensor_numel(&g->tensors[t]);
-        double *got = malloc((size_t)n * sizeof *got), max_abs;
-        fg_tensor_unpack(&g->tensors[t], g->tensors[t].layout, bufs[nin + i], got);
-        double rel = fg_rel_l2(got, ref[t], n, &max_abs);
-        print_message("  output %s: rel_l2 %.3e max_abs %.3e (tolerance %.1e)\n", b[nin + i].name, rel, max_abs, tol);
-        assert_true(rel <= tol);   /* false for NaN too */
-        free(got);
-    }
+    tu_exec_vs_reference(ctx, g, e, 1234, tol);
     /* A wrong binding is an input error naming the tensor. */
-    fg_binding bad = {"nope", bufs[0]};
+    char dummy[16];
+    fg_binding bad = {"nope", dummy};
     assert_int_equal(fg_exec_run_host(e, &bad, 1), FG_ERR_INPUT);
     assert_true(tu_has_error(ctx, "binding 'nope' is not a graph input or output"));
     if (peak)
         *peak = fg_exec_arena_bytes(e);
     if (sum)
         *sum = fg_exec_intermediate_bytes(e);
-    for (int i = 0; i < nin + nout; i++)
-        free(bufs[i]);
-    fg_reference_free(g, ref);
-    free(ref);
     fg_exec_free(e);
     fg_plan_free(p);
     fg_graph_free(g);

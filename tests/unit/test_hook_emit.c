@@ -17,8 +17,6 @@
 #include "emit.h"
 #include "exec.h"
 #include "jit.h"
-#include "reference.h"
-#include "tensor_convert.h"
 #include "testutil.h"
 
 static const char *RULES =
@@ -118,42 +116,7 @@ static void test_hooks_shape_kernels(void **state)
     }
 
     /* numerics against the unfused reference */
-    double **ref = fg_xcalloc((size_t)g->ntensors, sizeof *ref);
-    fg_reference_random_inputs(g, 77, ref);
-    int nin = fg_exec_input_count(e), nout = fg_exec_output_count(e);
-    fg_binding b[4];
-    void *bufs[4];
-    assert_int_equal(nin + nout, 4);
-    for (int i = 0; i < 4; i++) {
-        fg_tensor_info info;
-        assert_int_equal(i < nin ? fg_exec_input_info(e, i, &info) : fg_exec_output_info(e, i - nin, &info), FG_OK);
-        bufs[i] = fg_xmalloc(info.bytes);
-        b[i] = (fg_binding){info.name, bufs[i]};
-        int t = fg_graph_find_tensor(g, info.name);
-        if (i < nin)
-            fg_tensor_pack(&g->tensors[t], info.layout, ref[t], bufs[i]);
-        else
-            memset(bufs[i], 0xFF, info.bytes);
-    }
-    st = fg_exec_run_host(e, b, 4);
-    if (st)
-        tu_dump_errors(ctx);
-    assert_int_equal(st, FG_OK);
-    assert_int_equal(fg_reference_run(ctx, g, ref), FG_OK);
-    for (int i = nin; i < 4; i++) {
-        int t = fg_graph_find_tensor(g, b[i].name);
-        int64_t n = fg_tensor_numel(&g->tensors[t]);
-        double *got = fg_xmalloc((size_t)n * sizeof *got), max_abs;
-        fg_tensor_unpack(&g->tensors[t], g->tensors[t].layout, bufs[i], got);
-        double rel = fg_rel_l2(got, ref[t], n, &max_abs);
-        print_message("  %s: rel_l2 %.3e (tolerance 1e-5)\n", b[i].name, rel);
-        assert_true(rel <= 1e-5);
-        free(got);
-    }
-    for (int i = 0; i < 4; i++)
-        free(bufs[i]);
-    fg_reference_free(g, ref);
-    free(ref);
+    tu_exec_vs_reference(ctx, g, e, 77, 1e-5);
     fg_exec_free(e);
     fg_plan_free(p);
     fg_graph_free(g);

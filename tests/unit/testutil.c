@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "reference.h"
+#include "tensor_convert.h"
 #include "testutil.h"
 
 const char *tu_src(const char *rel)
@@ -84,6 +86,48 @@ const char *tu_group_desc(const fg_context *ctx, const fg_plan *p, const char *n
             }
     fail_msg("node %s is in no group", name);
     return NULL;
+}
+
+void tu_exec_vs_reference(fg_context *ctx, const fg_graph *g, struct fg_exec *e, uint64_t seed, double tol)
+{
+    double **ref = fg_xcalloc((size_t)g->ntensors + 1, sizeof *ref);
+    fg_reference_random_inputs(g, seed, ref);
+    int nin = fg_exec_input_count(e), nout = fg_exec_output_count(e), nio = nin + nout;
+    fg_binding *b = fg_xcalloc((size_t)nio + 1, sizeof *b);
+    for (int i = 0; i < nio; i++) {
+        fg_tensor_info info;
+        assert_int_equal(i < nin ? fg_exec_input_info(e, i, &info) : fg_exec_output_info(e, i - nin, &info), FG_OK);
+        b[i] = (fg_binding){info.name, fg_xmalloc(info.bytes ? info.bytes : 1)};
+        int t = fg_graph_find_tensor(g, info.name);
+        assert_true(t >= 0);
+        if (i < nin) {
+            for (int64_t k = 0; k < fg_tensor_numel(&g->tensors[t]); k++)
+                ref[t][k] = fg_round_to_dtype(ref[t][k], info.dtype);
+            fg_tensor_pack(&g->tensors[t], info.layout, ref[t], b[i].data);
+        } else {
+            memset(b[i].data, 0xFF, info.bytes);   /* NaN in every dtype */
+        }
+    }
+    fg_status st = fg_exec_run_host(e, b, nio);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    assert_int_equal(fg_reference_run(ctx, g, ref), FG_OK);
+    for (int i = nin; i < nio; i++) {
+        int t = fg_graph_find_tensor(g, b[i].name);
+        int64_t n = fg_tensor_numel(&g->tensors[t]);
+        double *got = fg_xmalloc((size_t)n * sizeof *got), max_abs;
+        fg_tensor_unpack(&g->tensors[t], g->tensors[t].layout, b[i].data, got);
+        double rel = fg_rel_l2(got, ref[t], n, &max_abs);
+        print_message("  output %s: rel_l2 %.3e max_abs %.3e (tolerance %.1e)\n", b[i].name, rel, max_abs, tol);
+        assert_true(rel <= tol);   /* false for NaN too */
+        free(got);
+    }
+    for (int i = 0; i < nio; i++)
+        free(b[i].data);
+    free(b);
+    fg_reference_free(g, ref);
+    free(ref);
 }
 
 fg_context *tu_ctx_empty(void)

@@ -21,6 +21,10 @@ char *tu_vocab_dir(void);
 /* "rule:node1,node2" of the plan group holding node `name` ("-" for no rule);
  * fails the test when the node is in no group.  Static buffer. */
 const char *tu_group_desc(const fg_context *ctx, const fg_plan *p, const char *name);
+/* Runs compiled plan e of source graph g once on seeded random inputs
+ * (rounded to each input's dtype) with NaN-poisoned outputs, and asserts that
+ * every output is within relative L2 `tol` of the host reference of g. */
+void tu_exec_vs_reference(fg_context *ctx, const fg_graph *g, struct fg_exec *e, uint64_t seed, double tol);
 /* A context with no rules loaded (quiet warnings). */
 fg_context *tu_ctx_empty(void);
 /* A context with the shipped rules/ loaded; fails the test if they do not load. */
