@@ -34,10 +34,6 @@ FG_STATIC_ASSERT(FG_COUNTOF(device_names) == FG_DEVICE_COUNT, "device_names out 
 static const char *const attr_type_names[] = {"int", "float", "bool", "ints", "string"};
 FG_STATIC_ASSERT(FG_COUNTOF(attr_type_names) == FG_ATTR_TYPE_COUNT, "attr_type_names out of sync");
 
-static const char *const op_kind_names[] = {
-    "pointwise", "conv2d", "matmul", "batch_norm", "pool2d", "global_pool", "flatten",
-};
-FG_STATIC_ASSERT(FG_COUNTOF(op_kind_names) == FG_OPK_COUNT, "op_kind_names out of sync");
 
 #define ENUM_NAME(table, v) ((unsigned)(v) < FG_COUNTOF(table) ? table[v] : "?")
 
@@ -46,7 +42,6 @@ FG_API const char *fg_dtype_name(fg_dtype t) { return ENUM_NAME(dtype_names, t);
 FG_API const char *fg_layout_name(fg_layout l) { return ENUM_NAME(layout_names, l); }
 FG_API const char *fg_device_name(fg_device d) { return ENUM_NAME(device_names, d); }
 const char *fg_attr_type_name(fg_attr_type t) { return ENUM_NAME(attr_type_names, t); }
-const char *fg_op_kind_name(fg_op_kind k) { return ENUM_NAME(op_kind_names, k); }
 FG_API const char *fg_version(void) { return FG_VERSION_STRING; }
 
 static char *env_or(const char *given, const char *env)

@@ -15,7 +15,6 @@
 #include "embedded.h"
 #include "emit_impl.h"
 #include "expr.h"
-#include "emu.h"
 #include "hook.h"
 
 /* ---- family table ---------------------------------------------------------- */
@@ -956,18 +955,4 @@ fg_status fg_emit_group(fg_context *ctx, const fg_plan *p, int group, const fg_e
     }
     k->emit_seconds = fg_now() - t0;
     return FG_OK;
-}
-
-void fg_kernel_free(fg_kernel *k)
-{
-    if (!k)
-        return;
-    free(k->source);
-    k->source = NULL;
-    free(k->binary);
-    k->binary = NULL;
-    k->binary_size = 0;
-    if (k->emu)
-        fg_emu_release(k);
-    k->emu = NULL;
 }
