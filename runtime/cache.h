@@ -2,10 +2,23 @@
  * cache.h -- the kernel cache: memory first, then a directory on disk.
  *
  * Disk entries are files <dir>/<key[0..2)>/<key>.fgk holding a header (magic,
- * format version, payload size, XXH3-128 checksum of the payload) and the
- * payload.  Entries are published atomically (temporary file + rename) so
- * several processes may share a directory; on load the header and checksum are
- * verified and a corrupt or truncated entry is deleted and reported as a miss.
+ * format version, sizes, creation time, the key, and an XXH3-128 checksum
+ * over every other header field, the metadata and the payload), then the
+ * metadata and the payload.  Entries are published atomically (temporary
+ * file + rename) so several processes may share a directory; on load the
+ * header and checksum are verified and a corrupt, truncated, old-format or
+ * foreign-keyed entry is deleted and reported as a miss.
+ *
+ * Trust: the cache is used only when it is the current user's own.  The
+ * directory, its subdirectories and its entries must be owned by the
+ * effective user and not writable by group or others; directories are
+ * created 0700 and entries 0600 whatever the umask.  A directory that fails
+ * is not used: the cache falls back to memory only, with one warning.  An
+ * entry file that fails (owner, mode, not a regular file, over
+ * FG_CACHE_ENTRY_MAX bytes) is never read, is removed, counted in
+ * stats.refused and reported as a miss (one warning per cache).  Symlinks
+ * planted as entries are not followed and FIFOs are not waited on.
+ *
  * The directory has a size limit (FUSEGEN_CACHE_MAX_MB, default 1024) and
  * evicts least-recently-used entries (file mtime, refreshed on hit).  A
  * missing or read-only directory degrades to memory-only with one warning.
@@ -20,12 +33,21 @@
 
 typedef struct fg_cache fg_cache;
 
+/* The largest entry file read or written (header + metadata + payload); a
+ * larger payload is kept in memory only. */
+#define FG_CACHE_ENTRY_MAX ((uint64_t)256 << 20)
+
 typedef struct fg_cache_stats {
-    uint64_t mem_hits, disk_hits, misses, stores, evictions, corrupt;
+    uint64_t mem_hits, disk_hits, misses, stores, evictions;
+    uint64_t corrupt;   /* entries that failed verification (incl. old formats, other keys), removed */
+    uint64_t refused;   /* entry files that are not the user's own or not regular files, not read */
 } fg_cache_stats;
 
 /* dir NULL: the default directory ($FUSEGEN_CACHE_DIR, $XDG_CACHE_HOME/fusegen,
- * ~/.cache/fusegen).  FUSEGEN_CACHE=off (or 0) disables the disk cache. */
+ * ~/.cache/fusegen).  FUSEGEN_CACHE=off (or 0) disables the disk cache.  A
+ * missing directory is created (0700, parents too); one that cannot be
+ * created or opened, or is not the user's own, gives a memory-only cache and
+ * one warning on ctx.  limit_bytes 0: $FUSEGEN_CACHE_MAX_MB, else 1024 MB. */
 fg_cache *fg_cache_open(fg_context *ctx, const char *dir, uint64_t limit_bytes);
 void fg_cache_close(fg_cache *c);
 const char *fg_cache_dir(const fg_cache *c);   /* NULL when memory-only */
@@ -52,7 +74,10 @@ typedef enum fg_cache_where {
 } fg_cache_where;
 
 /* Like fg_cache_get, but says where the hit came from; when meta is not NULL
- * *meta receives a malloc'd copy of the entry's metadata (NULL if it has none). */
+ * *meta receives a malloc'd copy of the entry's metadata (NULL if it has none).
+ * The payload returned is exactly what was stored: a disk entry is verified
+ * (ownership, mode, type, size, header, key and checksum) before a byte of it
+ * is returned. */
 fg_cache_where fg_cache_fetch(fg_cache *c, const char *key, void **data, size_t *size, char **meta);
 /* Like fg_cache_put, with a metadata text stored beside the payload (meta may be NULL). */
 fg_status fg_cache_put_meta(fg_cache *c, const char *key, const void *data, size_t size, const char *meta);
@@ -83,5 +108,23 @@ void fg_cache_entries_free(fg_cache_entry *es, int n);
 /* One value of a metadata text ("name" -> the text after "name=" on its
  * line), copied into out; returns out, or NULL when absent. */
 char *fg_cache_meta_get(const char *meta, const char *name, char *out, size_t size);
+
+/* ---- handing a verified payload to a loader ----
+ * A loader that needs a file (dlopen of an emulation library) must never be
+ * given a path inside the cache directory: the file there can be replaced
+ * between verification and loading.  Instead it takes the bytes
+ * fg_cache_fetch returned (verified) and writes them with
+ * fg_cache_write_private into a private directory of its own (mkdtemp), then
+ * loads that file. */
+
+/* Writes data to a new file dir/name, created with O_CREAT | O_EXCL |
+ * O_NOFOLLOW and mode exactly 0600 whatever the umask.  dir must be a real
+ * directory (not a symlink) owned by the effective user with no access for
+ * group or others (mode 0700, as mkdtemp makes it); name a plain file name.
+ * On success returns 0 and, when path is not NULL, *path = "dir/name"
+ * (malloc'd).  Returns -1 with errno otherwise: EINVAL (bad name), EPERM (dir
+ * not private), EEXIST (the name exists: nothing is overwritten), or the
+ * error of the failing call; a partly written file is removed. */
+int fg_cache_write_private(const char *dir, const char *name, const void *data, size_t size, char **path);
 
 #endif /* FG_CACHE_H */

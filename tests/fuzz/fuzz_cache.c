@@ -3,33 +3,50 @@
  * (runtime/cache.c).
  *
  * Input: one flags byte, then the bytes of an entry file.  The file is
- * written where the cache keeps the entry of a fixed key
+ * planted where the cache keeps the entry of a fixed key
  * (<dir>/<key[0..2)>/<key>.fgk) in a private cache directory, and a freshly
  * opened cache (empty memory table) lists it and looks the key up.  Flags,
- * so that mutations get past the checks a random file never passes:
- *   bit 0  store the correct XXH3-128 of bytes 80.. at offset 16 (the checksum)
- *   bit 1  store the fixed key at offset 40
+ * so that mutations get past the checks a random file never passes and
+ * reach the trust checks:
+ *   bit 0  store the correct XXH3-128 of bytes 0..64 and 80.. at offset 64
+ *          (the checksum, applied after bit 1)
+ *   bit 1  store the fixed key at offset 32
  *   bit 2  look up with fg_cache_fetch and metadata (else fg_cache_get)
- * Checks: no crash, no over-read, no leak, and
+ *   bit 3  make the file writable by group (bit 6 clear) or others (bit 6 set)
+ *   bit 4  plant a symbolic link to a file holding the bytes (outside the
+ *          cache) instead of the file itself
+ *   bit 5  plant a FIFO instead (bits 3 and 4 ignored)
+ * Checks: no crash, no hang, no over-read, no leak, and
  *   - a hit returns exactly what the file's header claims: the header is
- *     well-formed (magic, version, header size, key), 80 + meta + payload
- *     sizes add up to the file size, the checksum matches, and the returned
- *     payload (and metadata) are the file's bytes;
- *   - a miss deletes the file and counts it as corrupt;
+ *     well-formed (magic, version 2, header size, key), 80 + meta + payload
+ *     sizes add up to the file size, the checksum over the header fields,
+ *     metadata and payload matches, and the returned payload (and metadata)
+ *     are the file's bytes;
+ *   - a planted symlink, FIFO or group/other-writable file is never a hit: it
+ *     is removed (the symlink's target is left alone) and counted as refused;
+ *   - any other miss removes the file and counts it as corrupt;
  *   - fg_cache_list saw the entry as valid exactly when the lookup hit;
  *   - a hit is then served from memory with the same bytes.
  */
 #include "fuzz_common.h"
 
+#include <xxhash.h>
+
 #include "cache.h"
+#include "context.h"
 #include "util.h"
 
 #define KEY "0123456789abcdef0123456789abcdef"
 #define HDR 80u
+#define SUM 64u      /* offset of the checksum */
+#define KEYOFF 32u   /* offset of the key */
+#define RENEW 1024   /* inputs per context (its warnings accumulate) */
 
 static fg_context *g_ctx;
-static char *g_dir;    /* the private cache directory */
-static char *g_path;   /* where the entry of KEY lives */
+static int g_runs;
+static char *g_dir;      /* the private cache directory */
+static char *g_path;     /* where the entry of KEY lives */
+static char *g_target;   /* outside the cache: what a planted symlink points at */
 
 static void at_exit_free(void)
 {
@@ -37,15 +54,22 @@ static void at_exit_free(void)
     g_ctx = NULL;
 }
 
+static void new_context(void)
+{
+    fg_context_free(g_ctx);
+    fg_options o = {0};
+    o.no_rules = 1;
+    if (fg_context_init(&g_ctx, &o) != FG_OK)
+        FZ_FAIL("fg_context_init failed");
+    g_ctx->quiet = 1;
+}
+
 static void init_once(void)
 {
     if (g_dir)
         return;
     unsetenv("FUSEGEN_CACHE");
-    fg_options o = {0};
-    o.no_rules = 1;
-    if (fg_context_init(&g_ctx, &o) != FG_OK)
-        FZ_FAIL("fg_context_init failed");
+    new_context();
     atexit(at_exit_free);
     g_dir = fz_tmpdir("cache");
     size_t n = strlen(g_dir) + 64;
@@ -56,6 +80,11 @@ static void init_once(void)
     free(sub);
     g_path = malloc(n);
     snprintf(g_path, n, "%s/%.2s/%s.fgk", g_dir, KEY, KEY);
+    char *outside = fz_tmpdir("outside");
+    n = strlen(outside) + 16;
+    g_target = malloc(n);
+    snprintf(g_target, n, "%s/target", outside);
+    free(outside);
 }
 
 static uint32_t le32(const uint8_t *p) { return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
@@ -68,37 +97,72 @@ static void put64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* The format's checksum of an entry of n >= HDR bytes. */
+static XXH128_hash_t entry_sum(const uint8_t *f, size_t n)
+{
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_128bits_reset(st);
+    XXH3_128bits_update(st, f, SUM);
+    XXH3_128bits_update(st, f + HDR, n - HDR);
+    XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
 /* Whether the file bytes f[0..n) are an entry of KEY the cache must accept. */
 static int entry_is_valid(const uint8_t *f, size_t n)
 {
-    if (n < HDR || memcmp(f, "FGKC", 4) != 0 || le32(f + 4) != 1 || le32(f + 36) != HDR)
+    if (n < HDR || memcmp(f, "FGKC", 4) != 0 || le32(f + 4) != 2 || le32(f + 8) != HDR)
         return 0;
-    if (memcmp(f + 40, KEY, 32) != 0)
+    if (memcmp(f + KEYOFF, KEY, 32) != 0)
         return 0;
-    uint64_t ps = le64(f + 8), ms = le32(f + 32);
+    uint64_t ms = le32(f + 12), ps = le64(f + 16);
     if (ps > n || ms > n || HDR + ms + ps != n)
         return 0;
-    fg_hash128 h = fg_hash128_of(f + HDR, n - HDR);
-    return h.lo == le64(f + 16) && h.hi == le64(f + 24);
+    XXH128_hash_t h = entry_sum(f, n);
+    return h.low64 == le64(f + SUM) && h.high64 == le64(f + SUM + 8);
+}
+
+static int exists_nofollow(const char *p)
+{
+    struct stat st;
+    return lstat(p, &st) == 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     init_once();
+    if (++g_runs % RENEW == 0)
+        new_context();
     unsigned flags = size ? data[0] : 0;
     size_t n = size ? size - 1 : 0;
     uint8_t *f = malloc(n ? n : 1);
     if (n)
         memcpy(f, data + 1, n);
     if ((flags & 2) && n >= HDR)
-        memcpy(f + 40, KEY, 32);
+        memcpy(f + KEYOFF, KEY, 32);
     if ((flags & 1) && n >= HDR) {
-        fg_hash128 h = fg_hash128_of(f + HDR, n - HDR);
-        put64(f + 16, h.lo);
-        put64(f + 24, h.hi);
+        XXH128_hash_t h = entry_sum(f, n);
+        put64(f + SUM, h.low64);
+        put64(f + SUM + 8, h.high64);
     }
-    fz_write_file(g_path, f, n);
-    int valid = entry_is_valid(f, n);
+    /* How the entry is planted: 0 a private file, 1 a group/other-writable
+     * file, 2 a symlink to a private file outside the cache, 3 a FIFO. */
+    int how = (flags & 32) ? 3 : (flags & 16) ? 2 : (flags & 8) ? 1 : 0;
+    unlink(g_path);
+    if (how == 3) {
+        if (mkfifo(g_path, 0600) != 0)
+            FZ_FAIL("mkfifo %s: %s", g_path, strerror(errno));
+    } else if (how == 2) {
+        fz_write_file(g_target, f, n);
+        if (symlink(g_target, g_path) != 0)
+            FZ_FAIL("symlink %s: %s", g_path, strerror(errno));
+    } else {
+        fz_write_file(g_path, f, n);
+        if (how == 1 && chmod(g_path, (flags & 64) ? 0602 : 0620) != 0)
+            FZ_FAIL("chmod %s: %s", g_path, strerror(errno));
+    }
+    int valid = how == 0 && entry_is_valid(f, n);
 
     fg_cache *c = fg_cache_open(g_ctx, g_dir, (uint64_t)1 << 40);
     if (!fg_cache_dir(c))
@@ -109,12 +173,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ne != 1 || strcmp(es[0].key, KEY) != 0)
         FZ_FAIL("fg_cache_list found %d entries, expected the one of " KEY, ne);
     if (es[0].valid != valid)
-        FZ_FAIL("fg_cache_list says valid=%d, the header says %d", es[0].valid, valid);
-    if (es[0].file_size != n)
+        FZ_FAIL("fg_cache_list says valid=%d, expected %d (planted as %d)", es[0].valid, valid, how);
+    if (how < 2 && es[0].file_size != n)
         FZ_FAIL("fg_cache_list file_size %llu, file has %zu bytes", (unsigned long long)es[0].file_size, n);
-    if (valid && es[0].payload_size != le64(f + 8))
+    if (valid && es[0].payload_size != le64(f + 16))
         FZ_FAIL("fg_cache_list payload_size %llu, header says %llu", (unsigned long long)es[0].payload_size,
-                (unsigned long long)le64(f + 8));
+                (unsigned long long)le64(f + 16));
     fg_cache_entries_free(es, ne);
 
     void *got = NULL;
@@ -129,11 +193,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fg_cache_stats st;
     fg_cache_get_stats(c, &st);
     if (hit != valid)
-        FZ_FAIL("lookup %s an entry the header check says is %s", hit ? "hit" : "missed",
-                valid ? "valid" : "invalid");
+        FZ_FAIL("lookup %s an entry that is %s (planted as %d)", hit ? "hit" : "missed", valid ? "valid" : "invalid",
+                how);
     if (hit) {
-        uint64_t ps = le64(f + 8);
-        uint32_t ms = le32(f + 32);
+        uint32_t ms = le32(f + 12);
+        uint64_t ps = le64(f + 16);
         if (gsize != ps)
             FZ_FAIL("hit returned %zu bytes, header says %llu", gsize, (unsigned long long)ps);
         if (ps && memcmp(got, f + HDR + ms, ps) != 0)
@@ -145,9 +209,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (meta && (strlen(meta) != ml || memcmp(meta, f + HDR, ml) != 0))
                 FZ_FAIL("fetch returned metadata that differs from the file's");
         }
-        if (st.disk_hits != 1 || st.corrupt != 0)
-            FZ_FAIL("hit counted as disk_hits=%llu corrupt=%llu", (unsigned long long)st.disk_hits,
-                    (unsigned long long)st.corrupt);
+        if (st.disk_hits != 1 || st.corrupt != 0 || st.refused != 0)
+            FZ_FAIL("hit counted as disk_hits=%llu corrupt=%llu refused=%llu", (unsigned long long)st.disk_hits,
+                    (unsigned long long)st.corrupt, (unsigned long long)st.refused);
         void *again = NULL;
         size_t asize = 0;
         if (fg_cache_fetch(c, KEY, &again, &asize, NULL) != FG_CACHE_MEMORY)
@@ -158,16 +222,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         if (got || gsize)
             FZ_FAIL("a miss returned data (%p, %zu bytes)", got, gsize);
-        if (access(g_path, F_OK) == 0)
-            FZ_FAIL("a corrupt entry was not deleted");
-        if (st.corrupt != 1 || st.misses != 1)
-            FZ_FAIL("miss counted as corrupt=%llu misses=%llu", (unsigned long long)st.corrupt,
-                    (unsigned long long)st.misses);
+        if (exists_nofollow(g_path))
+            FZ_FAIL("a %s entry was not removed", how ? "planted" : "corrupt");
+        if (st.misses != 1 || st.corrupt != (how == 0) || st.refused != (how != 0))
+            FZ_FAIL("miss (planted as %d) counted as corrupt=%llu refused=%llu misses=%llu", how,
+                    (unsigned long long)st.corrupt, (unsigned long long)st.refused, (unsigned long long)st.misses);
+        if (how == 2) {
+            size_t tn = 0;
+            char *t = fg_read_file(g_target, &tn);
+            if (!t || tn != n || (n && memcmp(t, f, n) != 0))
+                FZ_FAIL("the target of a planted symlink was changed or removed");
+            free(t);
+        }
     }
     free(got);
     free(meta);
     fg_cache_close(c);
     unlink(g_path);
+    unlink(g_target);
     free(f);
     return 0;
 }
@@ -175,8 +247,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 /* ---- seeds --------------------------------------------------------------
  * fz_make_seeds (driver.c --make-seeds DIR) writes seed inputs made by the
  * cache itself: entries stored with fg_cache_put / fg_cache_put_meta under
- * KEY, then truncated, bit-flipped, with a forged size and a wrong key; each
- * with the flags byte in front. */
+ * KEY, then truncated, bit-flipped, with a forged size and a wrong key,
+ * planted with a wrong mode, as a symlink or as a FIFO, and one entry of the
+ * old format 1; each with the flags byte in front. */
 
 int fz_make_seeds(const char *out);
 
@@ -241,23 +314,46 @@ int fz_make_seeds(const char *out)
     g[nm - 1] ^= 0x01;    /* a flipped payload byte */
     k += write_seed(out, "flipped_payload", 0, g, nm);
     memcpy(g, fm, nm);
-    put64(g + 8, (uint64_t)-1);   /* payload size wraps the sum */
+    put64(g + 16, (uint64_t)-1);   /* payload size wraps the sum */
     k += write_seed(out, "huge_payload_size", 1, g, nm);
     memcpy(g, fm, nm);
-    g[32] = 0xff, g[33] = 0xff, g[34] = 0xff, g[35] = 0xff;   /* metadata size 4 GiB */
+    g[12] = 0xff, g[13] = 0xff, g[14] = 0xff, g[15] = 0xff;   /* metadata size 4 GiB */
     k += write_seed(out, "huge_meta_size", 1, g, nm);
     memcpy(g, fm, nm);
-    g[40] = 'f';          /* someone else's key */
+    g[KEYOFF] = 'f';      /* someone else's key, checksum fixed (a rekeyed entry) */
     k += write_seed(out, "wrong_key", 1, g, nm);
     memcpy(g, fm, nm);
-    g[4] = 2;             /* a future format version */
+    g[KEYOFF] = 'f';      /* a rekeyed entry whose checksum was left alone */
+    k += write_seed(out, "rekeyed_stale_sum", 0, g, nm);
+    memcpy(g, fm, nm);
+    g[4] = 3;             /* a future format version */
     k += write_seed(out, "future_version", 1, g, nm);
     memcpy(g, fm, nm);
-    g[36] = 96;           /* a larger header */
+    g[8] = 96;            /* a larger header */
     k += write_seed(out, "header_size_96", 1, g, nm);
     memcpy(g, fm, nm);
     memcpy(g, "FGKX", 4);
     k += write_seed(out, "bad_magic", 3, g, nm);
+    /* Valid entries planted the ways the trust checks refuse. */
+    k += write_seed(out, "planted_group_writable", 4 | 8, fm, nm);
+    k += write_seed(out, "planted_other_writable", 4 | 8 | 64, fm, nm);
+    k += write_seed(out, "planted_symlink", 4 | 16, fm, nm);
+    k += write_seed(out, "planted_fifo", 32, fm, nm);
+    /* A valid entry of format 1 (the key outside the checksum): a miss. */
+    uint8_t *v1 = calloc(1, nm);
+    size_t ms1 = le32(fm + 12);
+    memcpy(v1, "FGKC", 4);
+    v1[4] = 1;
+    put64(v1 + 8, le64(fm + 16));
+    v1[32] = (uint8_t)ms1;
+    v1[36] = HDR;
+    memcpy(v1 + 40, KEY, 32);
+    memcpy(v1 + HDR, fm + HDR, nm - HDR);
+    fg_hash128 h1 = fg_hash128_of(v1 + HDR, nm - HDR);
+    put64(v1 + 16, h1.lo);
+    put64(v1 + 24, h1.hi);
+    k += write_seed(out, "format_1", 4, v1, nm);
+    free(v1);
     free(g);
     free(f);
     free(fm);
