@@ -1,4 +1,5 @@
-/* context.c -- fg_context life cycle, errors, interning, enum names. */
+/* context.c -- fg_context life cycle (settings from env.c, diagnostics in
+ * diag.c), teardown registration, and the vocabulary's lookups. */
 #define _GNU_SOURCE /* dladdr */
 #include "context.h"
 
@@ -6,51 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uthash.h>
 
 #include "expr.h"
 #include "hook.h"
-
-struct fg_intern_entry {
-    UT_hash_handle hh;
-    char s[];
-};
-
-static const char *const status_names[] = {
-    "ok", "input error", "hook error", "I/O error", "out of memory", "compile error",
-    "CUDA error", "no CUDA device", "unsupported", "check failed", "internal error",
-};
-FG_STATIC_ASSERT(FG_COUNTOF(status_names) == FG_STATUS_COUNT, "status_names out of sync");
-
-static const char *const dtype_names[] = {"fp32", "fp16", "bf16"};
-FG_STATIC_ASSERT(FG_COUNTOF(dtype_names) == FG_DTYPE_COUNT, "dtype_names out of sync");
-
-static const char *const layout_names[] = {"NCHW", "NHWC"};
-FG_STATIC_ASSERT(FG_COUNTOF(layout_names) == FG_LAYOUT_COUNT, "layout_names out of sync");
-
-static const char *const device_names[] = {"auto", "cuda", "emu"};
-FG_STATIC_ASSERT(FG_COUNTOF(device_names) == FG_DEVICE_COUNT, "device_names out of sync");
-
-static const char *const attr_type_names[] = {"int", "float", "bool", "ints", "string"};
-FG_STATIC_ASSERT(FG_COUNTOF(attr_type_names) == FG_ATTR_TYPE_COUNT, "attr_type_names out of sync");
-
-
-#define ENUM_NAME(table, v) ((unsigned)(v) < FG_COUNTOF(table) ? table[v] : "?")
-
-FG_API const char *fg_status_name(fg_status s) { return ENUM_NAME(status_names, s); }
-FG_API const char *fg_dtype_name(fg_dtype t) { return ENUM_NAME(dtype_names, t); }
-FG_API const char *fg_layout_name(fg_layout l) { return ENUM_NAME(layout_names, l); }
-FG_API const char *fg_device_name(fg_device d) { return ENUM_NAME(device_names, d); }
-const char *fg_attr_type_name(fg_attr_type t) { return ENUM_NAME(attr_type_names, t); }
-FG_API const char *fg_version(void) { return FG_VERSION_STRING; }
-
-static char *env_or(const char *given, const char *env)
-{
-    if (given && *given)
-        return fg_xstrdup(given);
-    const char *e = getenv(env);
-    return e && *e ? fg_xstrdup(e) : NULL;
-}
 
 /* Nonzero when dir/ops.yaml exists. */
 static int has_rules(const char *dir)
@@ -93,30 +52,40 @@ static char *default_rules_dir(void)
 
 FG_API fg_status fg_context_init(fg_context **out, const fg_options *opts)
 {
+    if (!out)
+        return FG_ERR_INPUT;
     fg_context *ctx = fg_xcalloc(1, sizeof *ctx);
     *out = ctx;
-    if (opts)
-        ctx->opts = *opts;
     pthread_mutex_init(&ctx->lock, NULL);
-    ctx->rules_dir = env_or(opts ? opts->rules_dir : NULL, "FUSEGEN_RULES");
+    /* Every setting, once: options, then environment, then defaults.  The
+     * hook budgets are in ctx->opts before any rule file is loaded. */
+    fg_status st = fg_env_resolve(ctx, opts);
     if (!ctx->rules_dir)
         ctx->rules_dir = default_rules_dir();
-    ctx->cache_dir = opts && opts->cache_dir ? fg_xstrdup(opts->cache_dir) : NULL;
-    ctx->arch = opts && opts->arch ? fg_xstrdup(opts->arch) : NULL; /* $FUSEGEN_ARCH: jit.c */
     ctx->opts.rules_dir = ctx->rules_dir;
-    ctx->opts.cache_dir = ctx->cache_dir;
-    ctx->opts.arch = ctx->arch;
-    if (opts && opts->no_rules)
-        return FG_OK;
+    if (st || ctx->opts.no_rules)
+        return st;
     return fg_rules_load(ctx, ctx->rules_dir);
 }
 
+void fg_ctx_on_free(fg_context *ctx, fg_ctx_teardown_fn fn)
+{
+    pthread_mutex_lock(&ctx->lock);
+    int have = 0;
+    for (int i = 0; i < ctx->nteardown; i++)
+        have |= ctx->teardown[i] == fn;
+    if (!have)
+        *FG_PUSH(ctx->teardown, ctx->nteardown, ctx->teardown_cap) = fn;
+    pthread_mutex_unlock(&ctx->lock);
+}
 
 FG_API void fg_context_free(fg_context *ctx)
 {
     if (!ctx)
         return;
-    fg_runtime_free(ctx);
+    for (int i = ctx->nteardown - 1; i >= 0; i--)
+        ctx->teardown[i](ctx);
+    free(ctx->teardown);
     fg_hooks_free(ctx->hooks);
     for (int i = 0; i < ctx->nops; i++) {
         fg_expr_free(ctx->ops[i]->expr);
@@ -129,125 +98,13 @@ FG_API void fg_context_free(fg_context *ctx)
         free(ctx->rules[i]);
     }
     free(ctx->rules);
-    free(ctx->errors);
-    for (int i = 0; i < ctx->nwarnings; i++)
-        free(ctx->warnings[i]);
-    free(ctx->warnings);
-    fg_intern_entry *e, *tmp;
-    HASH_ITER(hh, ctx->interned, e, tmp) {
-        HASH_DEL(ctx->interned, e);
-        free(e);
-    }
+    fg_diag_free(ctx);
+    fg_env_free(&ctx->env);
     free(ctx->rules_dir);
     free(ctx->cache_dir);
     free(ctx->arch);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
-}
-
-static const char *intern_locked(fg_context *ctx, const char *s)
-{
-    fg_intern_entry *e;
-    size_t n = strlen(s);
-    HASH_FIND(hh, ctx->interned, s, n, e);
-    if (e)
-        return e->s;
-    e = fg_xmalloc(sizeof *e + n + 1);
-    memcpy(e->s, s, n + 1);
-    HASH_ADD(hh, ctx->interned, s[0], n, e);
-    return e->s;
-}
-
-const char *fg_intern(fg_context *ctx, const char *s)
-{
-    if (!s)
-        return NULL;
-    pthread_mutex_lock(&ctx->lock);
-    const char *r = intern_locked(ctx, s);
-    pthread_mutex_unlock(&ctx->lock);
-    return r;
-}
-
-fg_status fg_diag_error(fg_context *ctx, fg_status st, fg_loc loc, const char *fmt, ...)
-{
-    fg_buf b = {0};
-    va_list ap;
-    va_start(ap, fmt);
-    fg_buf_vprintf(&b, fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&ctx->lock);
-    fg_error *e = FG_PUSH(ctx->errors, ctx->nerrors, ctx->errors_cap);
-    e->status = st;
-    e->file = loc.file;
-    e->line = loc.line;
-    e->col = loc.col;
-    e->message = intern_locked(ctx, b.s ? b.s : "");
-    pthread_mutex_unlock(&ctx->lock);
-    fg_buf_free(&b);
-    return st;
-}
-
-void fg_diag_warn(fg_context *ctx, fg_loc loc, const char *fmt, ...)
-{
-    fg_buf b = {0};
-    if (loc.file)
-        fg_buf_printf(&b, "%s:%d:%d: ", loc.file, loc.line, loc.col);
-    fg_buf_put(&b, "warning: ");
-    va_list ap;
-    va_start(ap, fmt);
-    fg_buf_vprintf(&b, fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&ctx->lock);
-    if (!ctx->quiet && !getenv("FUSEGEN_QUIET"))
-        fprintf(stderr, "%s\n", b.s);
-    *FG_PUSH(ctx->warnings, ctx->nwarnings, ctx->warnings_cap) = fg_buf_take(&b);
-    pthread_mutex_unlock(&ctx->lock);
-}
-
-FG_API int fg_context_error_count(const fg_context *ctx) { return ctx ? ctx->nerrors : 0; }
-
-FG_API const fg_error *fg_context_error(const fg_context *ctx, int i)
-{
-    return ctx && i >= 0 && i < ctx->nerrors ? &ctx->errors[i] : NULL;
-}
-
-FG_API void fg_context_clear_errors(fg_context *ctx)
-{
-    pthread_mutex_lock(&ctx->lock);
-    ctx->nerrors = 0;
-    pthread_mutex_unlock(&ctx->lock);
-}
-
-FG_API char *fg_error_format(const fg_error *e, char *buf, size_t size)
-{
-    if (!size)
-        return buf;
-    if (!e) {
-        snprintf(buf, size, "no error");
-    } else if (e->file && e->line > 0) {
-        snprintf(buf, size, "%s:%d:%d: error: %s", e->file, e->line, e->col > 0 ? e->col : 1, e->message);
-    } else if (e->file) {
-        snprintf(buf, size, "%s: error: %s", e->file, e->message);
-    } else {
-        snprintf(buf, size, "error: %s", e->message);
-    }
-    return buf;
-}
-
-const char *fg_suggest(const char *name, const char *const *cands, int n)
-{
-    const char *best = NULL;
-    int bestd = 1 << 20;
-    size_t len = strlen(name);
-    int limit = len <= 3 ? 1 : len <= 6 ? 2 : 3;
-    for (int i = 0; i < n; i++) {
-        int d = fg_edit_distance(name, cands[i]);
-        if (d < bestd) {
-            bestd = d;
-            best = cands[i];
-        }
-    }
-    return bestd <= limit ? best : NULL;
 }
 
 const fg_opdef *fg_ctx_find_op(const fg_context *ctx, const char *name)

@@ -1,14 +1,17 @@
 /*
- * context.h -- the fg_context: options, recorded errors, interned strings, the
- * loaded vocabulary (op definitions), fusion rules and Lua hook state, and
- * the runtime's per-context state (kernel cache, JIT, device), each owned by
- * its module and reached through an opaque pointer here.
+ * context.h -- the fg_context: settings (resolved once at init, env.h),
+ * recorded errors and warnings, interned strings (diag.c), the loaded
+ * vocabulary (op definitions), fusion rules and Lua hook state, and the
+ * runtime's per-context state (kernel cache, JIT, device), owned by the
+ * runtime and reached through an opaque pointer here.  codegen/ never calls
+ * runtime/: the runtime registers its own teardown with fg_ctx_on_free.
  */
 #ifndef FG_CONTEXT_H
 #define FG_CONTEXT_H
 
 #include <pthread.h>
 
+#include "env.h"
 #include "ir.h"
 #include "util.h"
 
@@ -17,19 +20,26 @@ struct fg_runtime;   /* runtime: cache, JIT, device */
 
 typedef struct fg_intern_entry fg_intern_entry;
 
-struct fg_context {
-    fg_options opts;               /* strings below are owned copies */
-    char *rules_dir;
-    char *cache_dir;
-    char *arch;
+typedef void (*fg_ctx_teardown_fn)(fg_context *ctx);
 
-    pthread_mutex_t lock;          /* guards errors, warnings and interning */
+struct fg_context {
+    fg_options opts;               /* resolved (env.h); the strings are the owned copies below */
+    char *rules_dir;               /* option or $FUSEGEN_RULES, else the shipped rules */
+    char *cache_dir;               /* option, $FUSEGEN_CACHE_DIR, $XDG_CACHE_HOME/fusegen, ~/.cache/fusegen, or NULL */
+    char *arch;                    /* option only (NULL: the JIT resolves it) */
+    fg_env env;                    /* settings without a public field */
+
+    pthread_mutex_t lock;          /* guards errors, warnings, interning, the log function, teardown */
     fg_error *errors;
     int nerrors, errors_cap;
     char **warnings;
     int nwarnings, warnings_cap;
-    int quiet;                     /* nonzero: warnings are recorded, not printed */
+    int quiet;                     /* nonzero: the default logger prints nothing ($FUSEGEN_QUIET) */
+    fg_log_fn log;                 /* NULL: the default logger (stderr) */
+    void *log_user;
     fg_intern_entry *interned;     /* uthash set */
+    fg_ctx_teardown_fn *teardown;  /* fg_ctx_on_free, run latest first */
+    int nteardown, teardown_cap;
 
     fg_opdef **ops;                /* vocabulary */
     int nops, ops_cap;
@@ -40,8 +50,10 @@ struct fg_context {
     struct fg_runtime *rt;         /* NULL until first needed */
 };
 
-/* Releases ctx->rt (runtime/runtime.c). */
-void fg_runtime_free(fg_context *ctx);
+/* Registers fn to run when ctx is freed, before the vocabulary and the
+ * diagnostics are released; later registrations run first, and a function
+ * already registered is not added twice.  Thread-safe. */
+void fg_ctx_on_free(fg_context *ctx, fg_ctx_teardown_fn fn);
 
 /* Vocabulary lookups (NULL / -1 when absent). */
 const fg_opdef *fg_ctx_find_op(const fg_context *ctx, const char *name);

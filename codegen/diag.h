@@ -3,7 +3,8 @@
  * fg_diag_error(), which appends an fg_error (problem + location) to the
  * context.  Locations point at user files: rule/op/graph YAML, Lua hooks,
  * generated sources.  File name strings are interned in the context and live
- * as long as it does.
+ * as long as it does.  Implemented in diag.c, with the names of the public
+ * enums.
  */
 #ifndef FG_DIAG_H
 #define FG_DIAG_H
@@ -23,8 +24,13 @@ typedef struct fg_loc {
  *   return fg_diag_error(ctx, FG_ERR_INPUT, loc, "unknown op '%s'", name); */
 fg_status fg_diag_error(fg_context *ctx, fg_status st, fg_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* Records a warning: printed to stderr by the CLI, not counted as an error. */
+/* Records a warning (not counted as an error) and hands the line
+ * "file:line:col: warning: ..." to the context's log function (by default
+ * stderr, unless quiet).  Both functions do nothing but return when ctx is
+ * NULL. */
 void fg_diag_warn(fg_context *ctx, fg_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Frees the recorded errors, warnings and interned strings (fg_context_free). */
+void fg_diag_free(fg_context *ctx);
 
 /* Returns a copy of s owned by the context (identical strings share storage). */
 const char *fg_intern(fg_context *ctx, const char *s);

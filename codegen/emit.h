@@ -48,17 +48,20 @@ typedef struct fg_kernel {
     int nparams;
     fg_kparam params[FG_MAX_KPARAMS];
     fg_hash128 deps_hash;           /* hash of the rule / op / hook files involved */
-    char key[33];                   /* cache key (jit.c fills it) */
-    void *binary;                   /* cubin (jit.c) */
+    /* Runtime fields, filled by runtime/ (codegen/ only releases them): */
+    char key[33];                   /* cache key of the last compile (kcache.c) */
+    void *binary;                   /* the compiled binary (malloc'd): a cubin or PTX, or an emulation library */
     size_t binary_size;
-    void *emu;                      /* emulation handle (emu.c) */
+    void *handle;                   /* the loaded kernel of a backend (CUDA module or emulation library) */
+    void (*release)(struct fg_kernel *k);   /* set with handle: releases it and clears both */
     double emit_seconds;
 } fg_kernel;
 
 /* Emits the kernel of group `group` of plan p.  Errors (unknown template, a
  * failing hook, an unsupported shape) are recorded with the rule's location. */
 fg_status fg_emit_group(fg_context *ctx, const fg_plan *p, int group, const fg_emit_opts *o, fg_kernel *k);
-/* Releases source, binary and emulation handle; the struct may be reused. */
+/* Releases source, binary and loaded handle (through k->release, so that
+ * codegen/ needs nothing of the runtime); the struct may be reused. */
 void fg_kernel_free(fg_kernel *k);
 
 /* Text of a template file (embedded copy of templates/<name>), or NULL. */

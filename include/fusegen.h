@@ -10,6 +10,10 @@
  * Errors: every function that can fail returns an fg_status (FG_OK == 0) and
  * records one or more fg_error entries (problem + location) on the context.
  * A loader reports every error it finds in a file, not only the first.
+ * Arguments are validated: a NULL pointer, an enum value out of range, a
+ * negative count or a shape whose size overflows is FG_ERR_INPUT (recorded
+ * on the context when there is one), never a crash.  Getters given NULL
+ * return 0, NULL or -1; *_free(NULL) does nothing.
  */
 #ifndef FUSEGEN_H
 #define FUSEGEN_H
@@ -83,14 +87,44 @@ typedef struct fg_context fg_context;
 typedef struct fg_graph fg_graph;
 typedef struct fg_plan fg_plan;
 
-/* Context options; a zeroed struct gives the defaults. */
+/* Severity of a logged message (fg_log_fn). */
+typedef enum fg_log_level {
+    FG_LOG_INFO = 0,
+    FG_LOG_WARNING,
+    FG_LOG_LEVEL_COUNT
+} fg_log_level;
+
+/* Receives each warning as one formatted line without a newline
+ * ("rules/x.yaml:3:5: warning: ..."), from any thread that reports one; it
+ * must not call back into the context.  The default writes the line to
+ * stderr unless $FUSEGEN_QUIET is set. */
+typedef void (*fg_log_fn)(void *user, fg_log_level level, const char *message);
+
+/* Context options; a zeroed struct gives the defaults.  Each setting comes
+ * from the first of: the field here (when set), its environment variable
+ * (read once, by fg_context_init), the default.  A malformed or out-of-range
+ * environment value is reported with one warning and the default is used; an
+ * out-of-range field here makes fg_context_init fail with FG_ERR_INPUT.
+ *
+ * size: 0 or sizeof(fg_options).  The struct only grows at the end; 0 means
+ * the layout of fusegen 0.1 (every field below), so zeroed structs keep
+ * working when fields are added; a later field is read only when size covers
+ * it. */
 typedef struct fg_options {
     const char *rules_dir;   /* NULL: $FUSEGEN_RULES, else the shipped rules */
     const char *cache_dir;   /* NULL: $FUSEGEN_CACHE_DIR, $XDG_CACHE_HOME/fusegen, ~/.cache/fusegen */
     fg_device device;        /* FG_DEVICE_AUTO by default */
     const char *arch;        /* "sm_90"; NULL: the GPU's, else $FUSEGEN_ARCH, else sm_90 */
-    int jobs;                /* compile threads; 0: number of cores */
+    int jobs;                /* compile threads, 0..4096; 0: number of cores */
     int no_rules;            /* nonzero: do not load any rules at init */
+    size_t size;             /* 0 or sizeof(fg_options), see above */
+    long long hook_steps;    /* Lua instructions per hook call; 0: $FUSEGEN_HOOK_STEPS, else 10,000,000 */
+    long long hook_memory;   /* Lua memory in bytes; 0: $FUSEGEN_HOOK_MEMORY, else 64 MiB */
+    int hook_timeout_ms;     /* wall clock per hook call; 0: $FUSEGEN_HOOK_TIMEOUT_MS, else 2000 */
+    long long cache_max_mb;  /* disk cache limit in MiB; 0: $FUSEGEN_CACHE_MAX_MB, else 1024 */
+    int cache_off;           /* nonzero: no disk cache; 0: $FUSEGEN_CACHE (off, 0, false, no: none) */
+    fg_log_fn log;           /* NULL: the default (stderr); see fg_context_set_log */
+    void *log_user;          /* passed to log */
 } fg_options;
 
 /* Names of enum values, for messages; never NULL. */
@@ -104,6 +138,10 @@ FG_API const char *fg_version(void);
  * on failure *out is still set (errors are readable) and must be freed. */
 FG_API fg_status fg_context_init(fg_context **out, const fg_options *opts);
 FG_API void fg_context_free(fg_context *ctx);
+/* Where the context's warnings go from now on: fn(user, level, line); fn
+ * NULL restores the default.  Set it in fg_options to see the warnings of
+ * fg_context_init itself. */
+FG_API void fg_context_set_log(fg_context *ctx, fg_log_fn fn, void *user);
 
 /* Recorded errors, oldest first.  fg_context_error returns NULL past the end. */
 FG_API int fg_context_error_count(const fg_context *ctx);
@@ -142,10 +180,13 @@ FG_API int fg_plan_group_count(const fg_plan *p);
 
 typedef struct fg_exec fg_exec;
 
+/* Zeroed = defaults.  size: 0 or sizeof(fg_compile_options), as in fg_options
+ * (0: the layout of fusegen 0.1, every field below). */
 typedef struct fg_compile_options {
     fg_device device;        /* FG_DEVICE_AUTO: the context's device option (auto: CUDA if present, else emu) */
     int graph_replay;        /* CUDA: capture the launches into a CUDA graph on the first run, replay it after */
     int timing;              /* record per-kernel times of each run (fg_exec_kernel_ms) */
+    size_t size;             /* 0 or sizeof(fg_compile_options) */
 } fg_compile_options;
 
 /* A graph input or output of a compiled plan. */

@@ -5,6 +5,7 @@
  * fused kernel, which is then compiled like any plan (fg_plan_compile).  The
  * generated graph text is kept so that errors point into it.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,19 +36,122 @@ static const fg_spec_weight *find_weight(const fg_kernel_spec *s, const char *na
     return NULL;
 }
 
-/* Writes the spec as graph YAML into b; returns FG_OK or an input error. */
+#define MAX_SPEC_OPS 64
+#define MAX_SPEC_WEIGHTS 256
+#define MAX_SPEC_NAME 64
+
+/* Nonzero when s is a name that can be written into the graph text as is:
+ * a letter or '_', then letters, digits, '_' (and '.' when dots). */
+static int name_ok(const char *s, int dots)
+{
+    if (!s || !(isalpha((unsigned char)*s) || *s == '_'))
+        return 0;
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!(isalnum((unsigned char)s[n]) || s[n] == '_' || (dots && s[n] == '.')) || n >= MAX_SPEC_NAME)
+            return 0;
+    return 1;
+}
+
+/* Nonzero when s is exactly one YAML flow mapping on one line: it opens with
+ * '{', its brackets balance outside quotes, and the first '{' closes at the
+ * last character (so nothing can be appended to the node around it). */
+static int attrs_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 2 || s[0] != '{' || s[n - 1] != '}')
+        return 0;
+    int depth = 0;
+    char quote = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            return 0;
+        if (quote) {
+            if (c == '\\' && quote == '"' && i + 1 < n)
+                i++;
+            else if (c == (unsigned char)quote)
+                quote = 0;
+            continue;
+        }
+        if (c == '"' || c == '\'')
+            quote = (char)c;
+        else if (c == '{' || c == '[')
+            depth++;
+        else if ((c == '}' || c == ']') && --depth <= 0 && i + 1 < n)
+            return 0;
+        else if (c == '#' || c == '&' || c == '*' || c == '!')
+            return 0;   /* comments, anchors, aliases, tags */
+    }
+    return depth == 0 && !quote;
+}
+
+/* A logical shape of 1..6 positive dimensions and at most 2^31 elements. */
+static int shape_ok(int rank, const int64_t *shape)
+{
+    if (rank < 1 || rank > 6)
+        return 0;
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] < 1 || shape[i] > (1ll << 31))
+            return 0;
+        n *= shape[i];
+        if (n > (1ll << 31))
+            return 0;
+    }
+    return 1;
+}
+
+/* Checks every field of the spec; records each problem. */
+static fg_status spec_check(fg_context *ctx, const fg_kernel_spec *s)
+{
+    fg_status st = FG_OK;
+#define BAD(...) (st = fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "kernel spec: " __VA_ARGS__))
+    if (s->nops < 1 || s->nops > MAX_SPEC_OPS)
+        BAD("nops is %d: a chain has 1 to %d ops", s->nops, MAX_SPEC_OPS);
+    else if (!s->ops)
+        BAD("ops is NULL");
+    if (s->nweights < 0 || s->nweights > MAX_SPEC_WEIGHTS)
+        BAD("nweights is %d: expected 0 to %d", s->nweights, MAX_SPEC_WEIGHTS);
+    else if (s->nweights > 0 && !s->weights)
+        BAD("%d weights but weights is NULL", s->nweights);
+    if ((unsigned)s->dtype >= FG_DTYPE_COUNT)
+        BAD("dtype %d is not an fg_dtype", (int)s->dtype);
+    if ((unsigned)s->layout >= FG_LAYOUT_COUNT)
+        BAD("layout %d is not an fg_layout", (int)s->layout);
+    if (s->rank < 1 || s->rank > 6)
+        BAD("input rank %d (1..6)", s->rank);
+    else if (!shape_ok(s->rank, s->input_shape))
+        BAD("the input shape needs positive dimensions and at most 2^31 elements");
+    if ((unsigned)s->compile.device >= FG_DEVICE_COUNT)
+        BAD("compile.device %d is not an fg_device", (int)s->compile.device);
+    if (s->template_name && !name_ok(s->template_name, 0))
+        BAD("template_name is not a template name");
+    for (int i = 0; s->ops && i < s->nops && i < MAX_SPEC_OPS; i++) {
+        const fg_spec_op *o = &s->ops[i];
+        if (!name_ok(o->name, 0))
+            BAD("op %d: the step name must be a letter or '_', then letters, digits or '_' (at most %d)", i,
+                MAX_SPEC_NAME);
+        if (!name_ok(o->op, 0))
+            BAD("op %d: no op name", i);
+        if (o->attrs && *o->attrs && !attrs_ok(o->attrs))
+            BAD("op %d ('%.64s'): attrs must be one YAML flow mapping on one line, \"{ key: value, ... }\"", i,
+                o->name && name_ok(o->name, 0) ? o->name : "?");
+    }
+    for (int i = 0; s->weights && i < s->nweights && i < MAX_SPEC_WEIGHTS; i++) {
+        const fg_spec_weight *w = &s->weights[i];
+        if (!name_ok(w->name, 1))
+            BAD("weight %d has no name of the form '<step>.<input>'", i);
+        else if (!shape_ok(w->rank, w->shape))
+            BAD("weight '%s': rank 1..6, positive dimensions and at most 2^31 elements", w->name);
+    }
+#undef BAD
+    return st;
+}
+
+/* Writes the spec (checked) as graph YAML into b; returns FG_OK or an input error. */
 static fg_status spec_yaml(fg_context *ctx, const fg_kernel_spec *s, fg_buf *b)
 {
-    if (s->nops < 1 || !s->ops)
-        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "kernel spec: no ops");
-    if (s->rank < 1 || s->rank > 6)
-        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "kernel spec: input rank %d (1..6)", s->rank);
-    if ((unsigned)s->dtype >= FG_DTYPE_COUNT || (unsigned)s->layout >= FG_LAYOUT_COUNT)
-        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "kernel spec: bad dtype or layout");
-    for (int i = 0; i < s->nweights; i++)
-        if (!s->weights[i].name || s->weights[i].rank < 1 || s->weights[i].rank > 6)
-            return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "kernel spec: weight %d has no name or a bad rank", i);
-
     fg_buf_printf(b, "graph: kernel_spec\nseed: 1\ndtype: %s\nlayout: %s\ninputs:\n  - { name: x, shape: ",
                   fg_dtype_name(s->dtype), fg_layout_name(s->layout));
     put_shape(b, s->rank, s->input_shape);
@@ -65,8 +169,6 @@ static fg_status spec_yaml(fg_context *ctx, const fg_kernel_spec *s, fg_buf *b)
     int used = 0;
     for (int i = 0; i < s->nops; i++) {
         const fg_spec_op *o = &s->ops[i];
-        if (!o->name || !o->op)
-            return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "kernel spec: op %d has no name or op", i);
         const fg_opdef *od = fg_ctx_find_op(ctx, o->op);
         if (!od) {
             const char **names = fg_xmalloc(((size_t)ctx->nops + 1) * sizeof *names);
@@ -110,9 +212,17 @@ static fg_status spec_yaml(fg_context *ctx, const fg_kernel_spec *s, fg_buf *b)
 
 FG_API fg_status fg_kernel_create(fg_context *ctx, const fg_kernel_spec *s, fg_kernel_handle **out)
 {
-    *out = NULL;
+    if (out)
+        *out = NULL;
+    if (!ctx)
+        return FG_ERR_INPUT;
+    if (!out || !s)
+        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_kernel_create: %s is NULL", !s ? "the spec" : "out");
+    fg_status st = spec_check(ctx, s);
+    if (st)
+        return st;
     fg_buf y = {0};
-    fg_status st = spec_yaml(ctx, s, &y);
+    st = spec_yaml(ctx, s, &y);
     fg_kernel_handle *h = fg_xcalloc(1, sizeof *h);
     h->ctx = ctx;
     if (!st)
@@ -172,11 +282,11 @@ FG_API void fg_kernel_handle_free(fg_kernel_handle *h)
     free(h);
 }
 
-FG_API const char *fg_kernel_source(const fg_kernel_handle *h) { return fg_exec_kernel_source(h->e, 0); }
+FG_API const char *fg_kernel_source(const fg_kernel_handle *h) { return h ? fg_exec_kernel_source(h->e, 0) : NULL; }
 
-FG_API fg_exec *fg_kernel_exec(fg_kernel_handle *h) { return h->e; }
+FG_API fg_exec *fg_kernel_exec(fg_kernel_handle *h) { return h ? h->e : NULL; }
 
 FG_API fg_status fg_kernel_launch(fg_kernel_handle *h, const fg_binding *b, int n, void *stream)
 {
-    return fg_exec_run(h->e, b, n, stream);
+    return h ? fg_exec_run(h->e, b, n, stream) : FG_ERR_INPUT;
 }

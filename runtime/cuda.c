@@ -38,6 +38,7 @@ static const sym_def syms[] = {
     SYM(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
     SYM(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
     SYM(MemsetD32, "cuMemsetD32_v2"),
+    SYM(MemsetD32Async, "cuMemsetD32Async"),
     SYM(ModuleLoadData, "cuModuleLoadData"),
     SYM(ModuleUnload, "cuModuleUnload"),
     SYM(ModuleGetFunction, "cuModuleGetFunction"),
@@ -76,9 +77,11 @@ static struct {
     char name[128];
 } drv = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static const char *library_path(void)
+/* The driver library a context asks for: $FUSEGEN_CUDA_LIBRARY as read at
+ * context init, else libcuda.so.1. */
+static const char *library_path(const fg_context *ctx)
 {
-    const char *e = getenv("FUSEGEN_CUDA_LIBRARY");
+    const char *e = ctx ? ctx->env.cuda_library : NULL;
     return e && *e ? e : "libcuda.so.1";
 }
 
@@ -163,9 +166,9 @@ static void open_driver(const char *path)
 }
 
 /* Makes sure the driver is open; returns its status without recording. */
-static fg_status ensure_driver(void)
+static fg_status ensure_driver(const fg_context *ctx)
 {
-    const char *path = library_path();
+    const char *path = library_path(ctx);
     pthread_mutex_lock(&drv.mu);
     if (!drv.tried || strcmp(drv.path, path) != 0)
         open_driver(path);
@@ -176,10 +179,23 @@ static fg_status ensure_driver(void)
 
 fg_status fg_cuda_init(fg_context *ctx)
 {
-    fg_status st = ensure_driver();
-    if (st != FG_OK)
-        return fg_diag_error(ctx, st, FG_NOLOC, "%s", drv.msg);
+    fg_status st = ensure_driver(ctx);
+    if (st != FG_OK) {
+        pthread_mutex_lock(&drv.mu);
+        char msg[sizeof drv.msg];
+        memcpy(msg, drv.msg, sizeof msg);
+        pthread_mutex_unlock(&drv.mu);
+        return fg_diag_error(ctx, st, FG_NOLOC, "%s", msg);
+    }
     return CU_CHECK(ctx, drv.api.CtxSetCurrent(drv.pctx));
+}
+
+int fg_cuda_make_current(void)
+{
+    pthread_mutex_lock(&drv.mu);
+    int ok = drv.st == FG_OK && drv.lib && drv.api.CtxSetCurrent(drv.pctx) == CUDA_SUCCESS;
+    pthread_mutex_unlock(&drv.mu);
+    return ok ? 0 : -1;
 }
 
 const fg_cu_api *fg_cu(void) { return &drv.api; }
@@ -188,8 +204,7 @@ const char *fg_cuda_device_name(void) { return drv.st == FG_OK ? drv.name : ""; 
 
 int fg_cuda_device_arch(fg_context *ctx, char out[16])
 {
-    (void)ctx;
-    if (ensure_driver() != FG_OK)
+    if (ensure_driver(ctx) != FG_OK)
         return -1;
     snprintf(out, 16, "sm_%d%d", drv.cc_major, drv.cc_minor);
     return 0;

@@ -12,8 +12,9 @@
  * process-wide (the driver itself is): one library handle, device 0 and its
  * primary context, made current on each calling thread by fg_cuda_init.
  *
- * FUSEGEN_CUDA_LIBRARY=path opens that file instead of libcuda.so.1 (tests
- * use a nonexistent path to exercise the no-driver path).
+ * FUSEGEN_CUDA_LIBRARY=path (read at context init, ctx->env.cuda_library)
+ * opens that file instead of libcuda.so.1 (tests use a nonexistent path to
+ * exercise the no-driver path).
  */
 #ifndef FG_CUDA_DRIVER_H
 #define FG_CUDA_DRIVER_H
@@ -42,6 +43,7 @@ typedef struct fg_cu_api {
     CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t n, CUstream s);
     CUresult (*MemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t n, CUstream s);
     CUresult (*MemsetD32)(CUdeviceptr dst, unsigned v, size_t n);
+    CUresult (*MemsetD32Async)(CUdeviceptr dst, unsigned v, size_t n, CUstream s);
     CUresult (*ModuleLoadData)(CUmodule *m, const void *image);
     CUresult (*ModuleUnload)(CUmodule m);
     CUresult (*ModuleGetFunction)(CUfunction *f, CUmodule m, const char *name);
@@ -68,6 +70,9 @@ typedef struct fg_cu_api {
  * device 0's primary context and makes it current on the calling thread.
  * Without a driver or GPU records FG_ERR_NO_DEVICE naming what is missing. */
 fg_status fg_cuda_init(fg_context *ctx);
+/* Makes the primary context current on the calling thread when the driver
+ * is open (for releases that have no context at hand); 0 or -1. */
+int fg_cuda_make_current(void);
 /* The resolved entry points; only valid after fg_cuda_init returned FG_OK. */
 const fg_cu_api *fg_cu(void);
 /* The device name ("NVIDIA H200"), or "" before a successful init. */

@@ -1,20 +1,26 @@
 /*
- * emu.c -- the CPU emulation backend (see emu.h): builds a generated kernel
- * source with the host C++ compiler against the emulation prelude into a
- * shared object (through the kernel cache), loads it, and launches it on the
- * scheduler of emu_sched.c.
+ * emu.c -- the CPU emulation backend's toolchain and kernels (see emu.h):
+ * builds a generated kernel source with the host C++ compiler against the
+ * emulation prelude into a shared object (kcache.c drives the cache
+ * sequence), loads it, and launches it on the scheduler of emu_sched.c.
+ * backend_emu.c puts these entries in the backend table.
  *
  * Build: the source and the prelude (as "fusegen_prelude.cuh") go into a
- * private directory under $TMPDIR; the compiler runs there; the .so is
- * dlopen'd with RTLD_LOCAL and every temporary file is removed at once.  The
- * cache key covers the generator version, the compiler (path and --version),
- * the flags, the prelude text and the source; the payload is the .so itself.
+ * private directory under $TMPDIR; the compiler runs there and the .so is
+ * read back; every temporary file is removed at once.  Load: the bytes (as
+ * verified by the cache, or just compiled) are written with
+ * fg_cache_write_private into a fresh private directory, dlopen'd with
+ * RTLD_LOCAL and removed.
+ * The cache key covers the generator version, the compiler (path and
+ * --version), the flags, the prelude text and the source; the payload is the
+ * .so itself.
  *
- * Environment: FUSEGEN_HOST_CXX (compiler, default CMake's C++ compiler),
- * FUSEGEN_EMU_CXXFLAGS (extra flags), FUSEGEN_EMU_ASAN=1 (AddressSanitizer;
- * the host program must be ASan-built), FUSEGEN_EMU_DEBUG=1 (report compiler
- * warnings), FUSEGEN_EMU_KEEP=1 (keep the build directory), FUSEGEN_EMU_STRICT=1
- * (barrier divergence is an error), FUSEGEN_EMU_STACK_KB (thread stack size).
+ * Settings (read at context init, ctx->env): FUSEGEN_HOST_CXX (compiler,
+ * default CMake's C++ compiler), FUSEGEN_EMU_CXXFLAGS (extra flags),
+ * FUSEGEN_EMU_ASAN=1 (AddressSanitizer; the host program must be ASan-built),
+ * FUSEGEN_EMU_DEBUG=1 (report compiler warnings), FUSEGEN_EMU_KEEP=1 (keep the
+ * build directory), FUSEGEN_EMU_STRICT=1 (barrier divergence is an error),
+ * FUSEGEN_EMU_STACK_KB (thread stack size).
  */
 #define _GNU_SOURCE
 #include "emu.h"
@@ -32,11 +38,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cache.h"
+#include "context.h"
 #include "diag.h"
 #include "embedded.h"
 #include "emu_sched.h"
-#include "jit.h"
+#include "kcache.h"
 
 #ifndef FG_HOST_CXX
 #define FG_HOST_CXX "c++"
@@ -45,33 +51,24 @@
 #define FG_VERSION_STRING "0"
 #endif
 
-#define MAX_ARGS 64
+#define PRELUDE_NAME "fusegen_prelude.cuh"
 
 extern char **environ;
 
-typedef struct emu_handle {
-    void *dl;
-    fg_emu_entry entry;
-    unsigned max_threads;        /* from FG_KERNEL; 0 when unknown */
-    pthread_mutex_t lock;        /* one launch at a time: shared arrays are static */
-    fg_emu_sched *sched;
-    char key[33];
-} emu_handle;
-
-static int env_on(const char *name)
+/* Splits s at white space into a malloc'd NULL-terminated word list (the
+ * words point into *copy, also malloc'd); returns the count. */
+static int split_words(const char *s, const char ***words, char **copy)
 {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
-/* Splits s at white space into argv (strings point into the returned copy). */
-static char *split_words(const char *s, const char **argv, int *argc, int max)
-{
-    char *copy = fg_xstrdup(s ? s : "");
+    *copy = fg_xstrdup(s ? s : "");
+    int cap = 1;
+    for (const char *p = *copy; *p; p++)
+        cap += isspace((unsigned char)*p) != 0;
+    *words = fg_xcalloc((size_t)cap + 1, sizeof **words);
+    int n = 0;
     char *save = NULL;
-    for (char *w = strtok_r(copy, " \t\n", &save); w && *argc < max; w = strtok_r(NULL, " \t\n", &save))
-        argv[(*argc)++] = w;
-    return copy;
+    for (char *w = strtok_r(*copy, " \t\n", &save); w && n < cap; w = strtok_r(NULL, " \t\n", &save))
+        (*words)[n++] = w;
+    return n;
 }
 
 /* Runs argv[0] (searched in PATH) in directory cwd with stdout and stderr
@@ -138,7 +135,7 @@ static const char *compiler_version(const char *const *cxx, int ncxx, const char
             return v->version;
         }
     pthread_mutex_unlock(&version_lock);
-    const char *argv[MAX_ARGS + 2];
+    const char **argv = fg_xcalloc((size_t)ncxx + 2, sizeof *argv);
     int n = 0;
     for (int i = 0; i < ncxx; i++)
         argv[n++] = cxx[i];
@@ -146,6 +143,9 @@ static const char *compiler_version(const char *const *cxx, int ncxx, const char
     argv[n] = NULL;
     char *out = NULL;
     int rc = run_capture(argv, NULL, &out);
+    int err = errno;
+    free(argv);
+    errno = err;
     if (rc != 0) {
         if (rc < 0) {
             free(out);
@@ -176,10 +176,9 @@ static int write_all(const char *path, const void *data, size_t len)
     return w == len && rc == 0 ? 0 : -1;
 }
 
-static char *make_tmpdir(void)
+static char *make_tmpdir(const fg_context *ctx)
 {
-    const char *t = getenv("TMPDIR");
-    char *tmpl = fg_path_join(t && *t ? t : "/tmp", "fusegen-emu-XXXXXX");
+    char *tmpl = fg_path_join(ctx->env.tmpdir, "fusegen-emu-XXXXXX");
     if (!mkdtemp(tmpl)) {
         free(tmpl);
         return NULL;
@@ -193,7 +192,7 @@ static void remove_tmpdir(const char *dir, const char *name)
     const char *suffix[] = {".cu", ".so", ""};
     for (size_t i = 0; i < FG_COUNTOF(suffix); i++) {
         fg_buf b = {0};
-        fg_buf_printf(&b, "%s/%s%s", dir, i < 2 ? name : "fusegen_prelude.cuh", suffix[i]);
+        fg_buf_printf(&b, "%s/%s%s", dir, i < 2 ? name : PRELUDE_NAME, suffix[i]);
         unlink(b.s);
         fg_buf_free(&b);
     }
@@ -220,24 +219,117 @@ static fg_loc error_loc(fg_context *ctx, const char *out, const char *file)
     return (fg_loc){fg_intern(ctx, file), 0, 0};
 }
 
-/* Compiles source into dir/NAME.so; on success *so and *size hold its bytes. */
-static fg_status compile_so(fg_context *ctx, const fg_kernel *k, const char *dir, const char *const *argv0, int nargv0,
-                            const char *prelude, void **so, size_t *size)
+/* ---- the toolchain ------------------------------------------------------- */
+
+/* The compiler command line of a batch: compiler words, fixed flags, the
+ * sanitizer, extra flags; and what the key needs. */
+typedef struct emu_tc {
+    const char *cxx_cmd;          /* the compiler setting, for the key */
+    const char **cxx;             /* its words */
+    char *cxx_copy;
+    int ncxx;
+    const char **flags;           /* everything after the compiler words */
+    int nflags;
+    char *extra_copy;
+    const char *version;          /* first line of --version (process lifetime) */
+    const fg_embedded_file *prelude;
+} emu_tc;
+
+static const char *const fixed_flags[] = {"-std=c++17", "-O1", "-g", "-fPIC", "-shared", "-Wall", "-Wextra",
+                                          "-Wno-unused-parameter", "-Wno-unused-function"};
+
+void fg_emu_toolchain_free(void *tc)
+{
+    emu_tc *t = tc;
+    if (!t)
+        return;
+    free(t->cxx);
+    free(t->cxx_copy);
+    free(t->flags);
+    free(t->extra_copy);
+    free(t);
+}
+
+fg_status fg_emu_toolchain_new(fg_context *ctx, const char *target, void **tc)
+{
+    (void)target;
+    *tc = NULL;
+    const fg_embedded_file *pre = fg_embedded_find("prelude_emu.h");
+    if (!pre)
+        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC,
+                             "the emulation prelude (templates/prelude_emu.h) is not embedded");
+    emu_tc *t = fg_xcalloc(1, sizeof *t);
+    t->prelude = pre;
+    t->cxx_cmd = ctx->env.host_cxx ? ctx->env.host_cxx : FG_HOST_CXX;
+    t->ncxx = split_words(t->cxx_cmd, &t->cxx, &t->cxx_copy);
+    if (t->ncxx == 0) {
+        fg_emu_toolchain_free(t);
+        return fg_diag_error(ctx, FG_ERR_COMPILE, FG_NOLOC, "FUSEGEN_HOST_CXX names no compiler");
+    }
+    const char **extra;
+    int nextra = split_words(ctx->env.emu_cxxflags, &extra, &t->extra_copy);
+    t->flags = fg_xcalloc(FG_COUNTOF(fixed_flags) + 2 + (size_t)nextra + 1, sizeof *t->flags);
+    for (size_t i = 0; i < FG_COUNTOF(fixed_flags); i++)
+        t->flags[t->nflags++] = fixed_flags[i];
+    if (ctx->env.emu_asan) {
+        t->flags[t->nflags++] = "-fsanitize=address";
+        t->flags[t->nflags++] = "-fno-omit-frame-pointer";
+    }
+    for (int i = 0; i < nextra; i++)
+        t->flags[t->nflags++] = extra[i];
+    free(extra);
+    char *vlog = NULL;
+    t->version = compiler_version(t->cxx, t->ncxx, t->cxx_cmd, &vlog);
+    if (!t->version) {
+        fg_status st = fg_diag_error(ctx, FG_ERR_COMPILE, FG_NOLOC, "the host C++ compiler '%s' does not run: %.2000s",
+                                     t->cxx_cmd, vlog ? vlog : "");
+        free(vlog);
+        fg_emu_toolchain_free(t);
+        return st;
+    }
+    *tc = t;
+    return FG_OK;
+}
+
+void fg_emu_key(const void *tc, const fg_kernel *k, char key[33])
+{
+    const emu_tc *t = tc;
+    fg_key kh;
+    fg_key_begin(&kh, NULL);
+    fg_key_part(&kh, "kind", "emu", 3);
+    fg_key_part(&kh, "generator", FG_VERSION_STRING, strlen(FG_VERSION_STRING));
+    fg_key_part(&kh, "compiler", t->cxx_cmd, strlen(t->cxx_cmd));
+    fg_key_part(&kh, "compiler-version", t->version, strlen(t->version));
+    for (int i = 0; i < t->nflags; i++)
+        fg_key_part(&kh, "option", t->flags[i], strlen(t->flags[i]));
+    fg_key_part(&kh, "prelude", t->prelude->text, t->prelude->len);
+    fg_key_part(&kh, "source", k->source, strlen(k->source));
+    fg_key_end(&kh, key);
+}
+
+/* ---- compile ------------------------------------------------------------ */
+
+/* Compiles k's source in dir into NAME.so; on success *so and *size hold its
+ * bytes and *log the compiler's output (warnings). */
+static fg_status compile_so(fg_context *ctx, const emu_tc *t, const fg_kernel *k, const char *dir, void **so,
+                            size_t *size, char **log)
 {
     char file[80], out_name[80];
     snprintf(file, sizeof file, "%s.cu", k->name);
     snprintf(out_name, sizeof out_name, "%s.so", k->name);
-    char *psrc = fg_path_join(dir, file), *ppre = fg_path_join(dir, "fusegen_prelude.cuh");
-    int werr = write_all(psrc, k->source, strlen(k->source)) || write_all(ppre, prelude, strlen(prelude));
+    char *psrc = fg_path_join(dir, file), *ppre = fg_path_join(dir, PRELUDE_NAME);
+    int werr = write_all(psrc, k->source, strlen(k->source)) || write_all(ppre, t->prelude->text, t->prelude->len);
     free(psrc);
     free(ppre);
     if (werr)
         return fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "kernel '%s': cannot write the emulation build files in %s: %s",
                              k->name, dir, strerror(errno));
-    const char *argv[MAX_ARGS + 8];
+    const char **argv = fg_xcalloc((size_t)(t->ncxx + t->nflags) + 8, sizeof *argv);
     int n = 0;
-    for (int i = 0; i < nargv0; i++)
-        argv[n++] = argv0[i];
+    for (int i = 0; i < t->ncxx; i++)
+        argv[n++] = t->cxx[i];
+    for (int i = 0; i < t->nflags; i++)
+        argv[n++] = t->flags[i];
     argv[n++] = "-x";
     argv[n++] = "c++";
     argv[n++] = file;
@@ -246,21 +338,23 @@ static fg_status compile_so(fg_context *ctx, const fg_kernel *k, const char *dir
     argv[n] = NULL;
     char *out = NULL;
     int rc = run_capture(argv, dir, &out);
+    int err = errno;
+    free(argv);
     if (rc != 0) {
         fg_status st;
         if (rc < 0)
             st = fg_diag_error(ctx, FG_ERR_COMPILE, FG_NOLOC, "kernel '%s': cannot run the host C++ compiler '%s': %s",
-                               k->name, argv[0], strerror(errno));
+                               k->name, t->cxx[0], strerror(err));
         else
             st = fg_diag_error(ctx, FG_ERR_COMPILE, error_loc(ctx, out, file),
-                               "host C++ compiler '%s' rejected kernel '%s' (exit %d):\n%.8000s", argv[0], k->name, rc,
-                               out ? out : "");
+                               "host C++ compiler '%s' rejected kernel '%s' (exit %d):\n%.8000s", t->cxx[0], k->name,
+                               rc, out ? out : "");
         free(out);
         return st;
     }
-    if (out && *out && env_on("FUSEGEN_EMU_DEBUG"))
+    if (out && *out && ctx->env.emu_debug)
         fg_diag_warn(ctx, FG_NOLOC, "host C++ compiler on kernel '%s':\n%.8000s", k->name, out);
-    free(out);
+    *log = out ? out : fg_xstrdup("");
     char *pso = fg_path_join(dir, out_name);
     *so = fg_read_file(pso, size);
     free(pso);
@@ -270,29 +364,81 @@ static fg_status compile_so(fg_context *ctx, const fg_kernel *k, const char *dir
     return FG_OK;
 }
 
-/* Loads the shared object bytes (written to dir/NAME.so) and resolves the
- * kernel's symbols into a new handle. */
-static fg_status load_so(fg_context *ctx, const fg_kernel *k, const char *dir, const void *so, size_t size, int already_there,
-                         emu_handle **out)
+fg_status fg_emu_compile(fg_context *ctx, const void *tc, const fg_kernel *k, void **bin, size_t *size, char **meta,
+                         char **log)
 {
-    char sym[96];
-    snprintf(sym, sizeof sym, "%s.so", k->name);
-    char *path = fg_path_join(dir, sym);
-    if (!already_there && write_all(path, so, size) != 0) {
-        fg_status st = fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "kernel '%s': cannot write %s: %s", k->name, path,
-                                     strerror(errno));
-        free(path);
+    const emu_tc *t = tc;
+    *bin = NULL;
+    *size = 0;
+    *meta = NULL;
+    *log = NULL;
+    if (!k->name[0])
+        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "a kernel without a name cannot be emulated");
+    char *dir = make_tmpdir(ctx);
+    if (!dir)
+        return fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "kernel '%s': cannot create a build directory under %s: %s",
+                             k->name, ctx->env.tmpdir, strerror(errno));
+    fg_status st = compile_so(ctx, t, k, dir, bin, size, log);
+    if (ctx->env.emu_keep)
+        fg_diag_warn(ctx, FG_NOLOC, "kernel '%s': emulation build files kept in %s", k->name, dir);
+    else
+        remove_tmpdir(dir, k->name);
+    free(dir);
+    if (st) {
+        free(*bin);
+        free(*log);
+        *bin = NULL;
+        *log = NULL;
+        *size = 0;
         return st;
     }
+    fg_buf m = {0};
+    fg_meta_put(&m, "name", k->name);
+    fg_meta_put(&m, "kind", "emu");
+    fg_meta_put(&m, "generator", FG_VERSION_STRING);
+    fg_meta_put(&m, "compiler", t->version);
+    fg_meta_put(&m, "log", *log);
+    *meta = fg_buf_take(&m);
+    return FG_OK;
+}
+
+/* ---- load, launch, release ---------------------------------------------- */
+
+typedef struct emu_handle {
+    void *dl;
+    fg_emu_entry entry;
+    unsigned max_threads;        /* from FG_KERNEL; 0 when unknown */
+    pthread_mutex_t lock;        /* one launch at a time: shared arrays are static */
+    fg_emu_sched *sched;
+} emu_handle;
+
+void fg_emu_release(fg_kernel *k)
+{
+    emu_handle *h = k->handle;
+    if (!h || k->release != fg_emu_release)
+        return;
+    pthread_mutex_lock(&h->lock);   /* no launch in flight */
+    pthread_mutex_unlock(&h->lock);
+    pthread_mutex_destroy(&h->lock);
+    dlclose(h->dl);
+    fg_emu_sched_free(h->sched);
+    free(h);
+    k->handle = NULL;
+    k->release = NULL;
+}
+
+/* dlopens the shared object at path and resolves the kernel's symbols into a
+ * new handle. */
+static fg_status open_so(fg_context *ctx, const fg_kernel *k, const char *path, emu_handle **out)
+{
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    free(path);
     if (!dl) {
         const char *e = dlerror();
         return fg_diag_error(ctx, FG_ERR_COMPILE, FG_NOLOC, "kernel '%s': cannot load the emulation library: %s%s",
                              k->name, e ? e : "?",
-                             env_on("FUSEGEN_EMU_ASAN") ? " (FUSEGEN_EMU_ASAN=1 needs an AddressSanitizer build of the "
-                                                          "host program: configure with -DFUSEGEN_SANITIZE=ON)"
-                                                        : "");
+                             ctx->env.emu_asan ? " (FUSEGEN_EMU_ASAN=1 needs an AddressSanitizer build of the "
+                                                 "host program: configure with -DFUSEGEN_SANITIZE=ON)"
+                                               : "");
     }
     fg_emu_entry entry = (fg_emu_entry)dlsym(dl, k->name);
     int (*bind)(fg_emu_api *, unsigned, unsigned) = (int (*)(fg_emu_api *, unsigned, unsigned))dlsym(dl, "fg_emu_bind");
@@ -307,7 +453,7 @@ static fg_status load_so(fg_context *ctx, const fg_kernel *k, const char *dir, c
     emu_handle *h = fg_xcalloc(1, sizeof *h);
     h->dl = dl;
     h->entry = entry;
-    h->sched = fg_emu_sched_new(0);
+    h->sched = fg_emu_sched_new(ctx->env.emu_stack_bytes);
     pthread_mutex_init(&h->lock, NULL);
     if (bind(fg_emu_sched_api(h->sched), FG_EMU_API_VERSION, (unsigned)sizeof(fg_emu_api)) != 0) {
         fg_emu_sched_free(h->sched);
@@ -324,112 +470,66 @@ static fg_status load_so(fg_context *ctx, const fg_kernel *k, const char *dir, c
         if (b && e > b)
             fg_emu_sched_set_shared(h->sched, b, e);
     }
+    char sym[96];
     snprintf(sym, sizeof sym, "%s__fg_max_threads", k->name);
     const unsigned *mt = dlsym(dl, sym);
     h->max_threads = mt ? *mt : 0;
-    fg_emu_sched_set_strict(h->sched, env_on("FUSEGEN_EMU_STRICT"));
+    fg_emu_sched_set_strict(h->sched, ctx->env.emu_strict);
     *out = h;
+    return FG_OK;
+}
+
+fg_status fg_emu_load(fg_context *ctx, fg_kernel *k)
+{
+    if (!k->binary || !k->name[0])
+        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s' has no emulation library to load", k->name);
+    if (k->release)
+        k->release(k);
+    char *dir = make_tmpdir(ctx);
+    if (!dir)
+        return fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "kernel '%s': cannot create a load directory under %s: %s",
+                             k->name, ctx->env.tmpdir, strerror(errno));
+    /* The verified bytes go to a new private file (0600 in a 0700 directory
+     * of our own), never a path inside the cache that could be swapped. */
+    char file[80];
+    snprintf(file, sizeof file, "%s.so", k->name);
+    char *path = NULL;
+    emu_handle *h = NULL;
+    fg_status st;
+    if (fg_cache_write_private(dir, file, k->binary, k->binary_size, &path) != 0)
+        st = fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "kernel '%s': cannot write %s/%s: %s", k->name, dir, file,
+                           strerror(errno));
+    else
+        st = open_so(ctx, k, path, &h);
+    free(path);
+    remove_tmpdir(dir, k->name);   /* a loaded library stays mapped */
+    free(dir);
+    if (st)
+        return st;
+    k->handle = h;
+    k->release = fg_emu_release;
     return FG_OK;
 }
 
 fg_status fg_emu_build(fg_context *ctx, fg_kernel *k)
 {
-    if (k->emu)
+    if (k->handle && k->release == fg_emu_release)
         return FG_OK;
     if (!k->source || !k->name[0])
         return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s' has no source to emulate", k->name);
-    const fg_embedded_file *pre = fg_embedded_find("prelude_emu.h");
-    if (!pre)
-        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "the emulation prelude (templates/prelude_emu.h) is not embedded");
-
-    /* The command line: compiler words, fixed flags, sanitizer, extra flags. */
-    const char *env_cxx = getenv("FUSEGEN_HOST_CXX");
-    const char *cxx_cmd = env_cxx && *env_cxx ? env_cxx : FG_HOST_CXX;
-    const char *argv[MAX_ARGS + 2];
-    int n = 0;
-    char *cxx_words = split_words(cxx_cmd, argv, &n, 8);
-    if (n == 0) {
-        free(cxx_words);
-        return fg_diag_error(ctx, FG_ERR_COMPILE, FG_NOLOC, "FUSEGEN_HOST_CXX names no compiler");
-    }
-    int ncxx = n;
-    static const char *const fixed[] = {"-std=c++17", "-O1", "-g", "-fPIC", "-shared", "-Wall", "-Wextra",
-                                        "-Wno-unused-parameter", "-Wno-unused-function"};
-    for (size_t i = 0; i < FG_COUNTOF(fixed); i++)
-        argv[n++] = fixed[i];
-    if (env_on("FUSEGEN_EMU_ASAN")) {
-        argv[n++] = "-fsanitize=address";
-        argv[n++] = "-fno-omit-frame-pointer";
-    }
-    char *extra_words = split_words(getenv("FUSEGEN_EMU_CXXFLAGS"), argv, &n, MAX_ARGS - 8);
-
-    fg_status st = FG_OK;
-    char *vlog = NULL;
-    const char *version = compiler_version(argv, ncxx, cxx_cmd, &vlog);
-    if (!version) {
-        st = fg_diag_error(ctx, FG_ERR_COMPILE, FG_NOLOC, "kernel '%s': the host C++ compiler '%s' does not run: %.2000s",
-                           k->name, cxx_cmd, vlog ? vlog : "");
-        free(vlog);
-        goto done;
-    }
-
-    /* Cache key over everything that determines the shared object. */
-    fg_key kh;
-    fg_key_begin(&kh, NULL);
-    fg_key_part(&kh, "kind", "emu", 3);
-    fg_key_part(&kh, "generator", FG_VERSION_STRING, strlen(FG_VERSION_STRING));
-    fg_key_part(&kh, "compiler", cxx_cmd, strlen(cxx_cmd));
-    fg_key_part(&kh, "compiler-version", version, strlen(version));
-    for (int i = ncxx; i < n; i++)
-        fg_key_part(&kh, "option", argv[i], strlen(argv[i]));
-    fg_key_part(&kh, "prelude", pre->text, pre->len);
-    fg_key_part(&kh, "source", k->source, strlen(k->source));
-    char key[33];
-    fg_key_end(&kh, key);
-
-    char *dir = make_tmpdir();
-    if (!dir) {
-        st = fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "kernel '%s': cannot create a build directory under %s: %s",
-                           k->name, getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", strerror(errno));
-        goto done;
-    }
-    fg_cache *cache = fg_ctx_cache(ctx);
-    void *so = NULL;
-    size_t size = 0;
-    int compiled = 0;
-    if (!cache || fg_cache_fetch(cache, key, &so, &size, NULL) == FG_CACHE_MISS) {
-        so = NULL;
-        st = compile_so(ctx, k, dir, argv, n, pre->text, &so, &size);
-        compiled = st == FG_OK;
-        if (compiled && cache) {
-            fg_buf meta = {0};
-            fg_buf_printf(&meta, "name=%s\nkind=emu\ngenerator=%s\ncompiler=%s\n", k->name, FG_VERSION_STRING, version);
-            fg_cache_put_meta(cache, key, so, size, meta.s);   /* a failed store only costs a rebuild */
-            fg_buf_free(&meta);
-        }
-    }
-    emu_handle *h = NULL;
-    if (st == FG_OK)
-        st = load_so(ctx, k, dir, so, size, compiled, &h);
-    free(so);
-    if (env_on("FUSEGEN_EMU_KEEP"))
-        fg_diag_warn(ctx, FG_NOLOC, "kernel '%s': emulation build files kept in %s", k->name, dir);
-    else
-        remove_tmpdir(dir, k->name);
-    free(dir);
-    if (st == FG_OK) {
-        memcpy(h->key, key, sizeof key);
-        k->emu = h;
-    }
-done:
-    free(cxx_words);
-    free(extra_words);
+    fg_status st = fg_kernel_obtain(ctx, &fg_backend_emu, k, NULL, NULL);
+    if (!st)
+        st = fg_emu_load(ctx, k);
+    /* The library stays mapped; its bytes are not needed any more. */
+    free(k->binary);
+    k->binary = NULL;
+    k->binary_size = 0;
     return st;
 }
 
 fg_status fg_emu_launch(fg_context *ctx, const fg_kernel *k, const uint64_t *args)
 {
-    emu_handle *h = k->emu;
+    emu_handle *h = k->release == fg_emu_release ? k->handle : NULL;
     if (!h)
         return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s' was not built for emulation (fg_emu_build)",
                              k->name);
@@ -461,18 +561,4 @@ fg_status fg_emu_launch(fg_context *ctx, const fg_kernel *k, const uint64_t *arg
     if (rc != 0)
         return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "emulated kernel '%s' failed: %s", k->name, err);
     return FG_OK;
-}
-
-void fg_emu_release(fg_kernel *k)
-{
-    emu_handle *h = k->emu;
-    if (!h)
-        return;
-    pthread_mutex_lock(&h->lock);   /* no launch in flight */
-    pthread_mutex_unlock(&h->lock);
-    pthread_mutex_destroy(&h->lock);
-    dlclose(h->dl);
-    fg_emu_sched_free(h->sched);
-    free(h);
-    k->emu = NULL;
 }

@@ -430,11 +430,8 @@ static worker *worker_get(fg_emu_sched *s)
 fg_emu_sched *fg_emu_sched_new(size_t stack_bytes)
 {
     fg_emu_sched *s = fg_xcalloc(1, sizeof *s);
-    if (!stack_bytes) {
-        const char *e = getenv("FUSEGEN_EMU_STACK_KB");
-        long kb = e ? atol(e) : 0;
-        stack_bytes = (size_t)(kb >= 16 ? kb : 64) * 1024;
-    }
+    if (!stack_bytes)
+        stack_bytes = (size_t)64 * 1024;
     s->stack_bytes = stack_bytes;
     s->api.version = FG_EMU_API_VERSION;
     s->api.size = sizeof s->api;

@@ -44,7 +44,7 @@ typedef void (*fg_emu_entry)(const void *params);
  * thread-safe: callers serialize launches of one scheduler. */
 typedef struct fg_emu_sched fg_emu_sched;
 
-/* stack_bytes 0: $FUSEGEN_EMU_STACK_KB or 64 KiB. */
+/* stack_bytes: per thread (the context's FUSEGEN_EMU_STACK_KB); 0: 64 KiB. */
 fg_emu_sched *fg_emu_sched_new(size_t stack_bytes);
 void fg_emu_sched_free(fg_emu_sched *s);
 /* The table to hand to the kernel's fg_emu_bind (owned by s). */

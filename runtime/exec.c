@@ -1,21 +1,23 @@
 /*
- * exec.c -- the plan executor: compiles a plan's kernels, places its tensors
+ * exec.c -- the plan executor, written once for every backend (backend.h):
+ * compiles a plan's kernels through the kernel cache, places its tensors
  * (bound inputs/outputs, a weight block, an intermediate arena reused by
- * liveness) and launches the kernels in order on the GPU (CUDA driver, with
- * optional CUDA-graph capture and replay) or on the CPU (emulation).
+ * liveness) and launches the kernels in order, optionally through a launch
+ * graph captured once and replayed (backends that have them: CUDA graphs).
+ * On backends whose memory is host memory (emulation) the guard zones behind
+ * every buffer are checked after each kernel and host bindings are used
+ * directly; elsewhere fg_exec_run_host stages them through device buffers.
  * Public entry points: fg_plan_compile, fg_exec_* (see fusegen.h, exec.h).
  */
 #include "exec.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "context.h"
-#include "cuda_driver.h"
-#include "emu.h"
-#include "jit.h"
+#include "kcache.h"
 #include "tensor_convert.h"
 
 #define GUARD_BYTE 0xA5
@@ -24,8 +26,7 @@ struct fg_exec {
     fg_context *ctx;
     const fg_plan *plan;
     const fg_graph *g;              /* plan->graph */
-    fg_device device;               /* CUDA or EMU */
-    int cuda_ready;                 /* fg_cuda_init succeeded: teardown may call the driver */
+    const fg_backend *be;
     fg_compile_options opts;
     pthread_mutex_t run_lock;
 
@@ -44,18 +45,14 @@ struct fg_exec {
     uint64_t *bound;                /* per tensor: the address bound for this run */
 
     size_t weight_bytes, arena_bytes, inter_bytes;
-    void *weights_host, *arena_host;    /* emulation */
-    CUdeviceptr weights_dev, arena_dev; /* CUDA */
+    uint64_t weights, arena;        /* device addresses (host pointers in emulation); 0: none */
 
-    /* CUDA */
-    CUmodule *mods;
-    CUfunction *funcs;
-    CUstream stream;
-    CUevent *events;                /* nkernels + 1 */
-    CUgraphExec gexec;
-    uint64_t *gexec_bound;          /* bound addresses the graph was captured with */
-    CUstream gexec_stream;
-    CUdeviceptr *io_dev;            /* run_host staging, per input then output */
+    void *stream;                   /* the exec's own stream (NULL in emulation) */
+    void **events;                  /* nkernels + 1, for timing */
+    void *graph;                    /* the captured launch graph, replayed while the bindings stay */
+    uint64_t *graph_bound;          /* bound addresses the graph was captured with */
+    void *graph_stream;
+    uint64_t *io;                   /* run_host staging on device memory: per input, then output */
 };
 
 /* ---- arena -------------------------------------------------------------- */
@@ -139,7 +136,30 @@ void fg_arena_free(fg_arena *a)
 
 /* ---- placement ---------------------------------------------------------- */
 
-static size_t tensor_bytes(const fg_tensor *t) { return (size_t)fg_tensor_numel(t) * fg_dtype_size(t->dtype); }
+/* Storage bytes of a tensor into *out; -1 when the size does not fit. */
+static int tensor_bytes(const fg_tensor *t, size_t *out)
+{
+    int64_t n = fg_tensor_numel(t);
+    size_t es = fg_dtype_size(t->dtype);
+    if (n < 0 || !es || (uint64_t)n > (SIZE_MAX - 2 * FG_EXEC_ALIGN - FG_EXEC_GUARD) / es)
+        return -1;
+    *out = (size_t)n * es;
+    return 0;
+}
+
+/* *acc += n, or -1 when the sum overflows. */
+static int add_size(size_t *acc, size_t n)
+{
+    if (n > SIZE_MAX - *acc)
+        return -1;
+    *acc += n;
+    return 0;
+}
+
+static fg_status too_large(fg_exec *e, const fg_tensor *t)
+{
+    return fg_diag_error(e->ctx, FG_ERR_INPUT, FG_NOLOC, "tensor '%s' is too large to place in memory", t->name);
+}
 
 /* Layout a weight is stored in: the tensor's own.  Conv weights [K,C/g,R,S]
  * of an NHWC graph are thus stored K,R,S,C/g (channels innermost), which is
@@ -176,7 +196,10 @@ static fg_status place_tensors(fg_exec *e)
                 break;
             }
             const fg_tensor *t = &g->tensors[p->tensor];
-            e->bytes[p->tensor] = tensor_bytes(t);
+            if (tensor_bytes(t, &e->bytes[p->tensor]) != 0) {
+                st = too_large(e, t);
+                break;
+            }
             if (p->writes && (t->is_input || t->is_weight)) {
                 st = fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel %s writes %s tensor '%s'", K->name,
                                    t->is_input ? "input" : "weight", t->name);
@@ -198,9 +221,11 @@ static fg_status place_tensors(fg_exec *e)
         }
     }
     for (int i = 0; i < g->noutputs && !st; i++)
-        e->bytes[g->outputs[i]] = tensor_bytes(&g->tensors[g->outputs[i]]);
+        if (tensor_bytes(&g->tensors[g->outputs[i]], &e->bytes[g->outputs[i]]) != 0)
+            st = too_large(e, &g->tensors[g->outputs[i]]);
     for (int i = 0; i < g->ninputs && !st; i++)
-        e->bytes[g->inputs[i]] = tensor_bytes(&g->tensors[g->inputs[i]]);
+        if (tensor_bytes(&g->tensors[g->inputs[i]], &e->bytes[g->inputs[i]]) != 0)
+            st = too_large(e, &g->tensors[g->inputs[i]]);
 
     /* Weights: one block, each followed by a guard zone. */
     size_t wtop = 0;
@@ -212,17 +237,20 @@ static fg_status place_tensors(fg_exec *e)
             break;
         }
         e->offset[t] = wtop;
-        wtop += align_up(e->bytes[t] + FG_EXEC_GUARD);
+        if (add_size(&wtop, align_up(e->bytes[t] + FG_EXEC_GUARD)) != 0)
+            st = fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "the weights of the plan are too large to place in memory");
     }
     e->weight_bytes = wtop;
 
     /* Intermediates: first fit by liveness. */
     fg_arena a = {0};
     for (int k = 0; k < e->nkernels && !st; k++) {
-        for (int t = 0; t < nt; t++)
+        for (int t = 0; t < nt && !st; t++)
             if (e->place[t] == FG_PLACE_ARENA && first[t] == k) {
                 e->offset[t] = fg_arena_alloc(&a, e->bytes[t] + FG_EXEC_GUARD);
-                e->inter_bytes += align_up(e->bytes[t] + FG_EXEC_GUARD);
+                if (add_size(&e->inter_bytes, align_up(e->bytes[t] + FG_EXEC_GUARD)) != 0)
+                    st = fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC,
+                                       "the intermediates of the plan are too large to place in memory");
             }
         for (int t = 0; t < nt; t++)
             if (e->place[t] == FG_PLACE_ARENA && last[t] == k)
@@ -233,7 +261,7 @@ static fg_status place_tensors(fg_exec *e)
     return st;
 }
 
-/* ---- guard zones (emulation) --------------------------------------------- */
+/* ---- guard zones (host memory) -------------------------------------------- */
 
 /* Base of tensor t's block when it has a guard zone live at kernel k: weights
  * always; arena tensors only from their first writer to their last reader
@@ -242,9 +270,9 @@ static fg_status place_tensors(fg_exec *e)
 static unsigned char *guarded_base(const fg_exec *e, int t, int k)
 {
     if (e->place[t] == FG_PLACE_WEIGHT)
-        return e->weights_host;
+        return (unsigned char *)(uintptr_t)e->weights;
     if (e->place[t] == FG_PLACE_ARENA && e->first[t] <= k && k <= e->last[t])
-        return e->arena_host;
+        return (unsigned char *)(uintptr_t)e->arena;
     return NULL;
 }
 
@@ -279,25 +307,28 @@ static fg_status guards_check(fg_exec *e, int k)
 
 static pthread_mutex_t emit_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static fg_device resolve_device(fg_context *ctx, fg_device d)
-{
-    if (d == FG_DEVICE_AUTO)
-        d = ctx->opts.device;
-    if (d == FG_DEVICE_AUTO) {
-        char arch[16];
-        d = fg_cuda_device_arch(ctx, arch) == 0 ? FG_DEVICE_CUDA : FG_DEVICE_EMU;
-    }
-    return d;
-}
-
-/* Uploads the weights converted to their dtype and layout. */
+/* Converts the folded weights to their dtype and layout into the weight
+ * block (packed in place when device memory is host memory), and allocates
+ * the arena. */
 static fg_status load_weights(fg_exec *e)
 {
+    const fg_backend *be = e->be;
+    fg_context *ctx = e->ctx;
     const fg_graph *g = e->g;
-    char *host = fg_xcalloc(1, e->weight_bytes ? e->weight_bytes : 1);
+    fg_status st = FG_OK;
+    if (e->weight_bytes)
+        st = be->alloc(ctx, e->weight_bytes, "the weights", &e->weights);
+    if (!st && e->arena_bytes)
+        st = be->alloc(ctx, e->arena_bytes, "the intermediates", &e->arena);
+    if (st || !e->weight_bytes)
+        return st;
+    char *host = be->host_memory ? (char *)(uintptr_t)e->weights : calloc(1, e->weight_bytes);
+    if (!host)
+        return fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "out of memory staging %zu bytes of weights",
+                             e->weight_bytes);
     float *vals = NULL;
     size_t cap = 0;
-    for (int t = 0; t < g->ntensors; t++) {
+    for (int t = 0; t < g->ntensors && !st; t++) {
         if (e->place[t] != FG_PLACE_WEIGHT)
             continue;
         /* The values, with a fold's pending scale applied (BN folded into W). */
@@ -305,95 +336,105 @@ static fg_status load_weights(fg_exec *e)
         const float *v = w->data;
         if (w->scale) {
             size_t n = (size_t)fg_tensor_numel(w);
-            if (n > cap)
-                vals = fg_xrealloc(vals, (cap = n) * sizeof *vals);
+            if (n > cap) {
+                float *nv = realloc(vals, n * sizeof *vals);
+                if (!nv) {
+                    st = fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "out of memory scaling weight '%s'", w->name);
+                    break;
+                }
+                vals = nv;
+                cap = n;
+            }
             fg_tensor_values(w, vals);
             v = vals;
         }
         fg_tensor_pack_f32(w, weight_layout(w), v, host + e->offset[t]);
     }
     free(vals);
-    if (e->device == FG_DEVICE_EMU) {
-        e->weights_host = host;
-        e->arena_host = fg_xcalloc(1, e->arena_bytes ? e->arena_bytes : 1);
-        return FG_OK;
+    if (!be->host_memory) {
+        if (!st)
+            st = be->upload(ctx, e->weights, host, e->weight_bytes, NULL);
+        free(host);
     }
-    const fg_cu_api *cu = fg_cu();
-    fg_status st = FG_OK;
-    if (e->weight_bytes && !(st = CU_CHECK(e->ctx, cu->MemAlloc(&e->weights_dev, e->weight_bytes))))
-        st = CU_CHECK(e->ctx, cu->MemcpyHtoD(e->weights_dev, host, e->weight_bytes));
-    if (!st && e->arena_bytes)
-        st = CU_CHECK(e->ctx, cu->MemAlloc(&e->arena_dev, e->arena_bytes));
-    free(host);
     return st;
 }
 
-/* Loads each kernel's cubin and resolves its entry point. */
-static fg_status load_modules(fg_exec *e)
+/* Loads every kernel and makes the exec's stream and timing events. */
+static fg_status load_kernels(fg_exec *e)
 {
-    const fg_cu_api *cu = fg_cu();
+    const fg_backend *be = e->be;
     fg_status st = FG_OK;
-    e->mods = fg_xcalloc((size_t)e->nkernels + 1, sizeof *e->mods);
-    e->funcs = fg_xcalloc((size_t)e->nkernels + 1, sizeof *e->funcs);
-    for (int k = 0; k < e->nkernels && !st; k++) {
-        fg_kernel *K = &e->kernels[k];
-        if (!K->binary)
-            return fg_diag_error(e->ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel %s has no cubin", K->name);
-        st = CU_CHECK_K(e->ctx, cu->ModuleLoadData(&e->mods[k], K->binary), K->name);
-        if (!st)
-            st = CU_CHECK_K(e->ctx, cu->ModuleGetFunction(&e->funcs[k], e->mods[k], K->name), K->name);
-        if (!st && K->smem > 48 * 1024)
-            st = CU_CHECK_K(e->ctx,
-                            cu->FuncSetAttribute(e->funcs[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                 (int)K->smem),
-                            K->name);
-    }
+    for (int k = 0; k < e->nkernels && !st; k++)
+        st = be->load(e->ctx, &e->kernels[k]);
     if (!st)
-        st = CU_CHECK(e->ctx, cu->StreamCreate(&e->stream, CU_STREAM_NON_BLOCKING));
-    e->events = fg_xcalloc((size_t)e->nkernels + 1, sizeof *e->events);
+        st = be->stream_new(e->ctx, &e->stream);
     for (int k = 0; k <= e->nkernels && !st; k++)
-        st = CU_CHECK(e->ctx, cu->EventCreate(&e->events[k], CU_EVENT_DEFAULT));
+        st = be->event_new(e->ctx, &e->events[k]);
     return st;
+}
+
+/* Per-tensor and per-kernel arrays of a new exec. */
+static void exec_arrays(fg_exec *e)
+{
+    const fg_graph *g = e->g;
+    size_t nt = (size_t)g->ntensors + 1;
+    e->place = fg_xcalloc(nt, sizeof *e->place);
+    e->offset = fg_xcalloc(nt, sizeof *e->offset);
+    e->bytes = fg_xcalloc(nt, sizeof *e->bytes);
+    e->first = fg_xcalloc(nt, sizeof *e->first);
+    e->last = fg_xcalloc(nt, sizeof *e->last);
+    e->bound = fg_xcalloc(nt, sizeof *e->bound);
+    e->graph_bound = fg_xcalloc(nt, sizeof *e->graph_bound);
+    e->ninputs = g->ninputs;
+    e->inputs = fg_xcalloc((size_t)g->ninputs + 1, sizeof *e->inputs);
+    if (g->ninputs)
+        memcpy(e->inputs, g->inputs, (size_t)g->ninputs * sizeof *e->inputs);
+    e->noutputs = g->noutputs;
+    e->outputs = fg_xcalloc((size_t)g->noutputs + 1, sizeof *e->outputs);
+    if (g->noutputs)
+        memcpy(e->outputs, g->outputs, (size_t)g->noutputs * sizeof *e->outputs);
+    e->nkernels = e->plan->ngroups;
+    e->kernels = fg_xcalloc((size_t)e->nkernels + 1, sizeof *e->kernels);
+    e->kernel_ms = fg_xcalloc((size_t)e->nkernels + 1, sizeof *e->kernel_ms);
+    e->events = fg_xcalloc((size_t)e->nkernels + 1, sizeof *e->events);
+    for (int k = 0; k < e->nkernels; k++)
+        e->kernel_ms[k] = -1;
 }
 
 FG_API fg_status fg_plan_compile(fg_context *ctx, const fg_plan *p, const fg_compile_options *o, fg_exec **out)
 {
-    *out = NULL;
+    if (out)
+        *out = NULL;
+    if (!ctx)
+        return FG_ERR_INPUT;
+    if (!out)
+        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_plan_compile: no place for the result (out is NULL)");
     if (!p || !p->graph)
         return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_plan_compile: no plan");
+    if (p->ngroups < 0)
+        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_plan_compile: the plan has %d groups", p->ngroups);
+    fg_compile_options co;
+    memset(&co, 0, sizeof co);
+    fg_status st = o ? fg_copy_sized(ctx, "fg_compile_options", &co, sizeof co, o, o->size, sizeof co, sizeof co)
+                     : FG_OK;
+    if (st)
+        return st;
+    const fg_backend *be = fg_backend_choose(ctx, co.device);
+    if (!be)
+        return FG_ERR_INPUT;
+
     fg_exec *e = fg_xcalloc(1, sizeof *e);
     e->ctx = ctx;
     e->plan = p;
     e->g = p->graph;
-    if (o)
-        e->opts = *o;
-    e->device = resolve_device(ctx, e->opts.device);
+    e->be = be;
+    e->opts = co;
+    e->opts.device = be->device;
     e->total_ms = -1;
     pthread_mutex_init(&e->run_lock, NULL);
-    const fg_graph *g = e->g;
-    int nt = g->ntensors;
-    e->place = fg_xcalloc((size_t)nt + 1, sizeof *e->place);
-    e->offset = fg_xcalloc((size_t)nt + 1, sizeof *e->offset);
-    e->bytes = fg_xcalloc((size_t)nt + 1, sizeof *e->bytes);
-    e->first = fg_xcalloc((size_t)nt + 1, sizeof *e->first);
-    e->last = fg_xcalloc((size_t)nt + 1, sizeof *e->last);
-    e->bound = fg_xcalloc((size_t)nt + 1, sizeof *e->bound);
-    e->gexec_bound = fg_xcalloc((size_t)nt + 1, sizeof *e->gexec_bound);
-    e->ninputs = g->ninputs;
-    e->inputs = fg_xmalloc(((size_t)g->ninputs + 1) * sizeof *e->inputs);
-    memcpy(e->inputs, g->inputs, (size_t)g->ninputs * sizeof *e->inputs);
-    e->noutputs = g->noutputs;
-    e->outputs = fg_xmalloc(((size_t)g->noutputs + 1) * sizeof *e->outputs);
-    memcpy(e->outputs, g->outputs, (size_t)g->noutputs * sizeof *e->outputs);
-    e->nkernels = p->ngroups;
-    e->kernels = fg_xcalloc((size_t)p->ngroups + 1, sizeof *e->kernels);
-    e->kernel_ms = fg_xcalloc((size_t)p->ngroups + 1, sizeof *e->kernel_ms);
-    for (int k = 0; k < e->nkernels; k++)
-        e->kernel_ms[k] = -1;
+    exec_arrays(e);
 
-    fg_status st = FG_OK;
-    if (e->device == FG_DEVICE_CUDA)
-        e->cuda_ready = (st = fg_cuda_init(ctx)) == FG_OK;
+    st = be->open(ctx);
     if (!st) {
         /* Emission may run Lua hooks, which share the context's one Lua state. */
         fg_emit_opts eo = {.specialize = 1};
@@ -402,18 +443,14 @@ FG_API fg_status fg_plan_compile(fg_context *ctx, const fg_plan *p, const fg_com
             st = fg_emit_group(ctx, p, k, &eo, &e->kernels[k]);
         pthread_mutex_unlock(&emit_lock);
     }
-    if (!st && e->device == FG_DEVICE_CUDA) {
-        st = fg_jit_compile_all(ctx, e->kernels, e->nkernels, fg_jit_arch(ctx), NULL);
-    } else if (!st) {
-        for (int k = 0; k < e->nkernels && !st; k++)
-            st = fg_emu_build(ctx, &e->kernels[k]);
-    }
+    if (!st)
+        st = fg_kernel_obtain_all(ctx, be, e->kernels, e->nkernels, NULL, NULL);
     if (!st)
         st = place_tensors(e);
     if (!st)
         st = load_weights(e);
-    if (!st && e->device == FG_DEVICE_CUDA)
-        st = load_modules(e);
+    if (!st)
+        st = load_kernels(e);
     if (st) {
         fg_exec_free(e);
         return st;
@@ -426,48 +463,35 @@ FG_API void fg_exec_free(fg_exec *e)
 {
     if (!e)
         return;
-    if (e->device == FG_DEVICE_CUDA && e->cuda_ready && fg_cuda_init(e->ctx) == FG_OK) {
-        /* Teardown: failures here are not actionable, so results are ignored. */
-        const fg_cu_api *cu = fg_cu();
-        if (e->stream)
-            cu->StreamSynchronize(e->stream);
-        if (e->gexec)
-            cu->GraphExecDestroy(e->gexec);
-        for (int k = 0; e->events && k <= e->nkernels; k++)
-            if (e->events[k])
-                cu->EventDestroy(e->events[k]);
-        for (int k = 0; e->mods && k < e->nkernels; k++)
-            if (e->mods[k])
-                cu->ModuleUnload(e->mods[k]);
-        for (int i = 0; e->io_dev && i < e->ninputs + e->noutputs; i++)
-            if (e->io_dev[i])
-                cu->MemFree(e->io_dev[i]);
-        if (e->weights_dev)
-            cu->MemFree(e->weights_dev);
-        if (e->arena_dev)
-            cu->MemFree(e->arena_dev);
-        if (e->stream)
-            cu->StreamDestroy(e->stream);
-    }
+    /* Teardown: failures are not actionable, so nothing is recorded.  The
+     * stream goes first: freeing it waits for its work. */
+    const fg_backend *be = e->be;
+    if (e->stream)
+        be->stream_free(e->stream);
+    if (e->graph)
+        be->graph_free(e->graph);
+    for (int k = 0; e->events && k <= e->nkernels; k++)
+        if (e->events[k])
+            be->event_free(e->events[k]);
+    for (int i = 0; e->io && i < e->ninputs + e->noutputs; i++)
+        be->free(e->io[i]);
+    be->free(e->weights);
+    be->free(e->arena);
     for (int k = 0; e->kernels && k < e->nkernels; k++)
-        fg_kernel_free(&e->kernels[k]);   /* releases the emulation handle too */
+        fg_kernel_free(&e->kernels[k]);   /* releases the loaded kernel too */
     free(e->kernels);
     free(e->kernel_ms);
-    free(e->mods);
-    free(e->funcs);
     free(e->events);
-    free(e->io_dev);
+    free(e->io);
     free(e->place);
     free(e->offset);
     free(e->first);
     free(e->last);
     free(e->bytes);
     free(e->bound);
-    free(e->gexec_bound);
+    free(e->graph_bound);
     free(e->inputs);
     free(e->outputs);
-    free(e->weights_host);
-    free(e->arena_host);
     pthread_mutex_destroy(&e->run_lock);
     free(e);
 }
@@ -478,6 +502,10 @@ FG_API void fg_exec_free(fg_exec *e)
 static fg_status bind(fg_exec *e, const fg_binding *b, int n)
 {
     const fg_graph *g = e->g;
+    if (n < 0)
+        return fg_diag_error(e->ctx, FG_ERR_INPUT, FG_NOLOC, "negative binding count %d", n);
+    if (n > 0 && !b)
+        return fg_diag_error(e->ctx, FG_ERR_INPUT, FG_NOLOC, "%d bindings but no binding array", n);
     int nio = e->ninputs + e->noutputs;
     int *seen = fg_xcalloc((size_t)nio + 1, sizeof *seen);
     fg_status st = FG_OK;
@@ -521,12 +549,8 @@ static uint64_t tensor_addr(const fg_exec *e, int t)
     switch (e->place[t]) {
     case FG_PLACE_INPUT:
     case FG_PLACE_OUTPUT: return e->bound[t];
-    case FG_PLACE_WEIGHT:
-        return e->device == FG_DEVICE_CUDA ? e->weights_dev + e->offset[t]
-                                           : (uint64_t)(uintptr_t)((char *)e->weights_host + e->offset[t]);
-    case FG_PLACE_ARENA:
-        return e->device == FG_DEVICE_CUDA ? e->arena_dev + e->offset[t]
-                                           : (uint64_t)(uintptr_t)((char *)e->arena_host + e->offset[t]);
+    case FG_PLACE_WEIGHT: return e->weights + e->offset[t];
+    case FG_PLACE_ARENA: return e->arena + e->offset[t];
     default: return 0;
     }
 }
@@ -538,185 +562,156 @@ static void pack_slots(const fg_exec *e, const fg_kernel *K, uint64_t *slots)
                                                           : (uint64_t)K->params[j].value;
 }
 
-static fg_status run_emu(fg_exec *e)
+/* Launches every kernel on stream s, with an event before each and one at
+ * the end when timing; on host memory, guard zones are filled before and
+ * checked after each kernel. */
+static fg_status launch_all(fg_exec *e, void *s, int timing)
 {
+    const fg_backend *be = e->be;
+    int guards = be->host_memory;
     uint64_t slots[FG_MAX_KPARAMS];
     fg_status st = FG_OK;
-    guards_fill(e, -1);
-    double t0 = fg_now();
+    if (guards)
+        guards_fill(e, -1);
     for (int k = 0; k < e->nkernels && !st; k++) {
         const fg_kernel *K = &e->kernels[k];
         pack_slots(e, K, slots);
-        guards_fill(e, k);
-        double t = fg_now();
-        st = fg_emu_launch(e->ctx, K, slots);
-        e->kernel_ms[k] = (fg_now() - t) * 1e3;
+        if (guards)
+            guards_fill(e, k);
+        if (timing)
+            st = be->event_record(e->ctx, e->events[k], s);
         if (!st)
+            st = be->launch(e->ctx, K, slots, s);
+        if (!st && guards)
             st = guards_check(e, k);
     }
-    e->total_ms = (fg_now() - t0) * 1e3;
-    return st;
-}
-
-/* Queues every kernel on s (events around each when timing). */
-static fg_status launch_all(fg_exec *e, CUstream s, int timing)
-{
-    const fg_cu_api *cu = fg_cu();
-    uint64_t slots[FG_MAX_KPARAMS];
-    fg_status st = FG_OK;
-    for (int k = 0; k < e->nkernels && !st; k++) {
-        const fg_kernel *K = &e->kernels[k];
-        pack_slots(e, K, slots);
-        void *params[1] = {slots};   /* one struct argument made of 8-byte slots */
-        if (timing)
-            st = CU_CHECK(e->ctx, cu->EventRecord(e->events[k], s));
-        if (!st)
-            st = CU_CHECK_K(e->ctx,
-                            cu->LaunchKernel(e->funcs[k], K->grid[0], K->grid[1], K->grid[2], K->block[0], K->block[1],
-                                             K->block[2], K->smem, s, params, NULL),
-                            K->name);
-    }
     if (!st && timing)
-        st = CU_CHECK(e->ctx, cu->EventRecord(e->events[e->nkernels], s));
+        st = be->event_record(e->ctx, e->events[e->nkernels], s);
     return st;
 }
 
-/* CUDA-graph path: capture once per set of bound addresses, then replay. */
-static fg_status run_graph(fg_exec *e, CUstream s)
+/* Launch-graph path: capture once per stream and set of bound addresses,
+ * then replay. */
+static fg_status run_graph(fg_exec *e, void *s)
 {
-    const fg_cu_api *cu = fg_cu();
-    fg_context *ctx = e->ctx;
+    const fg_backend *be = e->be;
     size_t nb = (size_t)e->g->ntensors * sizeof *e->bound;
-    fg_status st = FG_OK;
-    if (!e->gexec || e->gexec_stream != s || memcmp(e->gexec_bound, e->bound, nb) != 0) {
-        if (e->gexec) {
-            cu->GraphExecDestroy(e->gexec);
-            e->gexec = NULL;
-        }
-        CUgraph graph = NULL;
-        st = CU_CHECK(ctx, cu->StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    if (!e->graph || e->graph_stream != s || memcmp(e->graph_bound, e->bound, nb) != 0) {
+        if (e->graph)
+            be->graph_free(e->graph);
+        e->graph = NULL;
+        fg_status st = be->capture_begin(e->ctx, s);
         if (st)
             return st;
         fg_status lst = launch_all(e, s, 0);
-        st = CU_CHECK(ctx, cu->StreamEndCapture(s, &graph));
-        if (lst)
-            st = lst;
-        if (!st)
-            st = CU_CHECK(ctx, cu->GraphInstantiate(&e->gexec, graph, 0));
-        if (graph)
-            cu->GraphDestroy(graph);
-        if (st)
-            return st;
-        memcpy(e->gexec_bound, e->bound, nb);
-        e->gexec_stream = s;
+        st = be->capture_end(e->ctx, s, &e->graph);
+        if (lst && !st) {
+            be->graph_free(e->graph);
+            e->graph = NULL;
+        }
+        if (lst || st)
+            return lst ? lst : st;
+        memcpy(e->graph_bound, e->bound, nb);
+        e->graph_stream = s;
     }
-    return CU_CHECK(ctx, cu->GraphLaunch(e->gexec, s));
+    return be->graph_launch(e->ctx, e->graph, s);
 }
 
-static fg_status run_cuda(fg_exec *e, CUstream s)
+/* One run on stream s, then the times when timing is on (which waits). */
+static fg_status run_on(fg_exec *e, void *s)
 {
-    const fg_cu_api *cu = fg_cu();
+    const fg_backend *be = e->be;
+    int timing = e->opts.timing != 0;
+    int graph = e->opts.graph_replay && be->graph_launch;
     fg_status st;
-    int timing = e->opts.timing;
-    if (e->opts.graph_replay) {
-        if (timing && (st = CU_CHECK(e->ctx, cu->EventRecord(e->events[0], s))))
-            return st;
-        st = run_graph(e, s);
+    for (int k = 0; k < e->nkernels; k++)
+        e->kernel_ms[k] = -1;
+    e->total_ms = -1;
+    if (graph) {
+        st = timing ? be->event_record(e->ctx, e->events[0], s) : FG_OK;
+        if (!st)
+            st = run_graph(e, s);
         if (!st && timing)
-            st = CU_CHECK(e->ctx, cu->EventRecord(e->events[e->nkernels], s));
+            st = be->event_record(e->ctx, e->events[e->nkernels], s);
     } else {
         st = launch_all(e, s, timing);
     }
     if (st || !timing)
         return st;
-    if ((st = CU_CHECK(e->ctx, cu->EventSynchronize(e->events[e->nkernels]))))
-        return st;
-    float ms = 0;
-    for (int k = 0; k < e->nkernels && !e->opts.graph_replay; k++) {
-        if ((st = CU_CHECK(e->ctx, cu->EventElapsedTime(&ms, e->events[k], e->events[k + 1]))))
-            return st;
+    double ms = 0;
+    for (int k = 0; k < e->nkernels && !graph && !st; k++) {
+        st = be->event_elapsed(e->ctx, e->events[k], e->events[k + 1], &ms);
         e->kernel_ms[k] = ms;
     }
-    st = CU_CHECK(e->ctx, cu->EventElapsedTime(&ms, e->events[0], e->events[e->nkernels]));
-    e->total_ms = ms;
+    if (!st)
+        st = be->event_elapsed(e->ctx, e->events[0], e->events[e->nkernels], &ms);
+    e->total_ms = st ? -1 : ms;
     return st;
 }
 
-static fg_status run_locked(fg_exec *e, void *stream)
-{
-    for (int k = 0; k < e->nkernels; k++)
-        e->kernel_ms[k] = -1;
-    e->total_ms = -1;
-    if (e->device == FG_DEVICE_EMU)
-        return run_emu(e);
-    fg_status st = fg_cuda_init(e->ctx);
-    if (st)
-        return st;
-    return run_cuda(e, stream ? (CUstream)stream : e->stream);
-}
+/* Nonzero for an exec made by fg_plan_compile (the public calls' check). */
+static int exec_ok(const fg_exec *e) { return e && e->ctx && e->be; }
 
 FG_API fg_status fg_exec_run(fg_exec *e, const fg_binding *b, int n, void *stream)
 {
+    if (!exec_ok(e))
+        return FG_ERR_INPUT;
     pthread_mutex_lock(&e->run_lock);
     fg_status st = bind(e, b, n);
     if (!st)
-        st = run_locked(e, stream);
+        st = e->be->open(e->ctx);
+    if (!st)
+        st = run_on(e, stream ? stream : e->stream);
     pthread_mutex_unlock(&e->run_lock);
     return st;
 }
 
-/* CUDA: stage host data through device buffers owned by the exec. */
-static fg_status run_host_cuda(fg_exec *e, const fg_binding *b, int n)
+/* Device memory that is not host memory: stages host data through buffers
+ * the exec owns (made on first use), poisoning the outputs (all-ones bytes
+ * are NaN in fp32, fp16 and bf16). */
+static fg_status run_host_staged(fg_exec *e)
 {
-    const fg_cu_api *cu = fg_cu();
+    const fg_backend *be = e->be;
     fg_context *ctx = e->ctx;
-    fg_status st = bind(e, b, n);
-    if (!st)
-        st = fg_cuda_init(ctx);
-    if (st)
-        return st;
     int nio = e->ninputs + e->noutputs;
-    if (!e->io_dev)
-        e->io_dev = fg_xcalloc((size_t)nio + 1, sizeof *e->io_dev);
+    if (!e->io)
+        e->io = fg_xcalloc((size_t)nio + 1, sizeof *e->io);
     void **host = fg_xcalloc((size_t)nio + 1, sizeof *host);
+    fg_status st = FG_OK;
     for (int j = 0; j < nio && !st; j++) {
         int t = j < e->ninputs ? e->inputs[j] : e->outputs[j - e->ninputs];
-        size_t bytes = align_up(tensor_bytes(&e->g->tensors[t]));
+        size_t bytes = e->bytes[t], padded = align_up(bytes);
         host[j] = (void *)(uintptr_t)e->bound[t];
-        if (!e->io_dev[j])
-            st = CU_CHECK(ctx, cu->MemAlloc(&e->io_dev[j], bytes));
+        if (!e->io[j])
+            st = be->alloc(ctx, padded, e->g->tensors[t].name, &e->io[j]);
         if (!st && j < e->ninputs)
-            st = CU_CHECK(ctx, cu->MemcpyHtoDAsync(e->io_dev[j], host[j], tensor_bytes(&e->g->tensors[t]), e->stream));
-        else if (!st)   /* poison: all-ones bytes are NaN in fp32, fp16 and bf16 */
-            st = CU_CHECK(ctx, cu->MemsetD32(e->io_dev[j], 0xFFFFFFFFu, bytes / 4));
-        e->bound[t] = e->io_dev[j];
+            st = be->upload(ctx, e->io[j], host[j], bytes, e->stream);
+        else if (!st)
+            st = be->fill(ctx, e->io[j], 0xFFFFFFFFu, padded / 4, e->stream);
+        e->bound[t] = e->io[j];
     }
     if (!st)
-        st = run_cuda(e, e->stream);
+        st = run_on(e, e->stream);
     for (int j = e->ninputs; j < nio && !st; j++) {
         int t = e->outputs[j - e->ninputs];
-        st = CU_CHECK(ctx, cu->MemcpyDtoHAsync(host[j], e->io_dev[j], tensor_bytes(&e->g->tensors[t]), e->stream));
+        st = be->download(ctx, host[j], e->io[j], e->bytes[t], e->stream);
     }
     if (!st)
-        st = CU_CHECK(ctx, cu->StreamSynchronize(e->stream));
+        st = be->synchronize(ctx, e->stream);
     free(host);
     return st;
 }
 
 FG_API fg_status fg_exec_run_host(fg_exec *e, const fg_binding *b, int n)
 {
+    if (!exec_ok(e))
+        return FG_ERR_INPUT;
     pthread_mutex_lock(&e->run_lock);
-    fg_status st;
-    if (e->device == FG_DEVICE_EMU) {
-        st = bind(e, b, n);
-        if (!st)
-            st = run_locked(e, NULL);
-    } else {
-        for (int k = 0; k < e->nkernels; k++)
-            e->kernel_ms[k] = -1;
-        e->total_ms = -1;
-        st = run_host_cuda(e, b, n);
-    }
+    fg_status st = bind(e, b, n);
+    if (!st)
+        st = e->be->open(e->ctx);
+    if (!st)
+        st = e->be->host_memory ? run_on(e, e->stream) : run_host_staged(e);
     pthread_mutex_unlock(&e->run_lock);
     return st;
 }
@@ -733,55 +728,68 @@ static fg_status tensor_info(const fg_exec *e, int t, fg_tensor_info *info)
     info->rank = x->rank;
     for (int i = 0; i < x->rank && i < 6; i++)
         info->shape[i] = x->shape[i];
-    info->bytes = tensor_bytes(x);
+    size_t bytes = 0;
+    tensor_bytes(x, &bytes);
+    info->bytes = bytes;
     return FG_OK;
 }
 
-FG_API fg_device fg_exec_device(const fg_exec *e) { return e->device; }
-FG_API int fg_exec_input_count(const fg_exec *e) { return e->ninputs; }
-FG_API int fg_exec_output_count(const fg_exec *e) { return e->noutputs; }
-
-FG_API fg_status fg_exec_input_info(const fg_exec *e, int i, fg_tensor_info *info)
+/* Input or output i's info, with the argument checks of the public calls. */
+static fg_status io_info(const fg_exec *e, int i, fg_tensor_info *info, int output)
 {
-    if (i < 0 || i >= e->ninputs)
+    if (!exec_ok(e))
         return FG_ERR_INPUT;
-    return tensor_info(e, e->inputs[i], info);
+    int n = output ? e->noutputs : e->ninputs;
+    const char *what = output ? "output" : "input";
+    if (!info)
+        return fg_diag_error(e->ctx, FG_ERR_INPUT, FG_NOLOC, "fg_exec_%s_info: info is NULL", what);
+    if (i < 0 || i >= n)
+        return fg_diag_error(e->ctx, FG_ERR_INPUT, FG_NOLOC, "fg_exec_%s_info: %s %d does not exist (the plan has %d)",
+                             what, what, i, n);
+    return tensor_info(e, output ? e->outputs[i] : e->inputs[i], info);
 }
 
-FG_API fg_status fg_exec_output_info(const fg_exec *e, int i, fg_tensor_info *info)
-{
-    if (i < 0 || i >= e->noutputs)
-        return FG_ERR_INPUT;
-    return tensor_info(e, e->outputs[i], info);
-}
+FG_API fg_device fg_exec_device(const fg_exec *e) { return e && e->be ? e->be->device : FG_DEVICE_AUTO; }
+FG_API int fg_exec_input_count(const fg_exec *e) { return e ? e->ninputs : 0; }
+FG_API int fg_exec_output_count(const fg_exec *e) { return e ? e->noutputs : 0; }
 
-FG_API int fg_exec_kernel_count(const fg_exec *e) { return e->nkernels; }
+FG_API fg_status fg_exec_input_info(const fg_exec *e, int i, fg_tensor_info *info) { return io_info(e, i, info, 0); }
+FG_API fg_status fg_exec_output_info(const fg_exec *e, int i, fg_tensor_info *info) { return io_info(e, i, info, 1); }
+
+FG_API int fg_exec_kernel_count(const fg_exec *e) { return e ? e->nkernels : 0; }
 
 FG_API const char *fg_exec_kernel_name(const fg_exec *e, int i)
 {
-    return i >= 0 && i < e->nkernels ? e->kernels[i].name : NULL;
+    return e && i >= 0 && i < e->nkernels ? e->kernels[i].name : NULL;
 }
 
 FG_API const char *fg_exec_kernel_source(const fg_exec *e, int i)
 {
-    return i >= 0 && i < e->nkernels ? e->kernels[i].source : NULL;
+    return e && i >= 0 && i < e->nkernels ? e->kernels[i].source : NULL;
 }
 
-FG_API double fg_exec_kernel_ms(const fg_exec *e, int i) { return i >= 0 && i < e->nkernels ? e->kernel_ms[i] : -1; }
-FG_API size_t fg_exec_arena_bytes(const fg_exec *e) { return e->arena_bytes; }
+FG_API double fg_exec_kernel_ms(const fg_exec *e, int i)
+{
+    return e && i >= 0 && i < e->nkernels ? e->kernel_ms[i] : -1;
+}
 
-int fg_exec_input_tensor(const fg_exec *e, int i) { return i >= 0 && i < e->ninputs ? e->inputs[i] : -1; }
-int fg_exec_output_tensor(const fg_exec *e, int i) { return i >= 0 && i < e->noutputs ? e->outputs[i] : -1; }
+FG_API size_t fg_exec_arena_bytes(const fg_exec *e) { return e ? e->arena_bytes : 0; }
+
+int fg_exec_input_tensor(const fg_exec *e, int i) { return e && i >= 0 && i < e->ninputs ? e->inputs[i] : -1; }
+int fg_exec_output_tensor(const fg_exec *e, int i) { return e && i >= 0 && i < e->noutputs ? e->outputs[i] : -1; }
 
 fg_exec_place fg_exec_tensor_place(const fg_exec *e, int t, size_t *offset)
 {
-    if (t < 0 || t >= e->g->ntensors)
+    if (!e || t < 0 || t >= e->g->ntensors)
         return FG_PLACE_NONE;
     if (offset)
         *offset = e->offset[t];
     return e->place[t];
 }
 
-size_t fg_exec_intermediate_bytes(const fg_exec *e) { return e->inter_bytes; }
-double fg_exec_total_ms(const fg_exec *e) { return e->total_ms; }
-const fg_kernel *fg_exec_kernel(const fg_exec *e, int i) { return i >= 0 && i < e->nkernels ? &e->kernels[i] : NULL; }
+size_t fg_exec_intermediate_bytes(const fg_exec *e) { return e ? e->inter_bytes : 0; }
+double fg_exec_total_ms(const fg_exec *e) { return e ? e->total_ms : -1; }
+const fg_kernel *fg_exec_kernel(const fg_exec *e, int i)
+{
+    return e && i >= 0 && i < e->nkernels ? &e->kernels[i] : NULL;
+}

@@ -1,6 +1,7 @@
 /*
- * jit.c -- NVRTC compilation of emitted kernels through the kernel cache
- * (jit.h).
+ * jit.c -- the NVRTC toolchain of the CUDA backend (jit.h): the target arch,
+ * the cache key, the compile and its diagnostics.  The cache sequence itself
+ * is kcache.c's, shared with emulation.
  *
  * The cache key is XXH3-128 over a canonical, length-prefixed serialization
  * of: the key format, the generator version, the kernel's deps_hash, the
@@ -19,14 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "cache.h"
 #include "context.h"
 #include "diag.h"
 #include "nvrtc_check.h"
 #include "runtime.h"
-#include "threadpool.h"
 
 #define KEY_FORMAT "fusegen-kernel-key 1"
 #define PRELUDE_NAME "fusegen_prelude.cuh"
@@ -136,7 +134,7 @@ fg_status fg_jit_check_arch(fg_context *ctx, const char *arch)
 /* Resolution order: the context option, the GPU's, $FUSEGEN_ARCH, sm_90. */
 static void resolve_arch(fg_context *ctx, char out[32])
 {
-    const char *env = getenv("FUSEGEN_ARCH");
+    const char *env = ctx->env.arch;
     const char *opt = ctx->opts.arch;
     char gpu[16] = "";
     if (opt && *opt) {
@@ -167,50 +165,65 @@ const char *fg_jit_arch(fg_context *ctx)
     return rt->arch;
 }
 
-struct fg_cache *fg_ctx_cache(fg_context *ctx)
-{
-    struct fg_runtime *rt = fg_rt(ctx);
-    pthread_mutex_lock(&rt->lock);
-    if (!rt->cache_opened) {
-        rt->cache = fg_cache_open(ctx, ctx->cache_dir, 0);
-        rt->cache_opened = 1;
-    }
-    fg_cache *c = rt->cache;
-    pthread_mutex_unlock(&rt->lock);
-    return c;
-}
-
 /* ---- key -------------------------------------------------------------- */
 
-#define MAX_OPTS 16
-
-typedef struct jit_opts {
+/* The resolved compiler of a batch: the arch and the NVRTC options. */
+typedef struct nvrtc_tc {
+    char arch[32];
     char arch_opt[48];
-    char extra[512];            /* $FUSEGEN_NVRTC_OPTIONS, split in place */
-    const char *v[MAX_OPTS];
+    char *extra;                /* $FUSEGEN_NVRTC_OPTIONS, split in place */
+    const char **v;             /* the options */
     int n;
-} jit_opts;
+} nvrtc_tc;
 
 /* The NVRTC options: the arch, C++17, functions default to device code, then
  * whatever $FUSEGEN_NVRTC_OPTIONS adds (whitespace-separated, e.g. -lineinfo).
  * All of them are part of the cache key. */
-static void opts_init(jit_opts *o, const char *arch)
+static nvrtc_tc *tc_new(fg_context *ctx, const char *arch)
 {
-    snprintf(o->arch_opt, sizeof o->arch_opt, "--gpu-architecture=%s", arch);
-    o->n = 0;
-    o->v[o->n++] = o->arch_opt;
-    o->v[o->n++] = "--std=c++17";
-    o->v[o->n++] = "-default-device";
-    const char *env = getenv("FUSEGEN_NVRTC_OPTIONS");
-    snprintf(o->extra, sizeof o->extra, "%s", env ? env : "");
+    nvrtc_tc *t = fg_xcalloc(1, sizeof *t);
+    snprintf(t->arch, sizeof t->arch, "%s", arch);
+    snprintf(t->arch_opt, sizeof t->arch_opt, "--gpu-architecture=%s", arch);
+    t->extra = fg_xstrdup(ctx->env.nvrtc_options ? ctx->env.nvrtc_options : "");
+    int cap = 4;
+    for (const char *p = t->extra; *p; p++)
+        cap += *p == ' ' || *p == '\t';
+    t->v = fg_xcalloc((size_t)cap + 1, sizeof *t->v);
+    t->v[t->n++] = t->arch_opt;
+    t->v[t->n++] = "--std=c++17";
+    t->v[t->n++] = "-default-device";
     char *save = NULL;
-    for (char *t = strtok_r(o->extra, " \t", &save); t && o->n < MAX_OPTS; t = strtok_r(NULL, " \t", &save))
-        o->v[o->n++] = t;
+    for (char *w = strtok_r(t->extra, " \t", &save); w && t->n < cap; w = strtok_r(NULL, " \t", &save))
+        t->v[t->n++] = w;
+    return t;
 }
 
-/* Fills k->key from everything that determines the binary. */
-static void compute_key(fg_kernel *k, const char *arch, const jit_opts *o)
+void fg_nvrtc_toolchain_free(void *tc)
 {
+    nvrtc_tc *t = tc;
+    if (!t)
+        return;
+    free(t->extra);
+    free(t->v);
+    free(t);
+}
+
+fg_status fg_nvrtc_toolchain_new(fg_context *ctx, const char *arch, void **tc)
+{
+    pthread_once(&once, init_once);
+    *tc = NULL;
+    if (!arch)
+        arch = fg_jit_arch(ctx);
+    fg_status st = fg_jit_check_arch(ctx, arch);
+    if (st)
+        return st;
+    *tc = tc_new(ctx, arch);
+    return FG_OK;
+}
+
+void fg_nvrtc_key(const void *tc, const fg_kernel *k, char key[33])
+{
+    const nvrtc_tc *t = tc;
     char deps[33];
     fg_hash128_hex(k->deps_hash, deps);
     fg_key h;
@@ -218,12 +231,12 @@ static void compute_key(fg_kernel *k, const char *arch, const jit_opts *o)
     fg_key_part(&h, "generator", fg_version(), strlen(fg_version()));
     fg_key_part(&h, "deps", deps, 32);
     fg_key_part(&h, "nvrtc", nvrtc_version, strlen(nvrtc_version));
-    fg_key_part(&h, "arch", arch, strlen(arch));
-    for (int i = 0; i < o->n; i++)
-        fg_key_part(&h, "option", o->v[i], strlen(o->v[i]));
+    fg_key_part(&h, "arch", t->arch, strlen(t->arch));
+    for (int i = 0; i < t->n; i++)
+        fg_key_part(&h, "option", t->v[i], strlen(t->v[i]));
     fg_key_part(&h, "prelude", prelude_hash, 32);
     fg_key_part(&h, "source", k->source, strlen(k->source));
-    fg_key_end(&h, k->key);
+    fg_key_end(&h, key);
 }
 
 /* ---- diagnostics ------------------------------------------------------ */
@@ -337,9 +350,10 @@ static fg_status compile_error(fg_context *ctx, const fg_kernel *k, const char *
 
 /* FUSEGEN_DUMP_SOURCE=DIR: writes DIR/<name>-<key>.cu and the prelude beside
  * it (so the file also compiles with nvcc -I DIR).  Failures are ignored. */
-static void dump_source(const fg_kernel *k)
+void fg_nvrtc_dump(fg_context *ctx, const void *tc, const fg_kernel *k)
 {
-    const char *dir = getenv("FUSEGEN_DUMP_SOURCE");
+    (void)tc;
+    const char *dir = ctx->env.dump_source;
     if (!dir || !*dir || fg_mkdir_p(dir, 0755) != 0)
         return;
     fg_buf b = {0};
@@ -355,14 +369,14 @@ static void dump_source(const fg_kernel *k)
 
 /* Runs NVRTC.  On success sets *bin / *size (malloc'd) and *log (malloc'd,
  * possibly empty). */
-static fg_status nvrtc_compile(fg_context *ctx, const fg_kernel *k, const char *arch, const jit_opts *o, void **bin,
-                               size_t *size, char **log)
+static fg_status nvrtc_compile(fg_context *ctx, const fg_kernel *k, const nvrtc_tc *t, void **bin, size_t *size,
+                               char **log)
 {
     nvrtcProgram prog = NULL;
     const char *hdrs[1] = {prelude_text};
     const char *names[1] = {PRELUDE_NAME};
     int ptx = 0;
-    arch_number(arch, &ptx);
+    arch_number(t->arch, &ptx);
     *bin = NULL;
     *size = 0;
     *log = NULL;
@@ -370,10 +384,10 @@ static fg_status nvrtc_compile(fg_context *ctx, const fg_kernel *k, const char *
                                                           prelude_text ? hdrs : NULL, prelude_text ? names : NULL));
     if (st)
         return st;
-    nvrtcResult r = nvrtcCompileProgram(prog, o->n, o->v);
+    nvrtcResult r = nvrtcCompileProgram(prog, t->n, t->v);
     *log = fg_nvrtc_program_log(prog);
     if (r == NVRTC_ERROR_COMPILATION) {
-        st = compile_error(ctx, k, arch, *log);
+        st = compile_error(ctx, k, t->arch, *log);
         goto out;
     }
     if ((st = FG_NVRTC_CHECK_PROG(ctx, prog, r)) != FG_OK)
@@ -399,169 +413,41 @@ out:
     return st;
 }
 
-/* Appends "name=value\n" with newlines and backslashes escaped. */
-static void meta_put(fg_buf *b, const char *name, const char *val)
+fg_status fg_nvrtc_compile(fg_context *ctx, const void *tc, const fg_kernel *k, void **bin, size_t *size, char **meta,
+                           char **log)
 {
-    fg_buf_printf(b, "%s=", name);
-    for (const char *p = val; *p; p++) {
-        if (*p == '\n')
-            fg_buf_put(b, "\\n");
-        else if (*p == '\\')
-            fg_buf_put(b, "\\\\");
-        else
-            fg_buf_putn(b, p, 1);
-    }
-    fg_buf_put(b, "\n");
-}
-
-/* The NVRTC log stored in an entry's metadata, unescaped into out. */
-static void meta_log(const char *meta, char *out, size_t size)
-{
-    out[0] = 0;
-    const char *p = meta ? strstr(meta, "\nlog=") : NULL;
-    if (!p)
-        return;
-    size_t n = 0;
-    for (p += 5; *p && *p != '\n' && n + 1 < size; p++) {
-        if (*p == '\\' && p[1]) {
-            p++;
-            out[n++] = *p == 'n' ? '\n' : *p;
-        } else {
-            out[n++] = *p;
-        }
-    }
-    out[n] = 0;
-}
-
-fg_status fg_jit_compile(fg_context *ctx, fg_kernel *k, const char *arch, fg_jit_info *info)
-{
-    fg_jit_info local;
-    if (!info)
-        info = &local;
-    memset(info, 0, sizeof *info);
+    const nvrtc_tc *t = tc;
     double t0 = fg_now();
-    pthread_once(&once, init_once);
-    if (!arch)
-        arch = fg_jit_arch(ctx);
-    fg_status st = fg_jit_check_arch(ctx, arch);
+    *meta = NULL;
+    fg_status st = nvrtc_compile(ctx, k, t, bin, size, log);
     if (st)
         return st;
-    if (!k->source)
-        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s' has no source", k->name);
-
-    jit_opts o;
-    opts_init(&o, arch);
-    compute_key(k, arch, &o);
-    dump_source(k);
-
-    fg_cache *c = fg_ctx_cache(ctx);
-    void *data;
-    size_t size;
-    char *meta = NULL;
-    fg_cache_where where = fg_cache_fetch(c, k->key, &data, &size, &meta);
-    if (where != FG_CACHE_MISS) {
-        free(k->binary);
-        k->binary = data;
-        k->binary_size = size;
-        info->from = where == FG_CACHE_MEMORY ? FG_JIT_MEMORY : FG_JIT_DISK;
-        meta_log(meta, info->log, sizeof info->log);
-        free(meta);
-        info->size = size;
-        info->seconds = fg_now() - t0;
-        return FG_OK;
-    }
-
-    char *log = NULL;
-    double tc = fg_now();
-    st = nvrtc_compile(ctx, k, arch, &o, &data, &size, &log);
-    if (st) {
-        free(log);
-        return st;
-    }
-    free(k->binary);
-    k->binary = data;
-    k->binary_size = size;
-    snprintf(info->log, sizeof info->log, "%s", log ? log : "");
-
     fg_buf m = {0};
-    char ms[32];
+    char num[32];
     int ptx = 0;
-    arch_number(arch, &ptx);
-    meta_put(&m, "name", k->name);
-    meta_put(&m, "arch", arch);
-    meta_put(&m, "format", ptx ? "ptx" : "cubin");
-    meta_put(&m, "generator", "fusegen " FG_VERSION_STRING);
-    meta_put(&m, "nvrtc", nvrtc_version);
-    snprintf(ms, sizeof ms, "%.1f", (fg_now() - tc) * 1e3);
-    meta_put(&m, "compile_ms", ms);
-    snprintf(ms, sizeof ms, "%zu", strlen(k->source));
-    meta_put(&m, "source_bytes", ms);
-    meta_put(&m, "log", log ? log : "");
-    fg_cache_put_meta(c, k->key, data, size, m.s);
-    fg_buf_free(&m);
-    free(log);
-
-    info->from = FG_JIT_COMPILED;
-    info->size = size;
-    info->seconds = fg_now() - t0;
+    arch_number(t->arch, &ptx);
+    fg_meta_put(&m, "name", k->name);
+    fg_meta_put(&m, "arch", t->arch);
+    fg_meta_put(&m, "format", ptx ? "ptx" : "cubin");
+    fg_meta_put(&m, "generator", "fusegen " FG_VERSION_STRING);
+    fg_meta_put(&m, "nvrtc", nvrtc_version);
+    snprintf(num, sizeof num, "%.1f", (fg_now() - t0) * 1e3);
+    fg_meta_put(&m, "compile_ms", num);
+    snprintf(num, sizeof num, "%zu", strlen(k->source));
+    fg_meta_put(&m, "source_bytes", num);
+    fg_meta_put(&m, "log", *log ? *log : "");
+    *meta = fg_buf_take(&m);
     return FG_OK;
 }
 
-/* ---- parallel compile ------------------------------------------------- */
+/* ---- the compile entry points of the CUDA backend ------------------------- */
 
-typedef struct batch {
-    fg_context *ctx;
-    fg_kernel *ks;
-    const char *arch;
-    fg_jit_info *infos;
-    fg_status *status;
-    int n;
-    int done;
-    int tty;
-    pthread_mutex_t lock;
-} batch;
-
-static void compile_task(void *arg, int i)
+fg_status fg_jit_compile(fg_context *ctx, fg_kernel *k, const char *arch, fg_jit_info *info)
 {
-    batch *b = arg;
-    fg_jit_info local;
-    b->status[i] = fg_jit_compile(b->ctx, &b->ks[i], b->arch, b->infos ? &b->infos[i] : &local);
-    pthread_mutex_lock(&b->lock);
-    b->done++;
-    if (b->tty) {
-        fprintf(stderr, "\rcompiling %d/%d kernels", b->done, b->n);
-        fflush(stderr);
-    }
-    pthread_mutex_unlock(&b->lock);
+    return fg_kernel_obtain(ctx, &fg_backend_cuda, k, arch, info);
 }
 
 fg_status fg_jit_compile_all(fg_context *ctx, fg_kernel *ks, int n, const char *arch, fg_jit_info *infos)
 {
-    if (n <= 0)
-        return FG_OK;
-    pthread_once(&once, init_once);
-    if (!arch)
-        arch = fg_jit_arch(ctx);
-    fg_status st = fg_jit_check_arch(ctx, arch);
-    if (st)
-        return st;
-    fg_ctx_cache(ctx);   /* open it once, before the workers race for it */
-
-    batch b = {ctx, ks, arch, infos, fg_xcalloc((size_t)n, sizeof(fg_status)), n, 0, isatty(2), PTHREAD_MUTEX_INITIALIZER};
-    int jobs = ctx->opts.jobs > 0 ? ctx->opts.jobs : fg_cpu_count();
-    if (jobs > n)
-        jobs = n;
-    fg_threadpool *pool = fg_threadpool_new(jobs);
-    fg_threadpool_run(pool, n, compile_task, &b);
-    fg_threadpool_free(pool);
-    if (b.tty) {
-        fprintf(stderr, "\r\033[K");
-        fflush(stderr);
-    }
-    st = FG_OK;
-    for (int i = 0; i < n && !st; i++)
-        st = b.status[i];
-    free(b.status);
-    pthread_mutex_destroy(&b.lock);
-    return st;
+    return fg_kernel_obtain_all(ctx, &fg_backend_cuda, ks, n, arch, infos);
 }

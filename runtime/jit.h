@@ -1,34 +1,22 @@
 /*
- * jit.h -- NVRTC compilation of emitted kernels through the kernel cache.
+ * jit.h -- the NVRTC side of the CUDA backend: the target arch, and the
+ * toolchain entries (key, compile) that kcache.c drives for backend_cuda.c.
  *
  * Cache key = XXH3-128 over: generator version, the kernel's deps_hash (rule,
  * op and hook files), NVRTC version, target arch, compile options and the full
- * source.  Lookup: memory cache, disk cache, then NVRTC.  A compile failure
- * records NVRTC's log, the offending lines of the generated source and the
- * rule that produced the kernel.
+ * source.  Lookup: memory cache, disk cache, then NVRTC (kcache.h).  A compile
+ * failure records NVRTC's log, the offending lines of the generated source and
+ * the rule that produced the kernel.
  */
 #ifndef FG_JIT_H
 #define FG_JIT_H
 
-#include "emit.h"
-
-typedef enum fg_jit_source {
-    FG_JIT_MEMORY = 0,
-    FG_JIT_DISK,
-    FG_JIT_COMPILED,
-    FG_JIT_SOURCE_COUNT
-} fg_jit_source;
-
-typedef struct fg_jit_info {
-    fg_jit_source from;
-    double seconds;        /* time spent obtaining the binary */
-    size_t size;
-    char log[1024];        /* NVRTC warnings, if any (empty when none) */
-} fg_jit_info;
+#include "kcache.h"
 
 /* The arch to compile for: ctx option, else the GPU's, else $FUSEGEN_ARCH, else "sm_90". */
 const char *fg_jit_arch(fg_context *ctx);
-/* Compiles (or finds) k's cubin for arch; fills k->key, k->binary, k->binary_size. */
+/* Compiles (or finds) k's cubin for arch (NULL: fg_jit_arch); fills k->key,
+ * k->binary, k->binary_size.  fg_kernel_obtain on the CUDA backend. */
 fg_status fg_jit_compile(fg_context *ctx, fg_kernel *k, const char *arch, fg_jit_info *info);
 /* Compiles n kernels on a thread pool of ctx->opts.jobs threads (progress line
  * on a terminal).  infos may be NULL.  Returns the first failure's status. */
@@ -38,7 +26,14 @@ fg_status fg_jit_compile_all(fg_context *ctx, fg_kernel *ks, int n, const char *
 fg_status fg_jit_check_arch(fg_context *ctx, const char *arch);
 /* "NVRTC 13.0" */
 const char *fg_nvrtc_version(void);
-/* The context's cache (opened on first use). */
-struct fg_cache *fg_ctx_cache(fg_context *ctx);
+
+/* ---- toolchain entries of the CUDA backend (backend.h) ---- */
+fg_status fg_nvrtc_toolchain_new(fg_context *ctx, const char *arch, void **tc);
+void fg_nvrtc_toolchain_free(void *tc);
+void fg_nvrtc_key(const void *tc, const fg_kernel *k, char key[33]);
+/* FUSEGEN_DUMP_SOURCE: a copy of the source and the prelude in that directory. */
+void fg_nvrtc_dump(fg_context *ctx, const void *tc, const fg_kernel *k);
+fg_status fg_nvrtc_compile(fg_context *ctx, const void *tc, const fg_kernel *k, void **bin, size_t *size, char **meta,
+                           char **log);
 
 #endif /* FG_JIT_H */

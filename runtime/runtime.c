@@ -3,6 +3,18 @@
 
 #include <stdlib.h>
 
+/* Frees ctx->rt and everything it holds (run by fg_context_free). */
+static void runtime_free(fg_context *ctx)
+{
+    struct fg_runtime *rt = ctx->rt;
+    if (!rt)
+        return;
+    fg_cache_close(rt->cache);
+    pthread_mutex_destroy(&rt->lock);
+    free(rt);
+    ctx->rt = NULL;
+}
+
 /* Creates ctx->rt under ctx->lock on first call.  Only the struct is made
  * here: opening the cache may record warnings, which takes ctx->lock too, so
  * the members are created later under rt->lock. */
@@ -11,24 +23,17 @@ struct fg_runtime *fg_rt(fg_context *ctx)
     struct fg_runtime *rt = __atomic_load_n(&ctx->rt, __ATOMIC_ACQUIRE);
     if (rt)
         return rt;
+    int created = 0;
     pthread_mutex_lock(&ctx->lock);
     rt = ctx->rt;
     if (!rt) {
         rt = fg_xcalloc(1, sizeof *rt);
         pthread_mutex_init(&rt->lock, NULL);
         __atomic_store_n(&ctx->rt, rt, __ATOMIC_RELEASE);
+        created = 1;
     }
     pthread_mutex_unlock(&ctx->lock);
+    if (created)
+        fg_ctx_on_free(ctx, runtime_free);
     return rt;
-}
-
-void fg_runtime_free(fg_context *ctx)
-{
-    struct fg_runtime *rt = ctx ? ctx->rt : NULL;
-    if (!rt)
-        return;
-    fg_cache_close(rt->cache);
-    pthread_mutex_destroy(&rt->lock);
-    free(rt);
-    ctx->rt = NULL;
 }

@@ -132,6 +132,9 @@ FG_API fg_status fg_convert_dtype(const void *src, fg_dtype from, void *dst, fg_
 {
     if ((unsigned)from >= FG_DTYPE_COUNT || (unsigned)to >= FG_DTYPE_COUNT || (n && (!src || !dst)))
         return FG_ERR_INPUT;
+    size_t es = fg_dtype_size(from) > fg_dtype_size(to) ? fg_dtype_size(from) : fg_dtype_size(to);
+    if (n > (size_t)INT64_MAX / es)
+        return FG_ERR_INPUT;
     for (size_t i = 0; i < n; i++)
         store(dst, (int64_t)i, to, load(src, (int64_t)i, from));
     return FG_OK;
@@ -141,9 +144,17 @@ FG_API fg_status fg_convert_layout(const void *src, fg_layout from, void *dst, f
                                    size_t elem_size)
 {
     if ((unsigned)from >= FG_LAYOUT_COUNT || (unsigned)to >= FG_LAYOUT_COUNT || !src || !dst || src == dst ||
-        !elem_size)
+        !elem_size || !shape)
         return FG_ERR_INPUT;
-    int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
+    /* Every dimension non-negative, and the byte size representable. */
+    int64_t n = 1;
+    for (int i = 0; i < 4; i++) {
+        if (shape[i] < 0 || (shape[i] && n > INT64_MAX / shape[i]))
+            return FG_ERR_INPUT;
+        n *= shape[i];
+    }
+    if (n && (uint64_t)n > (uint64_t)INT64_MAX / elem_size)
+        return FG_ERR_INPUT;
     const char *s = src;
     char *d = dst;
     for (int64_t i = 0; i < n; i++)

@@ -1,0 +1,326 @@
+/*
+ * env.c -- resolves a context's settings once, at fg_context_init: API
+ * options first, then the environment, then the defaults (see env.h).  This
+ * is the only file that calls getenv.
+ */
+#include "env.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "context.h"
+#include "diag.h"
+
+/* The layout of fg_options in fusegen 0.1: what size == 0 means. */
+#define OPTIONS_BASE_SIZE (offsetof(fg_options, log_user) + sizeof(void *))
+#define OPTIONS_MIN_SIZE (offsetof(fg_options, size) + sizeof(size_t))
+FG_STATIC_ASSERT(OPTIONS_BASE_SIZE == sizeof(fg_options),
+                 "fg_options grew: size 0 must keep meaning the 0.1 layout (update OPTIONS_BASE_SIZE's field)");
+
+/* ---- strict parsers ------------------------------------------------------ */
+
+/* Leading decimal digits of s into *v (no overflow past limit); returns the
+ * number of digits, or -1 when the value exceeds limit. */
+static int digits(const char *s, unsigned long long limit, unsigned long long *v)
+{
+    int n = 0;
+    *v = 0;
+    for (; s[n] >= '0' && s[n] <= '9'; n++) {
+        unsigned d = (unsigned)(s[n] - '0');
+        if (*v > (limit - d) / 10)
+            return -1;
+        *v = *v * 10 + d;
+    }
+    return n;
+}
+
+int fg_parse_count(const char *s, long long min, long long max, long long *out)
+{
+    unsigned long long v;
+    int n = s ? digits(s, (unsigned long long)max, &v) : 0;
+    if (n <= 0 || s[n] || (long long)v < min)
+        return -1;
+    *out = (long long)v;
+    return 0;
+}
+
+int fg_parse_bytes(const char *s, long long min, long long max, long long *out)
+{
+    unsigned long long v;
+    int n = s ? digits(s, (unsigned long long)max, &v) : 0;
+    if (n <= 0)
+        return -1;
+    const char *p = s + n;
+    int shift = 0;
+    switch (*p) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    case 't': case 'T': shift = 40; break;
+    default: break;
+    }
+    if (shift) {
+        p++;
+        if (*p == 'i')
+            p++;
+    }
+    if (*p == 'b' || *p == 'B')
+        p++;
+    if (*p || v > ((unsigned long long)max >> shift))
+        return -1;
+    v <<= shift;
+    if ((long long)v < min)
+        return -1;
+    *out = (long long)v;
+    return 0;
+}
+
+int fg_parse_mebibytes(const char *s, uint64_t *bytes)
+{
+    unsigned long long whole, frac = 0;
+    int n = s ? digits(s, (unsigned long long)FG_MAX_CACHE_MAX_MB, &whole) : 0;
+    if (n <= 0)
+        return -1;
+    const char *p = s + n;
+    if (*p == '.') {
+        p++;
+        /* Up to nine fraction digits count; more must still be digits. */
+        unsigned long long scale = 1;
+        int nf = 0;
+        for (; *p >= '0' && *p <= '9'; p++, nf++)
+            if (nf < 9) {
+                frac = frac * 10 + (unsigned long long)(*p - '0');
+                scale *= 10;
+            }
+        if (nf == 0)
+            return -1;
+        frac = (frac << 20) / scale;   /* < 2^20 * 10^9 / 10^9: no overflow */
+    }
+    if (*p)
+        return -1;
+    uint64_t b = ((uint64_t)whole << 20) + frac;
+    if (b == 0 || (whole == (unsigned long long)FG_MAX_CACHE_MAX_MB && frac))
+        return -1;
+    *bytes = b;
+    return 0;
+}
+
+int fg_parse_switch(const char *s, int *out)
+{
+    static const char *const on[] = {"1", "on", "true", "yes"}, *const off[] = {"0", "off", "false", "no"};
+    for (size_t i = 0; s && i < FG_COUNTOF(on); i++) {
+        if (strcasecmp(s, on[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcasecmp(s, off[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* ---- copying sized option structs ------------------------------------------ */
+
+fg_status fg_copy_sized(fg_context *ctx, const char *what, void *dst, size_t dst_size, const void *src,
+                        size_t declared, size_t base_size, size_t min_size)
+{
+    memset(dst, 0, dst_size);
+    size_t n = declared ? declared : base_size;
+    if (n < min_size)
+        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC,
+                             "%s.size is %zu, less than the %zu bytes of its first version (set it to sizeof(%s) or 0)",
+                             what, n, min_size, what);
+    if (n > dst_size) {
+        const unsigned char *extra = (const unsigned char *)src + dst_size;
+        for (size_t i = 0; i < n - dst_size; i++)
+            if (extra[i])
+                return fg_diag_error(ctx, FG_ERR_UNSUPPORTED, FG_NOLOC,
+                                     "%s (size %zu) sets fields that this fusegen %s (size %zu) does not know", what, n,
+                                     FG_VERSION_STRING, dst_size);
+        n = dst_size;
+    }
+    memcpy(dst, src, n);
+    return FG_OK;
+}
+
+/* ---- the environment ------------------------------------------------------ */
+
+/* The variable's value, or NULL when unset or empty. */
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static char *env_dup(const char *name)
+{
+    const char *v = env(name);
+    return v ? fg_xstrdup(v) : NULL;
+}
+
+/* One warning for a variable whose value is not usable. */
+static void env_bad(fg_context *ctx, const char *name, const char *value, const char *expected, const char *fallback)
+{
+    fg_diag_warn(ctx, FG_NOLOC, "ignoring %s='%.64s%s': expected %s; using %s", name, value,
+                 strlen(value) > 64 ? "..." : "", expected, fallback);
+}
+
+/* A count variable: the parsed value, or def (with a warning when malformed). */
+static long long env_count(fg_context *ctx, const char *name, long long min, long long max, long long def)
+{
+    const char *v = env(name);
+    long long r = def;
+    if (v && fg_parse_count(v, min, max, &r) != 0) {
+        char expected[96], fallback[48];
+        snprintf(expected, sizeof expected, "a whole number from %lld to %lld", min, max);
+        snprintf(fallback, sizeof fallback, "the default %lld", def);
+        env_bad(ctx, name, v, expected, fallback);
+        r = def;
+    }
+    return r;
+}
+
+static int env_switch(fg_context *ctx, const char *name, int def)
+{
+    const char *v = env(name);
+    int r = def;
+    if (v && fg_parse_switch(v, &r) != 0) {
+        env_bad(ctx, name, v, "1, on, true, yes, 0, off, false or no", def ? "on" : "off");
+        r = def;
+    }
+    return r;
+}
+
+/* An API field that must be 0 (the default) or lie in [min, max]: a value
+ * out of range is recorded and replaced by 0, so the context still gets
+ * usable settings. */
+static fg_status check_field(fg_context *ctx, const char *field, long long *v, long long min, long long max)
+{
+    if (*v == 0 || (*v >= min && *v <= max))
+        return FG_OK;
+    fg_status st = fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC,
+                                 "fg_options.%s is %lld: expected 0 (the default) or %lld to %lld", field, *v, min, max);
+    *v = 0;
+    return st;
+}
+
+/* The disk cache directory: the option, $FUSEGEN_CACHE_DIR,
+ * $XDG_CACHE_HOME/fusegen, $HOME/.cache/fusegen; NULL when none is named. */
+static char *cache_dir(const char *given)
+{
+    if (given && *given)
+        return fg_xstrdup(given);
+    const char *e = env("FUSEGEN_CACHE_DIR");
+    if (e)
+        return fg_xstrdup(e);
+    if ((e = env("XDG_CACHE_HOME")) != NULL)
+        return fg_path_join(e, "fusegen");
+    if ((e = env("HOME")) != NULL)
+        return fg_path_join(e, ".cache/fusegen");
+    return NULL;
+}
+
+fg_status fg_env_resolve(fg_context *ctx, const fg_options *given)
+{
+    fg_options o;
+    memset(&o, 0, sizeof o);
+    fg_status st = FG_OK;
+    if (given)
+        st = fg_copy_sized(ctx, "fg_options", &o, sizeof o, given, given->size, OPTIONS_BASE_SIZE, OPTIONS_MIN_SIZE);
+    if (st)
+        memset(&o, 0, sizeof o);
+    ctx->log = o.log;
+    ctx->log_user = o.log_user;
+    ctx->quiet = env_switch(ctx, "FUSEGEN_QUIET", 0);
+
+    /* The API fields: every one out of range is an error (all are reported). */
+    fg_status bad = FG_OK;
+    if ((unsigned)o.device >= FG_DEVICE_COUNT) {
+        bad = fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_options.device is %d: not an fg_device (0 to %d)",
+                            (int)o.device, FG_DEVICE_COUNT - 1);
+        o.device = FG_DEVICE_AUTO;
+    }
+    long long jobs = o.jobs, timeout = o.hook_timeout_ms;
+    if (check_field(ctx, "jobs", &jobs, 1, FG_MAX_JOBS))
+        bad = FG_ERR_INPUT;
+    if (check_field(ctx, "hook_steps", &o.hook_steps, 1, FG_MAX_HOOK_STEPS))
+        bad = FG_ERR_INPUT;
+    if (check_field(ctx, "hook_memory", &o.hook_memory, FG_MIN_HOOK_MEMORY, FG_MAX_HOOK_MEMORY))
+        bad = FG_ERR_INPUT;
+    if (check_field(ctx, "hook_timeout_ms", &timeout, 1, FG_MAX_HOOK_TIMEOUT_MS))
+        bad = FG_ERR_INPUT;
+    if (check_field(ctx, "cache_max_mb", &o.cache_max_mb, 1, FG_MAX_CACHE_MAX_MB))
+        bad = FG_ERR_INPUT;
+    o.jobs = (int)jobs;
+    o.hook_timeout_ms = (int)timeout;
+
+    fg_env *e = &ctx->env;
+    ctx->rules_dir = o.rules_dir && *o.rules_dir ? fg_xstrdup(o.rules_dir) : env_dup("FUSEGEN_RULES");
+    ctx->cache_dir = cache_dir(o.cache_dir);
+    ctx->arch = o.arch && *o.arch ? fg_xstrdup(o.arch) : NULL;
+    e->arch = env_dup("FUSEGEN_ARCH");
+    e->nvrtc_options = env_dup("FUSEGEN_NVRTC_OPTIONS");
+    e->dump_source = env_dup("FUSEGEN_DUMP_SOURCE");
+    e->cuda_library = env_dup("FUSEGEN_CUDA_LIBRARY");
+    if (!e->cuda_library)
+        e->cuda_library = fg_xstrdup("libcuda.so.1");
+    e->host_cxx = env_dup("FUSEGEN_HOST_CXX");
+    e->emu_cxxflags = env_dup("FUSEGEN_EMU_CXXFLAGS");
+    e->tmpdir = env_dup("TMPDIR");
+    if (!e->tmpdir)
+        e->tmpdir = fg_xstrdup("/tmp");
+    e->emu_asan = env_switch(ctx, "FUSEGEN_EMU_ASAN", 0);
+    e->emu_debug = env_switch(ctx, "FUSEGEN_EMU_DEBUG", 0);
+    e->emu_keep = env_switch(ctx, "FUSEGEN_EMU_KEEP", 0);
+    e->emu_strict = env_switch(ctx, "FUSEGEN_EMU_STRICT", 0);
+    e->emu_stack_bytes = (size_t)env_count(ctx, "FUSEGEN_EMU_STACK_KB", FG_MIN_EMU_STACK_KB, FG_MAX_EMU_STACK_KB,
+                                           FG_DEFAULT_EMU_STACK_KB) * 1024;
+
+    if (o.hook_steps == 0)
+        o.hook_steps = env_count(ctx, "FUSEGEN_HOOK_STEPS", 1, FG_MAX_HOOK_STEPS, FG_DEFAULT_HOOK_STEPS);
+    if (o.hook_memory == 0) {
+        const char *v = env("FUSEGEN_HOOK_MEMORY");
+        o.hook_memory = FG_DEFAULT_HOOK_MEMORY;
+        if (v && fg_parse_bytes(v, FG_MIN_HOOK_MEMORY, FG_MAX_HOOK_MEMORY, &o.hook_memory) != 0)
+            env_bad(ctx, "FUSEGEN_HOOK_MEMORY", v, "a byte count from 64K to 1T (digits, then K, M, G or T)",
+                    "the default 64M");
+    }
+    if (o.hook_timeout_ms == 0)
+        o.hook_timeout_ms = (int)env_count(ctx, "FUSEGEN_HOOK_TIMEOUT_MS", 1, FG_MAX_HOOK_TIMEOUT_MS,
+                                           FG_DEFAULT_HOOK_TIMEOUT_MS);
+    if (o.cache_max_mb) {
+        e->cache_limit_bytes = (uint64_t)o.cache_max_mb << 20;
+    } else {
+        const char *v = env("FUSEGEN_CACHE_MAX_MB");
+        e->cache_limit_bytes = (uint64_t)FG_DEFAULT_CACHE_MAX_MB << 20;
+        if (v && fg_parse_mebibytes(v, &e->cache_limit_bytes) != 0)
+            env_bad(ctx, "FUSEGEN_CACHE_MAX_MB", v, "a size in MiB above 0 and at most 2^40 (\"512\", \"0.5\")",
+                    "the default 1024");
+        o.cache_max_mb = (long long)((e->cache_limit_bytes + (1u << 20) - 1) >> 20);
+    }
+    if (!o.cache_off)
+        o.cache_off = !env_switch(ctx, "FUSEGEN_CACHE", 1);
+
+    o.size = sizeof o;
+    o.rules_dir = ctx->rules_dir;
+    o.cache_dir = ctx->cache_dir;
+    o.arch = ctx->arch;
+    ctx->opts = o;
+    return st ? st : bad;
+}
+
+void fg_env_free(fg_env *e)
+{
+    free(e->arch);
+    free(e->nvrtc_options);
+    free(e->dump_source);
+    free(e->cuda_library);
+    free(e->host_cxx);
+    free(e->emu_cxxflags);
+    free(e->tmpdir);
+    memset(e, 0, sizeof *e);
+}

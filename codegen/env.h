@@ -1,0 +1,86 @@
+/*
+ * env.h -- the settings of a context, resolved once by fg_context_init: each
+ * from the first of the API option (fg_options), its environment variable,
+ * the default.  No other module reads the environment: they read ctx->opts
+ * (the public fields, resolved) and ctx->env (settings that have no public
+ * field).  docs/api.md lists every variable.
+ *
+ * Numbers are parsed strictly: digits only (no sign, no exponent, no
+ * spaces), within a stated range, without wrapping.  A malformed or
+ * out-of-range environment value gives one warning naming the variable and
+ * its value, and the default is used; an out-of-range API field is an
+ * FG_ERR_INPUT error.
+ */
+#ifndef FG_ENV_H
+#define FG_ENV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fusegen.h"
+
+/* Defaults and ranges (the same for the API field and the variable). */
+#define FG_DEFAULT_HOOK_STEPS 10000000LL
+#define FG_MAX_HOOK_STEPS 1000000000000LL            /* 10^12 */
+#define FG_DEFAULT_HOOK_MEMORY (64LL << 20)
+#define FG_MIN_HOOK_MEMORY (64LL << 10)
+#define FG_MAX_HOOK_MEMORY (1LL << 40)
+#define FG_DEFAULT_HOOK_TIMEOUT_MS 2000
+#define FG_MAX_HOOK_TIMEOUT_MS 3600000               /* one hour */
+#define FG_DEFAULT_CACHE_MAX_MB 1024LL
+#define FG_MAX_CACHE_MAX_MB (1LL << 40)              /* 2^60 bytes */
+#define FG_DEFAULT_EMU_STACK_KB 64
+#define FG_MIN_EMU_STACK_KB 16
+#define FG_MAX_EMU_STACK_KB (1 << 20)                /* 1 GiB */
+#define FG_MAX_JOBS 4096
+
+/* Settings without a public field.  Strings are owned (NULL: unset). */
+typedef struct fg_env {
+    char *arch;                 /* FUSEGEN_ARCH: used when neither the option nor a GPU names one */
+    char *nvrtc_options;        /* FUSEGEN_NVRTC_OPTIONS: extra NVRTC options, white-space separated */
+    char *dump_source;          /* FUSEGEN_DUMP_SOURCE: directory for copies of compiled sources */
+    char *cuda_library;         /* FUSEGEN_CUDA_LIBRARY, else "libcuda.so.1" (never NULL after init) */
+    char *host_cxx;             /* FUSEGEN_HOST_CXX: the emulation compiler command; NULL: the configured one */
+    char *emu_cxxflags;         /* FUSEGEN_EMU_CXXFLAGS: extra emulation compiler flags */
+    char *tmpdir;               /* $TMPDIR, else "/tmp" (never NULL after init) */
+    int emu_asan;               /* FUSEGEN_EMU_ASAN */
+    int emu_debug;              /* FUSEGEN_EMU_DEBUG */
+    int emu_keep;               /* FUSEGEN_EMU_KEEP */
+    int emu_strict;             /* FUSEGEN_EMU_STRICT */
+    size_t emu_stack_bytes;     /* FUSEGEN_EMU_STACK_KB * 1024, else 64 KiB */
+    /* The disk cache limit in bytes: opts.cache_max_mb MiB, else
+     * $FUSEGEN_CACHE_MAX_MB (which may have a fraction: "0.5"), else 1 GiB. */
+    uint64_t cache_limit_bytes;
+} fg_env;
+
+/* Resolves every setting of ctx (whose log function is already set) from
+ * given (NULL: none) and the environment: fills ctx->opts (public fields,
+ * with the strings owned by ctx: rules_dir stays NULL when neither the option
+ * nor $FUSEGEN_RULES names one), ctx->env, ctx->quiet.  Returns FG_OK, or
+ * FG_ERR_INPUT / FG_ERR_UNSUPPORTED for bad options (recorded). */
+fg_status fg_env_resolve(fg_context *ctx, const fg_options *given);
+/* Frees the strings of env. */
+void fg_env_free(fg_env *env);
+
+/* Copies a caller's option struct of declared size `declared` (0: base_size,
+ * the layout of fusegen 0.1) into dst (ours, dst_size bytes, zeroed first).
+ * Returns FG_OK, FG_ERR_INPUT when declared is below min_size, or
+ * FG_ERR_UNSUPPORTED when bytes past dst_size (fields of a newer fusegen) are
+ * set; what names the struct in the recorded message. */
+fg_status fg_copy_sized(fg_context *ctx, const char *what, void *dst, size_t dst_size, const void *src,
+                        size_t declared, size_t base_size, size_t min_size);
+
+/* ---- strict parsers (0 on success, -1 otherwise; *out untouched then) ---- */
+
+/* A decimal whole number in [min, max] (min >= 0): digits only. */
+int fg_parse_count(const char *s, long long min, long long max, long long *out);
+/* A byte count: digits, then an optional K, M, G or T (binary) with an
+ * optional "i" and "B" ("64M", "64MiB", "1g"), in [min, max]. */
+int fg_parse_bytes(const char *s, long long min, long long max, long long *out);
+/* Mebibytes with an optional fraction ("1024", "0.02"): more than 0 and at
+ * most FG_MAX_CACHE_MAX_MB; *bytes receives the value in bytes (at least 1). */
+int fg_parse_mebibytes(const char *s, uint64_t *bytes);
+/* A switch: 1/on/true/yes or 0/off/false/no, any case. */
+int fg_parse_switch(const char *s, int *out);
+
+#endif /* FG_ENV_H */

@@ -1,0 +1,230 @@
+/*
+ * backend_cuda.c -- the CUDA backend (backend.h): NVRTC compiles through the
+ * toolchain of jit.c; the device, memory, streams, events, kernel launches
+ * and CUDA graphs go through the driver opened by cuda.c.  Every driver call
+ * is checked with CU_CHECK (the call, its place, the driver's message).
+ */
+#include <stdlib.h>
+
+#include "backend.h"
+#include "cuda_driver.h"
+#include "jit.h"
+
+/* A loaded kernel: its module and entry point. */
+typedef struct cuda_kernel {
+    CUmodule mod;
+    CUfunction fn;
+} cuda_kernel;
+
+static int cuda_present(fg_context *ctx)
+{
+    char arch[16];
+    return fg_cuda_device_arch(ctx, arch) == 0;
+}
+
+static fg_status cuda_open(fg_context *ctx) { return fg_cuda_init(ctx); }
+
+/* Releases k->handle; safe without a context: it makes the driver's primary
+ * context current on the calling thread first. */
+static void cuda_release(fg_kernel *k)
+{
+    cuda_kernel *h = k->handle;
+    if (h && h->mod && fg_cuda_make_current() == 0)
+        fg_cu()->ModuleUnload(h->mod);
+    free(h);
+    k->handle = NULL;
+    k->release = NULL;
+}
+
+static fg_status cuda_load(fg_context *ctx, fg_kernel *k)
+{
+    if (!k->binary)
+        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel %s has no cubin", k->name);
+    fg_status st = fg_cuda_init(ctx);
+    if (st)
+        return st;
+    if (k->release)
+        k->release(k);
+    const fg_cu_api *cu = fg_cu();
+    cuda_kernel *h = fg_xcalloc(1, sizeof *h);
+    st = CU_CHECK_K(ctx, cu->ModuleLoadData(&h->mod, k->binary), k->name);
+    if (!st)
+        st = CU_CHECK_K(ctx, cu->ModuleGetFunction(&h->fn, h->mod, k->name), k->name);
+    if (!st && k->smem > 48 * 1024)
+        st = CU_CHECK_K(ctx, cu->FuncSetAttribute(h->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)k->smem),
+                        k->name);
+    k->handle = h;
+    k->release = cuda_release;
+    if (st)
+        cuda_release(k);
+    return st;
+}
+
+static fg_status cuda_launch(fg_context *ctx, const fg_kernel *k, const uint64_t *slots, void *stream)
+{
+    const cuda_kernel *h = k->handle;
+    if (!h || k->release != cuda_release)
+        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel %s is not loaded on the GPU", k->name);
+    void *params[1] = {(void *)slots};   /* one struct argument made of 8-byte slots */
+    return CU_CHECK_K(ctx,
+                      fg_cu()->LaunchKernel(h->fn, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
+                                            k->block[2], k->smem, (CUstream)stream, params, NULL),
+                      k->name);
+}
+
+/* ---- memory ---- */
+
+static fg_status cuda_alloc(fg_context *ctx, size_t bytes, const char *what, uint64_t *addr)
+{
+    CUdeviceptr p = 0;
+    CUresult r = fg_cu()->MemAlloc(&p, bytes);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        return fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "out of GPU memory allocating %zu bytes for %s", bytes, what);
+    fg_status st = CU_CHECK(ctx, r);
+    *addr = st ? 0 : (uint64_t)p;
+    return st;
+}
+
+static void cuda_free(uint64_t addr)
+{
+    if (addr && fg_cuda_make_current() == 0)
+        fg_cu()->MemFree((CUdeviceptr)addr);
+}
+
+static fg_status cuda_upload(fg_context *ctx, uint64_t dst, const void *src, size_t bytes, void *stream)
+{
+    if (!stream)
+        return CU_CHECK(ctx, fg_cu()->MemcpyHtoD((CUdeviceptr)dst, src, bytes));
+    return CU_CHECK(ctx, fg_cu()->MemcpyHtoDAsync((CUdeviceptr)dst, src, bytes, (CUstream)stream));
+}
+
+static fg_status cuda_download(fg_context *ctx, void *dst, uint64_t src, size_t bytes, void *stream)
+{
+    if (!stream)
+        return CU_CHECK(ctx, fg_cu()->MemcpyDtoH(dst, (CUdeviceptr)src, bytes));
+    return CU_CHECK(ctx, fg_cu()->MemcpyDtoHAsync(dst, (CUdeviceptr)src, bytes, (CUstream)stream));
+}
+
+static fg_status cuda_fill(fg_context *ctx, uint64_t dst, uint32_t value, size_t words, void *stream)
+{
+    if (!stream)
+        return CU_CHECK(ctx, fg_cu()->MemsetD32((CUdeviceptr)dst, value, words));
+    return CU_CHECK(ctx, fg_cu()->MemsetD32Async((CUdeviceptr)dst, value, words, (CUstream)stream));
+}
+
+/* ---- streams and events ---- */
+
+static fg_status cuda_stream_new(fg_context *ctx, void **stream)
+{
+    CUstream s = NULL;
+    fg_status st = CU_CHECK(ctx, fg_cu()->StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    *stream = st ? NULL : (void *)s;
+    return st;
+}
+
+static void cuda_stream_free(void *stream)
+{
+    if (stream && fg_cuda_make_current() == 0) {
+        fg_cu()->StreamSynchronize((CUstream)stream);
+        fg_cu()->StreamDestroy((CUstream)stream);
+    }
+}
+
+static fg_status cuda_synchronize(fg_context *ctx, void *stream)
+{
+    return CU_CHECK(ctx, fg_cu()->StreamSynchronize((CUstream)stream));
+}
+
+static fg_status cuda_event_new(fg_context *ctx, void **event)
+{
+    CUevent e = NULL;
+    fg_status st = CU_CHECK(ctx, fg_cu()->EventCreate(&e, CU_EVENT_DEFAULT));
+    *event = st ? NULL : (void *)e;
+    return st;
+}
+
+static void cuda_event_free(void *event)
+{
+    if (event && fg_cuda_make_current() == 0)
+        fg_cu()->EventDestroy((CUevent)event);
+}
+
+static fg_status cuda_event_record(fg_context *ctx, void *event, void *stream)
+{
+    return CU_CHECK(ctx, fg_cu()->EventRecord((CUevent)event, (CUstream)stream));
+}
+
+static fg_status cuda_event_elapsed(fg_context *ctx, void *a, void *b, double *ms)
+{
+    float f = 0;
+    fg_status st = CU_CHECK(ctx, fg_cu()->EventSynchronize((CUevent)b));
+    if (!st)
+        st = CU_CHECK(ctx, fg_cu()->EventElapsedTime(&f, (CUevent)a, (CUevent)b));
+    *ms = f;
+    return st;
+}
+
+/* ---- CUDA graphs ---- */
+
+static fg_status cuda_capture_begin(fg_context *ctx, void *stream)
+{
+    return CU_CHECK(ctx, fg_cu()->StreamBeginCapture((CUstream)stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+}
+
+static fg_status cuda_capture_end(fg_context *ctx, void *stream, void **graph)
+{
+    const fg_cu_api *cu = fg_cu();
+    CUgraph g = NULL;
+    CUgraphExec ge = NULL;
+    *graph = NULL;
+    fg_status st = CU_CHECK(ctx, cu->StreamEndCapture((CUstream)stream, &g));
+    if (!st)
+        st = CU_CHECK(ctx, cu->GraphInstantiate(&ge, g, 0));
+    if (g)
+        cu->GraphDestroy(g);
+    if (!st)
+        *graph = ge;
+    return st;
+}
+
+static fg_status cuda_graph_launch(fg_context *ctx, void *graph, void *stream)
+{
+    return CU_CHECK(ctx, fg_cu()->GraphLaunch((CUgraphExec)graph, (CUstream)stream));
+}
+
+static void cuda_graph_free(void *graph)
+{
+    if (graph && fg_cuda_make_current() == 0)
+        fg_cu()->GraphExecDestroy((CUgraphExec)graph);
+}
+
+const fg_backend fg_backend_cuda = {
+    .name = "cuda",
+    .device = FG_DEVICE_CUDA,
+    .host_memory = 0,
+    .present = cuda_present,
+    .open = cuda_open,
+    .toolchain_new = fg_nvrtc_toolchain_new,
+    .toolchain_free = fg_nvrtc_toolchain_free,
+    .key = fg_nvrtc_key,
+    .after_key = fg_nvrtc_dump,
+    .compile = fg_nvrtc_compile,
+    .load = cuda_load,
+    .launch = cuda_launch,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .fill = cuda_fill,
+    .stream_new = cuda_stream_new,
+    .stream_free = cuda_stream_free,
+    .synchronize = cuda_synchronize,
+    .event_new = cuda_event_new,
+    .event_free = cuda_event_free,
+    .event_record = cuda_event_record,
+    .event_elapsed = cuda_event_elapsed,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_free = cuda_graph_free,
+};

@@ -1,0 +1,191 @@
+/*
+ * kcache.c -- obtaining kernel binaries through the kernel cache, once for
+ * every backend (kcache.h): key, memory, disk, compile, store; and the
+ * parallel version over a plan's kernels.
+ */
+#include "kcache.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "context.h"
+#include "runtime.h"
+#include "threadpool.h"
+
+fg_cache *fg_ctx_cache(fg_context *ctx)
+{
+    struct fg_runtime *rt = fg_rt(ctx);
+    pthread_mutex_lock(&rt->lock);
+    if (!rt->cache_opened) {
+        rt->cache = fg_cache_open(ctx, ctx->cache_dir, ctx->env.cache_limit_bytes);
+        rt->cache_opened = 1;
+    }
+    fg_cache *c = rt->cache;
+    pthread_mutex_unlock(&rt->lock);
+    return c;
+}
+
+/* ---- metadata ------------------------------------------------------------- */
+
+void fg_meta_put(fg_buf *b, const char *name, const char *value)
+{
+    fg_buf_printf(b, "%s=", name);
+    for (const char *p = value ? value : ""; *p; p++) {
+        if (*p == '\n')
+            fg_buf_put(b, "\\n");
+        else if (*p == '\\')
+            fg_buf_put(b, "\\\\");
+        else
+            fg_buf_putn(b, p, 1);
+    }
+    fg_buf_put(b, "\n");
+}
+
+void fg_meta_value(const char *meta, const char *name, char *out, size_t size)
+{
+    if (!size)
+        return;
+    out[0] = 0;
+    size_t nl = strlen(name);
+    const char *p = meta;
+    while (p && *p && !(strncmp(p, name, nl) == 0 && p[nl] == '=')) {
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    if (!p || !*p)
+        return;
+    size_t n = 0;
+    for (p += nl + 1; *p && *p != '\n' && n + 1 < size; p++) {
+        if (*p == '\\' && p[1]) {
+            p++;
+            out[n++] = *p == 'n' ? '\n' : *p;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = 0;
+}
+
+/* ---- one kernel ------------------------------------------------------------ */
+
+/* The sequence, with the toolchain already resolved. */
+static fg_status obtain(fg_context *ctx, const fg_backend *be, const void *tc, fg_kernel *k, fg_jit_info *info)
+{
+    double t0 = fg_now();
+    memset(info, 0, sizeof *info);
+    if (!k->source)
+        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s' has no source", k->name);
+    be->key(tc, k, k->key);
+    if (be->after_key)
+        be->after_key(ctx, tc, k);
+
+    fg_cache *c = fg_ctx_cache(ctx);
+    void *data = NULL;
+    size_t size = 0;
+    char *meta = NULL;
+    fg_cache_where where = c ? fg_cache_fetch(c, k->key, &data, &size, &meta) : FG_CACHE_MISS;
+    if (where == FG_CACHE_MISS) {
+        char *log = NULL;
+        free(meta);
+        meta = NULL;
+        fg_status st = be->compile(ctx, tc, k, &data, &size, &meta, &log);
+        if (st) {
+            free(log);
+            free(meta);
+            return st;
+        }
+        if (c)
+            fg_cache_put_meta(c, k->key, data, size, meta);   /* a failed store only costs a recompile */
+        snprintf(info->log, sizeof info->log, "%s", log ? log : "");
+        free(log);
+        info->from = FG_JIT_COMPILED;
+    } else {
+        fg_meta_value(meta, "log", info->log, sizeof info->log);
+        info->from = where == FG_CACHE_MEMORY ? FG_JIT_MEMORY : FG_JIT_DISK;
+    }
+    free(meta);
+    free(k->binary);
+    k->binary = data;
+    k->binary_size = size;
+    info->size = size;
+    info->seconds = fg_now() - t0;
+    return FG_OK;
+}
+
+fg_status fg_kernel_obtain(fg_context *ctx, const fg_backend *be, fg_kernel *k, const char *target, fg_jit_info *info)
+{
+    fg_jit_info local;
+    void *tc = NULL;
+    if (!k)
+        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "no kernel to compile");
+    fg_status st = be->toolchain_new(ctx, target, &tc);
+    if (!st)
+        st = obtain(ctx, be, tc, k, info ? info : &local);
+    if (tc)
+        be->toolchain_free(tc);
+    return st;
+}
+
+/* ---- a batch on a thread pool ------------------------------------------------ */
+
+typedef struct batch {
+    fg_context *ctx;
+    const fg_backend *be;
+    const void *tc;
+    fg_kernel *ks;
+    fg_jit_info *infos;
+    fg_status *status;
+    int n;
+    int done;
+    int tty;
+    pthread_mutex_t lock;
+} batch;
+
+static void obtain_task(void *arg, int i)
+{
+    batch *b = arg;
+    fg_jit_info local;
+    b->status[i] = obtain(b->ctx, b->be, b->tc, &b->ks[i], b->infos ? &b->infos[i] : &local);
+    pthread_mutex_lock(&b->lock);
+    b->done++;
+    if (b->tty) {
+        fprintf(stderr, "\rcompiling %d/%d kernels", b->done, b->n);
+        fflush(stderr);
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+fg_status fg_kernel_obtain_all(fg_context *ctx, const fg_backend *be, fg_kernel *ks, int n, const char *target,
+                               fg_jit_info *infos)
+{
+    if (n <= 0)
+        return FG_OK;
+    void *tc = NULL;
+    fg_status st = be->toolchain_new(ctx, target, &tc);
+    if (st)
+        return st;
+    fg_ctx_cache(ctx);   /* open it once, before the workers race for it */
+
+    batch b = {ctx, be, tc, ks, infos, fg_xcalloc((size_t)n, sizeof(fg_status)), n, 0, isatty(2),
+               PTHREAD_MUTEX_INITIALIZER};
+    int jobs = ctx->opts.jobs > 0 ? ctx->opts.jobs : fg_cpu_count();
+    if (jobs > n)
+        jobs = n;
+    fg_threadpool *pool = fg_threadpool_new(jobs);
+    fg_threadpool_run(pool, n, obtain_task, &b);
+    fg_threadpool_free(pool);
+    if (b.tty) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+    }
+    for (int i = 0; i < n && !st; i++)
+        st = b.status[i];
+    free(b.status);
+    pthread_mutex_destroy(&b.lock);
+    be->toolchain_free(tc);
+    return st;
+}
