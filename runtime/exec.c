@@ -575,6 +575,9 @@ static fg_status launch_all(fg_exec *e, void *s, int timing)
         guards_fill(e, -1);
     for (int k = 0; k < e->nkernels && !st; k++) {
         const fg_kernel *K = &e->kernels[k];
+        if (K->nparams < 0 || K->nparams > FG_MAX_KPARAMS)
+            return fg_diag_error(e->ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel %s has %d parameters (at most %d)", K->name,
+                                 K->nparams, FG_MAX_KPARAMS);
         pack_slots(e, K, slots);
         if (guards)
             guards_fill(e, k);
