@@ -44,12 +44,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,7 +61,7 @@
 #define FG_CACHE_FORMAT 2u
 #define HDR_SIZE 80u
 #define SUM_OFFSET 64u              /* the checksum: bytes 64..80 */
-#define DEFAULT_LIMIT_MB 1024.0
+#define DEFAULT_LIMIT_MB 1024u
 #define STALE_TMP_SECONDS 3600
 #define WHY_SIZE 160
 
@@ -250,54 +248,18 @@ static unsigned char *entry_encode(const char *key, const void *data, size_t siz
 
 /* ---- configuration ---------------------------------------------------- */
 
-static int env_disk_off(void)
-{
-    const char *e = getenv("FUSEGEN_CACHE");
-    return e && (strcasecmp(e, "off") == 0 || strcmp(e, "0") == 0 || strcasecmp(e, "false") == 0 ||
-                 strcasecmp(e, "no") == 0);
-}
+/* The settings come from the context (resolved once by fg_context_init from
+ * its options, then the environment: FUSEGEN_CACHE, FUSEGEN_CACHE_DIR,
+ * XDG_CACHE_HOME, HOME, FUSEGEN_CACHE_MAX_MB; see codegen/env.h).  Without a
+ * context: no directory unless one is given, and the default limit. */
 
-/* The default directory, malloc'd, or NULL when none can be named. */
-static char *default_dir(void)
-{
-    const char *e = getenv("FUSEGEN_CACHE_DIR");
-    if (e && *e)
-        return fg_xstrdup(e);
-    e = getenv("XDG_CACHE_HOME");
-    if (e && *e)
-        return fg_path_join(e, "fusegen");
-    e = getenv("HOME");
-    if (e && *e)
-        return fg_path_join(e, ".cache/fusegen");
-    return NULL;
-}
+static int disk_off(const fg_context *ctx) { return ctx && ctx->opts.cache_off; }
 
-/* $FUSEGEN_CACHE_MAX_MB in bytes: a non-negative decimal number of megabytes
- * (fractions allowed) and nothing else.  Garbage, a negative, infinite or NaN
- * value, or one whose byte count does not fit 64 bits gives one warning and
- * the default. */
-static uint64_t default_limit(fg_context *ctx)
+static uint64_t default_limit(const fg_context *ctx)
 {
-    const uint64_t dflt = (uint64_t)(DEFAULT_LIMIT_MB * 1024.0 * 1024.0);
-    const char *e = getenv("FUSEGEN_CACHE_MAX_MB");
-    if (!e || !*e)
-        return dflt;
-    char *end;
-    errno = 0;
-    double v = strtod(e, &end);
-    while (*end == ' ' || *end == '\t')
-        end++;
-    /* 2^64 bytes is 2^44 MB; stay below it so the conversion is defined. */
-    if (end == e || *end || errno == ERANGE || !isfinite(v) || v < 0 || v >= 17592186044416.0 ||
-        strspn(e, " \t0123456789.eE+-") != strlen(e)) {
-        if (ctx)
-            fg_diag_warn(ctx, FG_NOLOC,
-                         "FUSEGEN_CACHE_MAX_MB='%.40s' is not a size in megabytes (a number >= 0); using the "
-                         "default of %.0f MB",
-                         e, DEFAULT_LIMIT_MB);
-        return dflt;
-    }
-    return (uint64_t)(v * 1024.0 * 1024.0);
+    if (ctx && ctx->env.cache_limit_bytes)
+        return ctx->env.cache_limit_bytes;
+    return (uint64_t)DEFAULT_LIMIT_MB << 20;
 }
 
 /* ---- falling back to memory only -------------------------------------- */
@@ -422,9 +384,12 @@ fg_cache *fg_cache_open(fg_context *ctx, const char *dir, uint64_t limit_bytes)
     c->dfd = -1;
     pthread_mutex_init(&c->lock, NULL);
     c->limit = limit_bytes ? limit_bytes : default_limit(ctx);
-    if (env_disk_off())
+    if (disk_off(ctx))
         return c;
-    c->path = dir && *dir ? fg_xstrdup(dir) : default_dir();
+    if (dir && *dir)
+        c->path = fg_xstrdup(dir);
+    else if (ctx && ctx->cache_dir && *ctx->cache_dir)
+        c->path = fg_xstrdup(ctx->cache_dir);
     if (!c->path) {
         if (ctx)
             fg_diag_warn(ctx, FG_NOLOC, "no kernel cache directory (set FUSEGEN_CACHE_DIR or HOME); caching in memory only");

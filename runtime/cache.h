@@ -19,7 +19,7 @@
  * stats.refused and reported as a miss (one warning per cache).  Symlinks
  * planted as entries are not followed and FIFOs are not waited on.
  *
- * The directory has a size limit (FUSEGEN_CACHE_MAX_MB, default 1024) and
+ * The directory has a size limit (FUSEGEN_CACHE_MAX_MB MiB, default 1024) and
  * evicts least-recently-used entries (file mtime, refreshed on hit).  A
  * missing or read-only directory degrades to memory-only with one warning.
  */
@@ -43,11 +43,14 @@ typedef struct fg_cache_stats {
     uint64_t refused;   /* entry files that are not the user's own or not regular files, not read */
 } fg_cache_stats;
 
-/* dir NULL: the default directory ($FUSEGEN_CACHE_DIR, $XDG_CACHE_HOME/fusegen,
- * ~/.cache/fusegen).  FUSEGEN_CACHE=off (or 0) disables the disk cache.  A
- * missing directory is created (0700, parents too); one that cannot be
- * created or opened, or is not the user's own, gives a memory-only cache and
- * one warning on ctx.  limit_bytes 0: $FUSEGEN_CACHE_MAX_MB, else 1024 MB. */
+/* dir NULL: the context's directory (ctx->cache_dir, resolved at context
+ * init: the cache_dir option, $FUSEGEN_CACHE_DIR, $XDG_CACHE_HOME/fusegen,
+ * ~/.cache/fusegen).  The context's cache_off option (FUSEGEN_CACHE=off)
+ * disables the disk cache.  A missing directory is created (0700, parents
+ * too); one that cannot be created or opened, or is not the user's own,
+ * gives a memory-only cache and one warning on ctx.  limit_bytes 0: the
+ * context's limit (cache_max_mb, $FUSEGEN_CACHE_MAX_MB), else 1024 MiB.
+ * ctx may be NULL (no warnings, no default directory). */
 fg_cache *fg_cache_open(fg_context *ctx, const char *dir, uint64_t limit_bytes);
 void fg_cache_close(fg_cache *c);
 const char *fg_cache_dir(const fg_cache *c);   /* NULL when memory-only */

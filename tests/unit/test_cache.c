@@ -194,11 +194,11 @@ static long dir_bytes(fg_cache *c)
 static void test_eviction_lru(void **state)
 {
     (void)state;
+    setenv("FUSEGEN_CACHE_MAX_MB", "0.02", 1);   /* 20971 bytes, read by the context */
     fg_context *ctx = tu_ctx_empty();
-    char *dir = tu_tmpdir();
-    setenv("FUSEGEN_CACHE_MAX_MB", "0.02", 1);   /* 20971 bytes */
-    fg_cache *c = fg_cache_open(ctx, dir, 0);
     unsetenv("FUSEGEN_CACHE_MAX_MB");
+    char *dir = tu_tmpdir();
+    fg_cache *c = fg_cache_open(ctx, dir, 0);
     assert_int_equal(fg_cache_limit(c), (uint64_t)(0.02 * 1024 * 1024));
     char payload[3000] = {1};
     char keys[12][33];
@@ -320,23 +320,31 @@ static void test_missing_dir_created_and_env(void **state)
     assert_true(S_ISDIR(st.st_mode));
     fg_cache_close(c);
 
-    /* FUSEGEN_CACHE_DIR is the default directory; FUSEGEN_CACHE=off disables disk. */
+    /* FUSEGEN_CACHE_DIR is the default directory; FUSEGEN_CACHE=off disables
+     * disk.  The context reads the environment when it is created. */
     setenv("FUSEGEN_CACHE_DIR", deep, 1);
-    c = fg_cache_open(ctx, NULL, 0);
+    fg_context *ectx = tu_ctx_empty();
+    c = fg_cache_open(ectx, NULL, 0);
     assert_string_equal(fg_cache_dir(c), deep);
     fg_cache_close(c);
+    fg_context_free(ectx);
     setenv("FUSEGEN_CACHE", "off", 1);
-    c = fg_cache_open(ctx, NULL, 0);
+    ectx = tu_ctx_empty();
+    c = fg_cache_open(ectx, NULL, 0);
     assert_null(fg_cache_dir(c));
     fg_cache_close(c);
+    fg_context_free(ectx);
     unsetenv("FUSEGEN_CACHE");
     unsetenv("FUSEGEN_CACHE_DIR");
     char *xdg = fg_path_join(dir, "xdg");
     setenv("XDG_CACHE_HOME", xdg, 1);
-    c = fg_cache_open(ctx, NULL, 0);
+    ectx = tu_ctx_empty();
+    c = fg_cache_open(ectx, NULL, 0);
     char *want = fg_path_join(xdg, "fusegen");
     assert_string_equal(fg_cache_dir(c), want);
     fg_cache_close(c);
+    assert_int_equal(ectx->nwarnings, 0);
+    fg_context_free(ectx);
     unsetenv("XDG_CACHE_HOME");
     assert_int_equal(ctx->nwarnings, 0);
     free(want);

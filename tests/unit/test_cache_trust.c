@@ -591,32 +591,39 @@ static void test_write_private(void **state)
 
 /* ---- FUSEGEN_CACHE_MAX_MB --------------------------------------------- */
 
+/* The context reads the variable once, strictly; the cache takes its limit
+ * from the context.  Garbage: one warning naming it, and the default. */
 static void test_max_mb_parsed_strictly(void **state)
 {
     (void)state;
-    static const char *const bad[] = {"12abc", "abc", "-1", "1e400", "nan", "inf", "0x10", "1 2",
+    static const char *const bad[] = {"12abc", "abc", "-1", "1e400", "nan", "inf", "0x10", "1 2", "0",
                                       "99999999999999999999"};
-    fg_context *ctx = tu_ctx_empty();
     char *dir = tu_tmpdir();
     for (size_t i = 0; i < FG_COUNTOF(bad); i++) {
         setenv("FUSEGEN_CACHE_MAX_MB", bad[i], 1);
+        fg_context *ctx = tu_ctx_empty();
         int w0 = ctx->nwarnings;
         fg_cache *c = fg_cache_open(ctx, dir, 0);
         assert_int_equal(fg_cache_limit(c), (uint64_t)1024 << 20);
-        assert_int_equal(ctx->nwarnings, w0 + 1);
-        assert_non_null(strstr(ctx->warnings[w0], "FUSEGEN_CACHE_MAX_MB"));
         fg_cache_close(c);
+        int found = 0;
+        for (int w = 0; w < ctx->nwarnings; w++)
+            found += strstr(ctx->warnings[w], "FUSEGEN_CACHE_MAX_MB") != NULL;
+        if (found != 1)
+            fail_msg("FUSEGEN_CACHE_MAX_MB='%s': %d warnings name it (of %d, %d before the cache)", bad[i], found,
+                     ctx->nwarnings, w0);
+        fg_context_free(ctx);
     }
     setenv("FUSEGEN_CACHE_MAX_MB", "0.5", 1);
-    int w0 = ctx->nwarnings;
+    fg_context *ctx = tu_ctx_empty();
     fg_cache *c = fg_cache_open(ctx, dir, 0);
     assert_int_equal(fg_cache_limit(c), (uint64_t)1 << 19);
-    assert_int_equal(ctx->nwarnings, w0);
+    assert_int_equal(ctx->nwarnings, 0);
     fg_cache_close(c);
+    fg_context_free(ctx);
     unsetenv("FUSEGEN_CACHE_MAX_MB");
     tu_rmtree(dir);
     free(dir);
-    fg_context_free(ctx);
 }
 
 int main(void)
