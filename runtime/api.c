@@ -125,8 +125,6 @@ static fg_status spec_check(fg_context *ctx, const fg_kernel_spec *s)
         BAD("the input shape needs positive dimensions and at most 2^31 elements");
     if ((unsigned)s->compile.device >= FG_DEVICE_COUNT)
         BAD("compile.device %d is not an fg_device", (int)s->compile.device);
-    if (s->template_name && !name_ok(s->template_name, 0))
-        BAD("template_name is not a template name");
     for (int i = 0; s->ops && i < s->nops && i < MAX_SPEC_OPS; i++) {
         const fg_spec_op *o = &s->ops[i];
         if (!name_ok(o->name, 0))
@@ -256,10 +254,11 @@ FG_API fg_status fg_kernel_create(fg_context *ctx, const fg_kernel_spec *s, fg_k
                            h->p->ngroups, nodes.s ? nodes.s : "");
         fg_buf_free(&nodes);
     }
-    if (!st && s->template_name && strcmp(s->template_name, h->p->groups[0].template_name) != 0)
+    const char *chosen = !st ? h->p->groups[0].template_name : NULL;
+    if (!st && s->template_name && (!chosen || strcmp(s->template_name, chosen) != 0))
         st = fg_diag_error(ctx, FG_ERR_UNSUPPORTED, FG_NOLOC,
                            "kernel spec: asked for template '%s' but the rules chose '%s' (rule %s)", s->template_name,
-                           h->p->groups[0].template_name,
+                           chosen ? chosen : "none",
                            h->p->groups[0].rule >= 0 ? ctx->rules[h->p->groups[0].rule]->name : "none");
     if (!st)
         st = fg_plan_compile(ctx, h->p, &s->compile, &h->e);
