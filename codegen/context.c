@@ -10,6 +10,7 @@
 
 #include "expr.h"
 #include "hook.h"
+#include "template.h"
 
 /* Nonzero when dir/ops.yaml exists. */
 static int has_rules(const char *dir)
@@ -87,6 +88,7 @@ FG_API void fg_context_free(fg_context *ctx)
         ctx->teardown[i](ctx);
     free(ctx->teardown);
     fg_hooks_free(ctx->hooks);
+    fg_templates_free(ctx);
     for (int i = 0; i < ctx->nops; i++) {
         fg_expr_free(ctx->ops[i]->expr);
         free(ctx->ops[i]);

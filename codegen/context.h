@@ -46,6 +46,8 @@ struct fg_context {
     fg_rule **rules;               /* fusion rules, load order */
     int nrules, rules_cap;
     struct fg_hooks *hooks;        /* NULL until a .lua file is loaded */
+    struct fg_template **templates; /* templates registered by rules directories (template.h) */
+    int ntemplates, templates_cap;
 
     struct fg_runtime *rt;         /* NULL until first needed */
 };

@@ -15,7 +15,7 @@
 #include "ir.h"
 #include "util.h"
 
-#define FG_MAX_KPARAMS 32
+#define FG_MAX_KPARAMS 256   /* capacity; a template's tensor limit is the real bound */
 
 typedef enum fg_kparam_kind {
     FG_KPARAM_TENSOR = 0,   /* pointer to the data of plan-graph tensor `tensor` */

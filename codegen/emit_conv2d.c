@@ -5,9 +5,11 @@
  * groups; every tensor is addressed in its own layout.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "emit_impl.h"
+#include "template.h"
 
 fg_status fg_emit_conv2d(fg_emitter *em)
 {
@@ -26,9 +28,9 @@ fg_status fg_emit_conv2d(fg_emitter *em)
         return fg_em_error(em, FG_ERR_INPUT, "conv2d '%s': %" PRId64 " input channels, weight [%" PRId64 ", %" PRId64
                            ", ...], groups %" PRId64 " do not agree", nd->name, C, K, Cg, groups);
     int64_t Kg = K / groups;
-    int depthwise = Cg == 1 && groups > 1;
-    if (strcmp(em->grp->template_name, "conv2d_depthwise") == 0 && Cg != 1)
-        return fg_em_error(em, FG_ERR_INPUT, "template conv2d_depthwise needs one input channel per group ('%s' has %"
+    int depthwise = strcmp(fg_template_base(em->tpl)->name, "conv2d_depthwise") == 0;
+    if (depthwise && Cg != 1)
+        return fg_em_error(em, FG_ERR_INTERNAL, "template conv2d_depthwise needs one input channel per group ('%s' has %"
                            PRId64 ")", nd->name, Cg);
 
     fg_em_shape(em, "N", N);
@@ -119,4 +121,38 @@ fg_status fg_emit_conv2d(fg_emitter *em)
     if (em->k->grid[1] > 65535)
         return fg_em_error(em, FG_ERR_UNSUPPORTED, "conv2d '%s': too many channel tiles", nd->name);
     return FG_OK;
+}
+
+/* The default tile (threads 128, tile_k 8) must fit shared memory and the
+ * grid's second dimension. */
+int fg_check_conv2d(const fg_tcand *c, char *why, size_t whysz)
+{
+    const fg_node *nd = &c->g->nodes[c->anchor];
+    const fg_tensor *w = &c->g->tensors[nd->inputs[1]];
+    int64_t K = w->shape[0], R = w->shape[2], S = w->shape[3];
+    int64_t groups = fg_node_attr(nd, "groups") ? fg_node_attr_int(nd, "groups", 0) : 1;
+    int64_t Kg = groups > 0 ? K / groups : K, tile_k = Kg < 8 ? Kg : 8;
+    if (tile_k * R * S * 4 > 48 * 1024) {
+        snprintf(why, whysz, "a %" PRId64 "x%" PRId64 " kernel does not fit the shared weight tile", R, S);
+        return 0;
+    }
+    if (groups * ((Kg + tile_k - 1) / tile_k) > 65535) {
+        snprintf(why, whysz, "%" PRId64 " channel tiles exceed the grid (65535)", groups * ((Kg + tile_k - 1) / tile_k));
+        return 0;
+    }
+    return 1;
+}
+
+/* One input channel per group, more than one group. */
+int fg_check_conv2d_depthwise(const fg_tcand *c, char *why, size_t whysz)
+{
+    const fg_node *nd = &c->g->nodes[c->anchor];
+    const fg_tensor *w = &c->g->tensors[nd->inputs[1]];
+    int64_t groups = fg_node_attr(nd, "groups") ? fg_node_attr_int(nd, "groups", 0) : 1;
+    if (w->shape[1] != 1 || groups < 2) {
+        snprintf(why, whysz, "not depthwise (%" PRId64 " input channels per group, %" PRId64 " groups)", w->shape[1],
+                 groups);
+        return 0;
+    }
+    return 1;
 }

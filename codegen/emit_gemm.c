@@ -5,9 +5,11 @@
  * B is [K, N] or batched (trans_b: [.., N, K]); Y is [M, N] or [B, M, N].
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "emit_impl.h"
+#include "template.h"
 
 /* Appends helper name(p, bt, i, j) = offset of element (i, j) of a row-major
  * matrix tensor t (stored transposed when trans), batch bt. */
@@ -67,7 +69,7 @@ fg_status fg_emit_gemm(fg_emitter *em)
     matrix_offset_fn(em, "off_b", "k", "n", bt, tb);
     matrix_offset_fn(em, "off_y", "row", "col", em->out, 0);
 
-    int tc = Y->dtype != FG_DTYPE_F32 || strcmp(em->grp->template_name, "gemm_tc") == 0;
+    int tc = strcmp(fg_template_base(em->tpl)->name, "gemm_tc") == 0;
     if (tc) {
         if (Y->dtype == FG_DTYPE_F32 || A->dtype != Y->dtype || B->dtype != Y->dtype)
             return fg_em_error(em, FG_ERR_UNSUPPORTED, "tensor-core gemm '%s' needs fp16 or bf16 operands of one dtype",
@@ -111,4 +113,39 @@ fg_status fg_emit_gemm(fg_emitter *em)
     em->k->block[0] = (unsigned)threads;
     em->k->block[1] = em->k->block[2] = 1;
     return FG_OK;
+}
+
+/* Shared by both gemm templates: operand ranks and the grid's limits (for
+ * the default 64x64 tiles). */
+static int gemm_shape_ok(const fg_tcand *c, char *why, size_t whysz)
+{
+    const fg_node *nd = &c->g->nodes[c->anchor];
+    const fg_tensor *A = &c->g->tensors[nd->inputs[0]], *B = &c->g->tensors[nd->inputs[1]];
+    const fg_tensor *Y = &c->g->tensors[nd->output];
+    if (A->rank < 2 || A->rank > 3 || B->rank < 2 || B->rank > 3 || Y->rank < 2 || Y->rank > 3) {
+        snprintf(why, whysz, "operands must be rank 2 or 3");
+        return 0;
+    }
+    int64_t batch = Y->rank == 3 ? Y->shape[0] : 1, M = Y->shape[Y->rank - 2];
+    if (batch > 65535 || (M + 63) / 64 > 65535) {
+        snprintf(why, whysz, "batch %" PRId64 " or %" PRId64 " rows exceed the grid", batch, M);
+        return 0;
+    }
+    return 1;
+}
+
+int fg_check_gemm(const fg_tcand *c, char *why, size_t whysz) { return gemm_shape_ok(c, why, whysz); }
+
+/* Tensor cores: A, B and Y of one 16-bit dtype. */
+int fg_check_gemm_tc(const fg_tcand *c, char *why, size_t whysz)
+{
+    const fg_node *nd = &c->g->nodes[c->anchor];
+    const fg_tensor *A = &c->g->tensors[nd->inputs[0]], *B = &c->g->tensors[nd->inputs[1]];
+    const fg_tensor *Y = &c->g->tensors[nd->output];
+    if (A->dtype != Y->dtype || B->dtype != Y->dtype) {
+        snprintf(why, whysz, "operands %s and %s, output %s (needs one dtype)", fg_dtype_name(A->dtype),
+                 fg_dtype_name(B->dtype), fg_dtype_name(Y->dtype));
+        return 0;
+    }
+    return gemm_shape_ok(c, why, whysz);
 }

@@ -17,8 +17,12 @@
 #define FG_EM_MAX_VARS 48
 #define FG_EM_MAX_SHAPES 48
 
+struct fg_template;
+
 typedef struct fg_emitter {
     fg_context *ctx;
+    const struct fg_template *tpl; /* the group's template (template.h) */
+    fg_status st;                 /* first internal failure (fg_em_fail), reported at the end */
     const fg_plan *plan;
     const fg_graph *g;
     const fg_group *grp;
@@ -80,6 +84,16 @@ fg_status fg_em_apply(fg_emitter *em, int node, const char *chain, const char *c
                       fg_buf *code, fg_buf *expr);
 /* Calls the rule's tile hook (if any) for keys[0..n); vals hold defaults. */
 fg_status fg_em_tile_params(fg_emitter *em, const char *const *keys, int n, int64_t *vals);
+/* Records an internal failure once (a limit of the emitter's own tables);
+ * fg_emit_group returns it.  For paths that cannot return a status. */
+void fg_em_fail(fg_emitter *em, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A C identifier from a name: non-alphanumerics become '_', a leading digit
+ * gets a 't' before it. */
+void fg_em_identifier(const char *s, char *out, size_t size);
+/* Field name of an I64 parameter named base with that value (added once). */
+const char *fg_em_i64_param(fg_emitter *em, const char *base, int64_t value);
+/* Emits fg_epilogue(p, v, coordinates...) into em->helpers (emit_epilogue.c). */
+fg_status fg_em_epilogue(fg_emitter *em);
 /* Records an error at the emitter's location (rule or node). */
 fg_status fg_em_error(fg_emitter *em, fg_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Integer attribute `name` of node nd (element index of an INTS list). */
@@ -90,9 +104,8 @@ void fg_em_decompose(fg_emitter *em, int t, const char *lin, const char *const *
 /* Number of elements of tensor t. */
 int64_t fg_em_numel(const fg_emitter *em, int t);
 
-/* ---- families ----------------------------------------------------------- */
+/* ---- families (the template registry, template.c, points at them) -------- */
 
-typedef fg_status (*fg_em_family_fn)(fg_emitter *em);
 
 fg_status fg_emit_pointwise(fg_emitter *em);
 fg_status fg_emit_conv2d(fg_emitter *em);

@@ -5,9 +5,11 @@
  * the epilogue.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "emit_impl.h"
+#include "template.h"
 
 /* Nonzero when every input of node nd has the output's shape and layout. */
 static int full_size_inputs(const fg_emitter *em, int nd)
@@ -152,4 +154,18 @@ fg_status fg_emit_pointwise(fg_emitter *em)
     fg_buf_free(&coord);
     fg_buf_free(&args);
     return st;
+}
+
+/* Capability check (template.h): a flatten main node maps rank >= 2 to rank 2. */
+int fg_check_pointwise(const fg_tcand *c, char *why, size_t whysz)
+{
+    const fg_node *nd = &c->g->nodes[c->main_node];
+    if (nd->op->kind == FG_OPK_FLATTEN) {
+        const fg_tensor *x = &c->g->tensors[nd->inputs[0]], *y = &c->g->tensors[nd->output];
+        if (x->rank < 2 || y->rank != 2) {
+            snprintf(why, whysz, "flatten of rank %d to rank %d", x->rank, y->rank);
+            return 0;
+        }
+    }
+    return 1;
 }

@@ -5,9 +5,11 @@
  * skipped and an average divides by the elements inside the input.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "emit_impl.h"
+#include "template.h"
 
 static fg_status threads_param(fg_emitter *em, int64_t *threads)
 {
@@ -99,4 +101,16 @@ fg_status fg_emit_pool2d(fg_emitter *em)
     em->template_file = "pool2d.cuh";
     launch_1d(em, fg_em_numel(em, em->out), threads);
     return FG_OK;
+}
+
+/* Rank-4 input; global pooling writes [N, C, 1, 1] or [N, C]. */
+int fg_check_pool2d(const fg_tcand *c, char *why, size_t whysz)
+{
+    const fg_node *nd = &c->g->nodes[c->anchor];
+    const fg_tensor *x = &c->g->tensors[nd->inputs[0]], *y = &c->g->tensors[nd->output];
+    if (x->rank != 4 || (nd->op->kind == FG_OPK_POOL2D && y->rank != 4) || (y->rank != 4 && y->rank != 2)) {
+        snprintf(why, whysz, "pooling needs a rank-4 input and output");
+        return 0;
+    }
+    return 1;
 }

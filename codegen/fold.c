@@ -56,30 +56,6 @@ fg_status fg_fold_apply(fg_context *ctx, const fg_rule *r, const fg_fold *f, fg_
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static int input_index(const fg_node *nd, const char *name)
-{
-    for (int i = 0; i < nd->op->ninputs; i++)
-        if (strcmp(nd->op->inputs[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
-static const fg_attr_value *node_attr(const fg_node *nd, const char *name)
-{
-    for (int i = 0; i < nd->op->nattrs; i++)
-        if (strcmp(nd->op->attrs[i].name, name) == 0)
-            return &nd->attrs[i];
-    return NULL;
-}
-
-static double attr_num(const fg_node *nd, const char *name, double def)
-{
-    const fg_attr_value *v = node_attr(nd, name);
-    if (!v)
-        return def;
-    return v->type == FG_ATTR_FLOAT ? v->f : (double)v->i;
-}
-
 /* Number of times tensor t is read by the graph's nodes. */
 static int reads_of(const fg_graph *g, int t)
 {
@@ -177,13 +153,13 @@ static fg_status bn_read(fg_context *ctx, const fg_fold *f, const fg_graph *g, i
     static const char *const names[] = {"gamma", "beta", "mean", "var"};
     double **dst[] = {&out->gamma, &out->beta, &out->mean, &out->var};
     memset(out, 0, sizeof *out);
-    if (attr_num(nd, "training", 0) != 0)
+    if (fg_node_attr_num(nd, "training", 0) != 0)
         return fg_diag_error(ctx, FG_ERR_INPUT, f->loc, "fold %s: %s is in training mode (training: true)",
                              f->name, nd->name);
-    out->eps = attr_num(nd, "eps", 1e-5);
+    out->eps = fg_node_attr_num(nd, "eps", 1e-5);
     out->c = -1;
     for (int k = 0; k < 4; k++) {
-        int slot = input_index(nd, names[k]);
+        int slot = fg_node_input(nd, names[k]);
         if (slot < 0)
             slot = k + 1;
         int t = slot < nd->ninputs ? nd->inputs[slot] : -1;
@@ -239,10 +215,10 @@ static fg_status fold_bn_into_conv(fg_context *ctx, const fg_rule *r, const fg_f
     if (st != FG_OK)
         return st;
     const fg_node *cn = &g->nodes[conv];
-    int ws = input_index(cn, "weight");
+    int ws = fg_node_input(cn, "weight");
     if (ws < 0)
         ws = 1;
-    int bs = input_index(cn, "bias");
+    int bs = fg_node_input(cn, "bias");
     if (bs < 0) {
         bn_params_free(&p);
         return fg_diag_error(ctx, FG_ERR_INPUT, f->loc, "fold %s (rule %s): op %s of %s has no bias input", f->name,
@@ -295,7 +271,7 @@ static fg_status fold_bn_into_matmul(fg_context *ctx, const fg_rule *r, const fg
         return fg_diag_error(ctx, FG_ERR_INPUT, f->loc, "fold %s: %s has a rank-%d output (needs [M, N])", f->name,
                              mn->name, ot->rank);
     int64_t ncol = ot->shape[1];
-    int bs = input_index(mn, "bias");
+    int bs = fg_node_input(mn, "bias");
     if (bs < 0)
         return fg_diag_error(ctx, FG_ERR_INPUT, f->loc,
                              "fold %s (rule %s): op %s of %s has no bias input to receive the shift", f->name,
@@ -309,7 +285,7 @@ static fg_status fold_bn_into_matmul(fg_context *ctx, const fg_rule *r, const fg
         return fg_diag_error(ctx, FG_ERR_INPUT, f->loc, "fold %s: %s has %lld columns, %s has %lld channels",
                              f->name, mn->name, (long long)ncol, g->nodes[bn].name, (long long)p.c);
     }
-    int bslot = input_index(mn, "b");
+    int bslot = fg_node_input(mn, "b");
     if (bslot < 0)
         bslot = 1;
     int wt = private_weight(ctx, g, mm, bslot);
@@ -318,7 +294,7 @@ static fg_status fold_bn_into_matmul(fg_context *ctx, const fg_rule *r, const fg
         return fg_diag_error(ctx, FG_ERR_INPUT, f->loc, "fold %s: input b of %s is not a constant 2-D weight",
                              f->name, g->nodes[mm].name);
     }
-    int trans_b = attr_num(&g->nodes[mm], "trans_b", 0) != 0;
+    int trans_b = fg_node_attr_num(&g->nodes[mm], "trans_b", 0) != 0;
     int bt;
     if (g->nodes[mm].inputs[bs] < 0)
         bt = new_bias(ctx, g, mm, bs, ncol, g->tensors[wt].dtype);
@@ -368,7 +344,7 @@ static fg_status fold_affine_merge(fg_context *ctx, const fg_rule *r, const fg_f
         return fg_diag_error(ctx, FG_ERR_INPUT, f->loc, "fold %s (rule %s): %s and %s differ in channels", f->name,
                              r->name, g->nodes[first].name, g->nodes[second].name);
     }
-    int gs = input_index(&g->nodes[first], "gamma"), bs = input_index(&g->nodes[first], "beta");
+    int gs = fg_node_input(&g->nodes[first], "gamma"), bs = fg_node_input(&g->nodes[first], "beta");
     int gt = private_weight(ctx, g, first, gs < 0 ? 1 : gs);
     int bt = private_weight(ctx, g, first, bs < 0 ? 2 : bs);
     if (gt < 0 || bt < 0) {
@@ -386,4 +362,130 @@ static fg_status fold_affine_merge(fg_context *ctx, const fg_rule *r, const fg_f
     bn_params_free(&a);
     bn_params_free(&b);
     return FG_OK;
+}
+
+/* ---- capability checks ---------------------------------------------------- */
+
+static int is_const(const fg_graph *g, int t) { return t >= 0 && g->tensors[t].is_weight && g->tensors[t].data; }
+
+/* find_pair over a candidate's node list. */
+static int find_pair_in(const fg_graph *g, const int *nodes, int n, fg_op_kind k, int *bn)
+{
+    fg_group tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.nnodes = n < FG_MAX_GROUP_NODES ? n : FG_MAX_GROUP_NODES;
+    memcpy(tmp.nodes, nodes, (size_t)tmp.nnodes * sizeof *nodes);
+    return find_pair(g, &tmp, k, bn);
+}
+
+/* The conditions bn_read enforces, plus a positive var + eps everywhere
+ * (a negative or NaN variance would fold into NaN weights). */
+static int bn_ok(const fg_graph *g, int bn, int64_t *c, char *why, size_t whysz)
+{
+    const fg_node *nd = &g->nodes[bn];
+    static const char *const names[] = {"gamma", "beta", "mean", "var"};
+    if (fg_node_attr_num(nd, "training", 0) != 0) {
+        snprintf(why, whysz, "%s is in training mode", nd->name);
+        return 0;
+    }
+    double eps = fg_node_attr_num(nd, "eps", 1e-5);
+    *c = -1;
+    for (int k = 0; k < 4; k++) {
+        int slot = fg_node_input(nd, names[k]);
+        if (slot < 0)
+            slot = k + 1;
+        int t = slot < nd->ninputs ? nd->inputs[slot] : -1;
+        if (!is_const(g, t)) {
+            snprintf(why, whysz, "%s of %s is not a constant weight", names[k], nd->name);
+            return 0;
+        }
+        int64_t n = fg_tensor_numel(&g->tensors[t]);
+        if (*c >= 0 && n != *c) {
+            snprintf(why, whysz, "parameters of %s differ in length", nd->name);
+            return 0;
+        }
+        *c = n;
+        if (k == 3) {
+            double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof *v);
+            fg_tensor_values_f64(&g->tensors[t], v);
+            int64_t bad = -1;
+            for (int64_t i = 0; i < n && bad < 0; i++)
+                if (!(v[i] + eps > 0))
+                    bad = i;
+            if (bad >= 0)
+                snprintf(why, whysz, "var of %s has %s value at index %lld (var + eps must be positive)", nd->name,
+                         v[bad] != v[bad] ? "a NaN" : "a negative", (long long)bad);
+            free(v);
+            if (bad >= 0)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+int fg_fold_check(const fg_rule *r, const fg_fold *f, const fg_graph *g, const int *nodes, int n, char *why,
+                  size_t whysz)
+{
+    if (f->is_hook)
+        return 1;   /* a hook's preconditions are its own; its errors carry its location */
+    int bn = -1, c = -1;
+    char sub[256];
+    if (strcmp(f->name, "bn_into_conv") == 0) {
+        int conv = find_pair_in(g, nodes, n, FG_OPK_CONV2D, &bn);
+        if (conv < 0)
+            return 1;
+        const fg_node *cn = &g->nodes[conv];
+        int ws = fg_node_input(cn, "weight"), bs = fg_node_input(cn, "bias");
+        int64_t ch;
+        if (!bn_ok(g, bn, &ch, sub, sizeof sub))
+            c = -2;
+        else if (bs < 0)
+            snprintf(sub, sizeof sub, "op %s of %s has no bias input", cn->op->name, cn->name), c = -2;
+        else if (!is_const(g, cn->inputs[ws < 0 ? 1 : ws]))
+            snprintf(sub, sizeof sub, "the weight of %s is not a constant", cn->name), c = -2;
+        else if (g->tensors[cn->inputs[ws < 0 ? 1 : ws]].shape[0] != ch)
+            snprintf(sub, sizeof sub, "%s and %s differ in channels", cn->name, g->nodes[bn].name), c = -2;
+        else if (cn->inputs[bs] >= 0 &&
+                 (!is_const(g, cn->inputs[bs]) || fg_tensor_numel(&g->tensors[cn->inputs[bs]]) != ch))
+            snprintf(sub, sizeof sub, "the bias of %s is not a constant [%lld] vector", cn->name, (long long)ch),
+                c = -2;
+    } else if (strcmp(f->name, "bn_into_matmul") == 0) {
+        int mm = find_pair_in(g, nodes, n, FG_OPK_MATMUL, &bn);
+        if (mm < 0)
+            return 1;
+        const fg_node *mn = &g->nodes[mm];
+        const fg_tensor *ot = &g->tensors[mn->output];
+        int bs = fg_node_input(mn, "bias"), bslot = fg_node_input(mn, "b");
+        int64_t ch;
+        if (ot->rank != 2)
+            snprintf(sub, sizeof sub, "%s has a rank-%d output (needs [M, N])", mn->name, ot->rank), c = -2;
+        else if (bs < 0)
+            snprintf(sub, sizeof sub, "op %s of %s has no bias input", mn->op->name, mn->name), c = -2;
+        else if (!bn_ok(g, bn, &ch, sub, sizeof sub))
+            c = -2;
+        else if (ch != ot->shape[1])
+            snprintf(sub, sizeof sub, "%s has %lld columns, %s has %lld channels", mn->name,
+                     (long long)ot->shape[1], g->nodes[bn].name, (long long)ch), c = -2;
+        else if (!is_const(g, mn->inputs[bslot < 0 ? 1 : bslot]) || g->tensors[mn->inputs[bslot < 0 ? 1 : bslot]].rank != 2)
+            snprintf(sub, sizeof sub, "input b of %s is not a constant 2-D weight", mn->name), c = -2;
+        else if (mn->inputs[bs] >= 0 && (!is_const(g, mn->inputs[bs]) ||
+                                         g->tensors[mn->inputs[bs]].shape[g->tensors[mn->inputs[bs]].rank - 1] != ch))
+            snprintf(sub, sizeof sub, "the bias of %s is not a constant with %lld columns", mn->name, (long long)ch),
+                c = -2;
+    } else if (strcmp(f->name, "affine_merge") == 0) {
+        int second = -1, first = find_pair_in(g, nodes, n, FG_OPK_BATCH_NORM, &second);
+        if (first < 0)
+            return 1;
+        int64_t a, b;
+        if (!bn_ok(g, first, &a, sub, sizeof sub) || !bn_ok(g, second, &b, sub, sizeof sub))
+            c = -2;
+        else if (a != b)
+            snprintf(sub, sizeof sub, "%s and %s differ in channels", g->nodes[first].name, g->nodes[second].name),
+                c = -2;
+    }
+    if (c == -2) {
+        snprintf(why, whysz, "fold %s: %s", f->name, sub);
+        return 0;
+    }
+    return 1;
 }

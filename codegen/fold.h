@@ -13,6 +13,8 @@
 #ifndef FG_FOLD_H
 #define FG_FOLD_H
 
+#include <stddef.h>
+
 #include "ir.h"
 
 /* Nonzero when name is a builtin fold. */
@@ -20,6 +22,12 @@ int fg_fold_is_builtin(const char *name);
 /* Names of the builtin folds (for suggestions); *n set to the count. */
 const char *const *fg_fold_builtin_names(int *n);
 
+/* Side-effect-free check that fold f can apply to the candidate group
+ * nodes[0..n) of g (the planner calls it before committing a match): 1, or
+ * 0 with the reason in why.  Lua folds are not checked here (their own
+ * errors carry their location). */
+int fg_fold_check(const fg_rule *r, const fg_fold *f, const fg_graph *g, const int *nodes, int n, char *why,
+                  size_t whysz);
 /* Applies fold f of rule r to group grp of plan graph g. */
 fg_status fg_fold_apply(fg_context *ctx, const fg_rule *r, const fg_fold *f, fg_graph *g, fg_group *grp);
 

@@ -71,6 +71,32 @@ int64_t fg_node_attr_int(const fg_node *n, const char *name, int index)
     }
 }
 
+/* Contracts in ir.h. */
+double fg_attr_number(const fg_attr_value *v)
+{
+    switch (v->type) {
+    case FG_ATTR_INT:
+    case FG_ATTR_BOOL: return (double)v->i;
+    case FG_ATTR_FLOAT: return v->f;
+    case FG_ATTR_INTS: return v->n > 0 ? (double)v->ints[0] : 0.0;
+    default: return 0.0;
+    }
+}
+
+double fg_node_attr_num(const fg_node *n, const char *name, double def)
+{
+    const fg_attr_value *v = fg_node_attr(n, name);
+    return v ? fg_attr_number(v) : def;
+}
+
+int fg_node_input(const fg_node *n, const char *name)
+{
+    for (int i = 0; n->op && i < n->op->ninputs; i++)
+        if (strcmp(n->op->inputs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
 /* FLOAT: the value; INT/BOOL converted; others and missing: 0. */
 double fg_node_attr_float(const fg_node *n, const char *name)
 {

@@ -667,6 +667,11 @@ static void parse_outputs(loader *L, const fg_ynode *seq)
             fg_diag_error(L->ctx, FG_ERR_INPUT, v->loc, "output '%s' listed twice", name);
             continue;
         }
+        if (L->g->tensors[t].is_input || L->g->tensors[t].is_weight) {
+            fg_diag_error(L->ctx, FG_ERR_INPUT, v->loc, "output '%s' is a graph %s; outputs are produced by nodes",
+                          name, L->g->tensors[t].is_input ? "input" : "weight");
+            continue;
+        }
         L->g->tensors[t].is_output = 1;
         *FG_PUSH(L->g->outputs, L->g->noutputs, cap) = t;
     }

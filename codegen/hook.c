@@ -741,3 +741,47 @@ fg_status fg_hook_params(fg_context *ctx, const char *name, fg_loc site, const f
     call_end(ctx, top);
     return st;
 }
+
+fg_status fg_hook_select(fg_context *ctx, const char *name, fg_loc site, const fg_graph *g, const fg_group *grp,
+                         const char *const *names, int n, int *choice)
+{
+    hook_entry *e;
+    int top;
+    fg_status st = call_begin(ctx, name, site, &e, &top);
+    if (st != FG_OK)
+        return st;
+    fg_hooks *h = ctx->hooks;
+    lua_State *L = fg_sandbox_state(h->sb);
+    size_t before = fg_sandbox_memory_used(h->sb);
+    push_group(ctx, L, g, grp, 0);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    size_t after = fg_sandbox_memory_used(h->sb);
+    fg_sandbox_failure f;
+    if (fg_sandbox_call(h->sb, 2, 1, after > before ? after - before : 0, &f) != 0) {
+        st = report_failure(ctx, h, &f, e->name, e, site, NULL);
+        fg_sandbox_failure_clear(&f);
+    } else if (lua_type(L, -1) != LUA_TSTRING) {
+        st = result_error(ctx, e, site, "hook '%s' must return the name of one of the templates offered, got %s",
+                          name, luaL_typename(L, -1));
+    } else {
+        const char *s = lua_tostring(L, -1);
+        *choice = -1;
+        for (int i = 0; i < n && *choice < 0; i++)
+            if (strcmp(names[i], s) == 0)
+                *choice = i;
+        if (*choice < 0) {
+            fg_buf b = {0};
+            for (int i = 0; i < n; i++)
+                fg_buf_printf(&b, "%s%s", i ? ", " : "", names[i]);
+            st = result_error(ctx, e, site, "hook '%s' returned '%s', which is not among the templates offered (%s)",
+                              name, s, b.s);
+            fg_buf_free(&b);
+        }
+    }
+    call_end(ctx, top);
+    return st;
+}

@@ -55,4 +55,10 @@ fg_status fg_hook_epilogue(fg_context *ctx, const char *name, fg_loc site, const
 fg_status fg_hook_params(fg_context *ctx, const char *name, fg_loc site, const fg_graph *g,
                          const fg_group *grp, const char *const *keys, int n, int64_t *vals);
 
+/* Template-selection hook (a rule's `select:`): name(group, {template names})
+ * -> one of the names.  Called only when more than one template accepted the
+ * group; *choice is the index of the returned name in names[0..n). */
+fg_status fg_hook_select(fg_context *ctx, const char *name, fg_loc site, const fg_graph *g, const fg_group *grp,
+                         const char *const *names, int n, int *choice);
+
 #endif /* FG_HOOK_H */

@@ -153,6 +153,12 @@ size_t fg_dtype_size(fg_dtype t);
 /* Attribute access by name on a node (must exist in its op definition). */
 const fg_attr_value *fg_node_attr(const fg_node *n, const char *name);
 int64_t fg_node_attr_int(const fg_node *n, const char *name, int index);
+/* An attribute value as a number (INTS: the first element; STRING: 0). */
+double fg_attr_number(const fg_attr_value *v);
+/* Attribute name of n as a number, or def when n's op does not define it. */
+double fg_node_attr_num(const fg_node *n, const char *name, double def);
+/* Slot of n's op input called name, or -1. */
+int fg_node_input(const fg_node *n, const char *name);
 double fg_node_attr_float(const fg_node *n, const char *name);
 /* Copy whose weight data is borrowed from g (copy-on-write through
  * fg_tensor_own), so g must outlive the copy. */
@@ -219,7 +225,8 @@ typedef struct fg_rule {
     fg_rule_step steps[FG_MAX_STEPS];
     int nfolds;
     fg_fold folds[FG_MAX_FOLDS];
-    const char *template_name;             /* "conv2d", "gemm", "pointwise", ... */
+    const char *template_name;             /* a template family or template (template.h); NULL: any */
+    const char *select_hook;               /* Lua function choosing among accepted templates, or NULL */
     int nepilogue;
     fg_epi_stage epilogue[FG_MAX_EPILOGUE];
     unsigned dtypes;                       /* bit (1u << fg_dtype) allowed; all if `dtypes:` absent */
@@ -245,11 +252,12 @@ typedef struct fg_group {
     int nnodes;
     int nodes[FG_MAX_GROUP_NODES];         /* plan-graph nodes in chain order */
     int anchor;                            /* node that the template computes (conv/matmul/pool), or -1 */
-    const char *template_name;
+    const char *template_name;             /* the template chosen (template.h) */
     int nepi;
     fg_group_epi epi[FG_MAX_EPILOGUE];
     int output;                            /* tensor the group writes */
     int64_t saved_bytes;                   /* intermediate bytes no longer written + read back */
+    char *choice;                          /* templates considered and why (--explain); owned by the plan */
 } fg_group;
 
 struct fg_plan {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "kind.h"
 #include "expr.h"
 #include "load.h"
 
@@ -236,17 +237,9 @@ static void parse_attr(fg_context *ctx, fg_opdef *op, const fg_ynode *k, const f
  * position). */
 static void check_inputs(fg_context *ctx, fg_opdef *op, fg_loc loc)
 {
-    int lo = 1, hi = FG_MAX_INPUTS;
-    const char *form = "at least one input";
-    switch (op->kind) {
-    case FG_OPK_CONV2D: lo = 2, hi = 3, form = "inputs [x, weight, bias?]"; break;
-    case FG_OPK_MATMUL: lo = 2, hi = 3, form = "inputs [a, b, bias?]"; break;
-    case FG_OPK_BATCH_NORM: lo = 5, hi = 5, form = "inputs [x, gamma, beta, mean, var]"; break;
-    case FG_OPK_POOL2D:
-    case FG_OPK_GLOBAL_POOL:
-    case FG_OPK_FLATTEN: lo = 1, hi = 1, form = "one input"; break;
-    default: break;
-    }
+    const fg_kind_info *ki = fg_kind(op->kind);
+    int lo = ki->min_inputs, hi = ki->max_inputs;
+    const char *form = ki->inputs_form;
     int required = 0;
     for (int i = 0; i < op->ninputs; i++)
         required += !op->inputs[i].optional;
@@ -301,7 +294,7 @@ fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash
             parse_attr(ctx, op, FG_YKEY(attrs, i), FG_YVAL(attrs, i));
 
     const fg_ynode *reduce = fg_ymap_get(map, "reduce");
-    if (kind_ok && op->kind == FG_OPK_POOL2D) {
+    if (kind_ok && fg_kind(op->kind)->has_reduce) {
         const char *r;
         if (!reduce)
             fg_diag_error(ctx, FG_ERR_INPUT, op->loc, "pool2d op '%s' has no `reduce` (max or avg)", op->name);
@@ -316,7 +309,7 @@ fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash
     }
 
     const fg_ynode *expr = fg_ymap_get(map, "expr");
-    int wants_expr = kind_ok && (op->kind == FG_OPK_POINTWISE || op->kind == FG_OPK_BATCH_NORM);
+    int wants_expr = kind_ok && fg_kind(op->kind)->has_expr;
     if (wants_expr && !expr) {
         fg_diag_error(ctx, FG_ERR_INPUT, op->loc, "%s op '%s' has no `expr`", fg_op_kind_name(op->kind), op->name);
     } else if (kind_ok && !wants_expr && expr) {

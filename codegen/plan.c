@@ -23,6 +23,9 @@
 #include "expr.h"
 #include "fold.h"
 #include "hook.h"
+#include "kind.h"
+#include "shape.h"
+#include "template.h"
 #include "util.h"
 
 /* A candidate match of one rule: nodes in chain order and the step each took. */
@@ -82,25 +85,6 @@ const char *fg_plan_short_path(const char *path)
     return path;
 }
 
-static const fg_attr_value *node_attr(const fg_node *nd, const char *name)
-{
-    for (int i = 0; i < nd->op->nattrs; i++)
-        if (strcmp(nd->op->attrs[i].name, name) == 0)
-            return &nd->attrs[i];
-    return NULL;
-}
-
-static double attr_number(const fg_attr_value *v)
-{
-    switch (v->type) {
-    case FG_ATTR_INT:
-    case FG_ATTR_BOOL: return (double)v->i;
-    case FG_ATTR_FLOAT: return v->f;
-    case FG_ATTR_INTS: return v->n > 0 ? (double)v->ints[0] : 0.0;
-    default: return 0.0;
-    }
-}
-
 static int op_lookup(const planner *P, const fg_opdef *op)
 {
     int lo = 0, hi = P->nopidx - 1;
@@ -141,10 +125,10 @@ static int where_holds(const fg_context *ctx, const fg_rule_step *st, const fg_n
         vals[i] = 0.0;
         if (!fg_expr_uses(st->where, i))
             continue;
-        const fg_attr_value *v = node_attr(nd, st->where_vars[i]);
+        const fg_attr_value *v = fg_node_attr(nd, st->where_vars[i]);
         if (!v)
             return 0;
-        vals[i] = attr_number(v);
+        vals[i] = fg_attr_number(v);
     }
     return fg_expr_eval(st->where, vals) != 0.0;
 }
@@ -205,6 +189,162 @@ static void mask_names(unsigned mask, int count, const char *(*name)(int), fg_bu
 }
 static const char *dtype_name_i(int i) { return fg_dtype_name((fg_dtype)i); }
 static const char *layout_name_i(int i) { return fg_layout_name((fg_layout)i); }
+
+/* ---- epilogue, candidates and templates ---------------------------------- */
+
+/* The epilogue stages of a group of rule r (NULL: a lone node) over
+ * nodes[0..n) with their rule steps: rule stages resolved to graph indices;
+ * stages of absent optional steps, absent inputs or folded nodes are
+ * skipped; an APPLY of a repeat step gives one entry per node.  Writes at
+ * most cap entries to out and returns the count (which may exceed cap). */
+static int collect_epilogue(const fg_graph *g, const fg_rule *r, const int *nodes, const int *steps, int n,
+                            fg_group_epi *out, int cap)
+{
+    int cnt = 0;
+#define PUSH_EPI(k, nd_, t_, h_)                                                                              \
+    do {                                                                                                       \
+        if (cnt < cap)                                                                                         \
+            out[cnt] = (fg_group_epi){(k), (nd_), (t_), (h_)};                                                 \
+        cnt++;                                                                                                 \
+    } while (0)
+    if (!r) {
+        const fg_node *nd = &g->nodes[nodes[0]];
+        fg_kind_role role = fg_kind(nd->op->kind)->role;
+        int bi = fg_node_input(nd, "bias");
+        if (role == FG_ROLE_ANCHOR && bi >= 0 && nd->inputs[bi] >= 0)
+            PUSH_EPI(FG_EPI_BIAS, nodes[0], nd->inputs[bi], NULL);
+        else if (role == FG_ROLE_ELEMENTWISE && !nd->folded)
+            PUSH_EPI(FG_EPI_APPLY, nodes[0], -1, NULL);
+        return cnt;
+    }
+    for (int e = 0; e < r->nepilogue; e++) {
+        const fg_epi_stage *es = &r->epilogue[e];
+        for (int i = 0; i < n; i++) {
+            if (es->step >= 0 && steps[i] != es->step)
+                continue;
+            if (es->step < 0 && i > 0)
+                break;
+            int node = nodes[i];
+            const fg_node *nd = &g->nodes[node];
+            if (es->kind == FG_EPI_BIAS) {
+                const fg_rule_step *rs = &r->steps[es->step];
+                int bi = -1;
+                if (rs->nops > 0 && es->input >= 0 && es->input < rs->ops[0]->ninputs)
+                    bi = fg_node_input(nd, rs->ops[0]->inputs[es->input].name);
+                else if (es->input >= 0 && es->input < nd->ninputs)
+                    bi = es->input;
+                if (bi >= 0 && nd->inputs[bi] >= 0 && !nd->folded)
+                    PUSH_EPI(FG_EPI_BIAS, node, nd->inputs[bi], NULL);
+                break;
+            } else if (es->kind == FG_EPI_APPLY) {
+                if (!nd->folded)
+                    PUSH_EPI(FG_EPI_APPLY, node, -1, NULL);
+            } else {
+                PUSH_EPI(FG_EPI_HOOK, node, -1, es->hook);
+                break;
+            }
+        }
+    }
+#undef PUSH_EPI
+    return cnt;
+}
+
+/* Describes a candidate group for the template checks: main node, epilogue
+ * stages and tensor parameters (upper bounds: folds may only remove some). */
+static void make_cand(const fg_graph *g, const fg_rule *r, const int *nodes, const int *steps, int n, fg_tcand *c)
+{
+    enum { MAXT = FG_MAX_GROUP_NODES * (FG_MAX_INPUTS + 1) };
+    memset(c, 0, sizeof *c);
+    c->g = g;
+    c->rule = r;
+    c->nnodes = n;
+    c->nodes = nodes;
+    const fg_node *first = &g->nodes[nodes[0]];
+    c->anchor = fg_kind(first->op->kind)->role == FG_ROLE_ANCHOR ? nodes[0] : -1;
+    c->main_node = c->anchor;
+    for (int i = 0; i < n && c->main_node < 0; i++)
+        if (!g->nodes[nodes[i]].folded)
+            c->main_node = nodes[i];
+    if (c->main_node < 0)
+        c->main_node = nodes[0];
+    fg_group_epi epi[FG_MAX_GROUP_NODES * 2];
+    int ne = collect_epilogue(g, r, nodes, steps, n, epi, (int)FG_COUNTOF(epi));
+    c->nepi = ne;
+    if (r && r->nepilogue == 0)
+        c->nepi = n - 1;   /* every node after the main one is applied */
+    if (c->anchor >= 0) {
+        int bi = fg_node_input(first, "bias");
+        int bt = bi >= 0 ? first->inputs[bi] : -1, covered = 0;
+        for (int i = 0; i < ne && i < (int)FG_COUNTOF(epi); i++)
+            covered |= epi[i].kind == FG_EPI_BIAS && epi[i].tensor == bt;
+        if (bt >= 0 && !covered)
+            c->nepi++;
+    }
+    int seen[MAXT], ns = 0;
+    for (int i = 0; i < n; i++) {
+        const fg_node *nd = &g->nodes[nodes[i]];
+        int ts[FG_MAX_INPUTS + 1], nt = 0;
+        for (int j = 0; j < nd->ninputs; j++) {
+            int t = nd->inputs[j];
+            int inside = 0;
+            for (int k = 0; k < i && t >= 0 && !inside; k++)
+                inside = g->tensors[t].producer == nodes[k];
+            if (t >= 0 && !inside)
+                ts[nt++] = t;
+        }
+        if (i == n - 1)
+            ts[nt++] = nd->output;
+        for (int j = 0; j < nt; j++) {
+            int dup = 0;
+            for (int k = 0; k < ns && !dup; k++)
+                dup = seen[k] == ts[j];
+            if (!dup && ns < MAXT)
+                seen[ns++] = ts[j];
+        }
+    }
+    c->ntensors = ns;
+}
+
+/* Checks the templates that may run candidate c (the rule's `template:`,
+ * else the main node's kind family for a lone node).  Returns the number
+ * accepted, with acc[0..) in registry order and *best the default choice
+ * (highest priority, then registry order).  With 0 accepted, why holds every
+ * refusal; text (optional) receives the whole story for --explain. */
+static int check_templates(const fg_context *ctx, const fg_tcand *c, const fg_template **acc, int *best, char *why,
+                           size_t whysz, fg_buf *text)
+{
+    const fg_template *cands[64];
+    const fg_node *main = &c->g->nodes[c->main_node];
+    const char *want = c->rule ? c->rule->template_name : fg_kind(main->op->kind)->family;
+    int n = fg_template_candidates(ctx, want, main->op->kind, cands, (int)FG_COUNTOF(cands)), na = 0;
+    fg_buf refused = {0};
+    char r[384];
+    *best = -1;
+    for (int i = 0; i < n; i++) {
+        if (fg_template_check(cands[i], c, r, sizeof r)) {
+            if (*best < 0 || cands[i]->priority > acc[*best]->priority)
+                *best = na;
+            acc[na++] = cands[i];
+        } else {
+            fg_buf_printf(&refused, "%s%s refused: %s", refused.len ? "; " : "", cands[i]->name, r);
+        }
+    }
+    if (n == 0)
+        snprintf(why, whysz, "no template%s%s%s computes %s nodes", want ? " of '" : "", want ? want : "",
+                 want ? "'" : "", fg_op_kind_name(main->op->kind));
+    else if (na == 0)
+        snprintf(why, whysz, "no template can run it: %s", refused.s);
+    if (text && na > 0) {
+        fg_buf_printf(text, "%s chosen (priority %d)", acc[*best]->name, acc[*best]->priority);
+        for (int i = 0; i < na; i++)
+            if (i != *best)
+                fg_buf_printf(text, "; %s accepted (priority %d)", acc[i]->name, acc[i]->priority);
+        if (refused.len)
+            fg_buf_printf(text, "; %s", refused.s);
+    }
+    fg_buf_free(&refused);
+    return na;
+}
 
 /* ---- the search -------------------------------------------------------- */
 
@@ -273,11 +413,39 @@ static int match_legal(search *S)
     return 1;
 }
 
+/* Capability before commitment: every built-in fold of the rule and at
+ * least one template must accept the match; otherwise a note says why and
+ * the search goes on with smaller matches. */
+static int match_capable(search *S)
+{
+    planner *P = S->P;
+    const fg_rule *r = S->r;
+    const pmatch *m = &S->cur;
+    int child = m->n > 1 ? m->nodes[m->n - 1] : m->nodes[0], parent = m->n > 1 ? m->nodes[m->n - 2] : -1;
+    char why[1024];
+    for (int f = 0; f < r->nfolds; f++)
+        if (!fg_fold_check(r, &r->folds[f], P->g, m->nodes, m->n, why, sizeof why)) {
+            if (m->n > 1)
+                add_note(P, r, child, parent, why);
+            return 0;
+        }
+    fg_tcand c;
+    const fg_template *acc[64];
+    int best;
+    make_cand(P->g, r, m->nodes, m->steps, m->n, &c);
+    if (check_templates(P->ctx, &c, acc, &best, why, sizeof why, NULL) == 0) {
+        if (m->n > 1)
+            add_note(P, r, child, parent, why);
+        return 0;
+    }
+    return 1;
+}
+
 static void complete(search *S)
 {
     if (S->have_best && S->cur.n <= S->best.n)
         return;
-    if (!match_legal(S))
+    if (!match_legal(S) || !match_capable(S))
         return;
     S->best = S->cur;
     S->have_best = 1;
@@ -291,14 +459,6 @@ static int same_shape(const fg_tensor *a, const fg_tensor *b)
         if (a->shape[i] != b->shape[i])
             return 0;
     return 1;
-}
-
-static void shape_text(fg_buf *b, const fg_tensor *t)
-{
-    fg_buf_put(b, "[");
-    for (int i = 0; i < t->rank; i++)
-        fg_buf_printf(b, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-    fg_buf_put(b, "]");
 }
 
 /* Takes one node for step s: a consumer of the last matched node's output.
@@ -364,10 +524,11 @@ static void take_step(search *S, int s)
         const fg_tensor *ct = &g->tensors[g->nodes[c].output];
         if (!same_shape(ct, tt)) {
             fg_buf b = {0};
+        char sb[160];
             fg_buf_printf(&b, "%s's output ", g->nodes[c].name);
-            shape_text(&b, ct);
+            fg_buf_put(&b, fg_shape_str(ct->shape, ct->rank, sb, sizeof sb));
             fg_buf_printf(&b, " is larger than %s's ", g->nodes[prev].name);
-            shape_text(&b, tt);
+            fg_buf_put(&b, fg_shape_str(tt->shape, tt->rank, sb, sizeof sb));
             fg_buf_put(&b, " (broadcast): an epilogue computes one value per element of the fused output");
             snprintf(why, sizeof why, "%s", b.s);
             fg_buf_free(&b);
@@ -423,12 +584,9 @@ static int match_rule(planner *P, const fg_rule *r, int node, pmatch *out)
 
 /* ---- groups ------------------------------------------------------------ */
 
-static int node_is_anchor_kind(const fg_node *nd)
-{
-    fg_op_kind k = nd->op->kind;
-    return k == FG_OPK_CONV2D || k == FG_OPK_MATMUL || k == FG_OPK_POOL2D || k == FG_OPK_GLOBAL_POOL;
-}
-
+/* Commits match m of rule (-1: a lone node) as a group and chooses its
+ * template: the default among those that accept it, or the rule's `select`
+ * hook's pick.  A lone node no template can run is an error at the node. */
 static int add_group(planner *P, int rule, const pmatch *m)
 {
     const fg_graph *g = P->g;
@@ -444,104 +602,60 @@ static int add_group(planner *P, int rule, const pmatch *m)
         P->member[m->nodes[i]] = gi;
     }
     const fg_node *first = &g->nodes[m->nodes[0]];
-    grp->anchor = node_is_anchor_kind(first) ? m->nodes[0] : -1;
+    grp->anchor = fg_kind(first->op->kind)->role == FG_ROLE_ANCHOR ? m->nodes[0] : -1;
     grp->output = g->nodes[m->nodes[m->n - 1]].output;
-    if (rule >= 0) {
-        grp->template_name = P->ctx->rules[rule]->template_name;
-    } else {
-        switch (first->op->kind) {
-        case FG_OPK_CONV2D: grp->template_name = "conv2d"; break;
-        case FG_OPK_MATMUL: grp->template_name = "gemm"; break;
-        case FG_OPK_POOL2D:
-        case FG_OPK_GLOBAL_POOL: grp->template_name = "pool2d"; break;
-        default: grp->template_name = "pointwise"; break;
+
+    const fg_rule *r = rule >= 0 ? P->ctx->rules[rule] : NULL;
+    fg_tcand c;
+    const fg_template *acc[64];
+    int best;
+    char why[1024];
+    fg_buf text = {0};
+    make_cand(g, r, m->nodes, m->steps, m->n, &c);
+    int na = check_templates(P->ctx, &c, acc, &best, why, sizeof why, &text);
+    if (na == 0) {
+        /* only a lone node gets here: rule matches were checked before */
+        fg_status st = fg_diag_error(P->ctx, FG_ERR_UNSUPPORTED, first->loc, "node '%s' (op %s): %s", first->name,
+                                     first->op->name, why);
+        if (P->st == FG_OK)
+            P->st = st;
+        grp->template_name = fg_kind(first->op->kind)->family;
+        fg_buf_free(&text);
+        return gi;
+    }
+    grp->template_name = acc[best]->name;
+    if (r && r->select_hook && na > 1) {
+        const char *names[64];
+        for (int i = 0; i < na; i++)
+            names[i] = acc[i]->name;
+        int pick = -1;
+        fg_status st = fg_hook_select(P->ctx, r->select_hook, r->loc, g, grp, names, na, &pick);
+        if (st != FG_OK) {
+            if (P->st == FG_OK)
+                P->st = st;
+        } else {
+            grp->template_name = acc[pick]->name;
+            fg_buf_printf(&text, "; hook %s picked %s", r->select_hook, acc[pick]->name);
         }
     }
+    grp->choice = fg_buf_take(&text);
     return gi;
 }
 
-/* Index of node's input named name in its op, or -1. */
-static int input_index(const fg_node *nd, const char *name)
-{
-    for (int i = 0; i < nd->op->ninputs; i++)
-        if (strcmp(nd->op->inputs[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
-static fg_status push_epi(fg_context *ctx, const fg_rule *r, fg_group *grp, fg_epi_kind kind, int node, int tensor,
-                          const char *hook)
-{
-    if (grp->nepi >= FG_MAX_EPILOGUE)
-        return fg_diag_error(ctx, FG_ERR_INPUT, r ? r->loc : FG_NOLOC,
-                             "rule %s: a group's epilogue has more than %d stages", r ? r->name : "-",
-                             FG_MAX_EPILOGUE);
-    fg_group_epi *e = &grp->epi[grp->nepi++];
-    e->kind = kind;
-    e->node = node;
-    e->tensor = tensor;
-    e->hook = hook;
-    return FG_OK;
-}
-
-/* Resolves the epilogue of group gi (after folds): rule stages to graph
- * indices; stages of absent optional steps, absent inputs or folded nodes are
- * skipped; an APPLY of a repeat step gives one entry per node. */
+/* Resolves the epilogue of group gi after folds (collect_epilogue).  The
+ * capability checks bounded the count before folding, which only removes
+ * stages. */
 static fg_status resolve_epilogue(planner *P, int gi)
 {
     fg_group *grp = &P->groups[gi];
-    const fg_graph *g = P->g;
-    fg_status st = FG_OK;
-    grp->nepi = 0;
-    if (grp->rule < 0) {
-        const fg_node *nd = &g->nodes[grp->nodes[0]];
-        switch (nd->op->kind) {
-        case FG_OPK_CONV2D:
-        case FG_OPK_MATMUL: {
-            int bi = input_index(nd, "bias");
-            if (bi >= 0 && nd->inputs[bi] >= 0)
-                st = push_epi(P->ctx, NULL, grp, FG_EPI_BIAS, grp->nodes[0], nd->inputs[bi], NULL);
-            break;
-        }
-        case FG_OPK_POINTWISE:
-        case FG_OPK_BATCH_NORM:
-            if (!nd->folded)
-                st = push_epi(P->ctx, NULL, grp, FG_EPI_APPLY, grp->nodes[0], -1, NULL);
-            break;
-        default: break;
-        }
-        return st;
-    }
-    const fg_rule *r = P->ctx->rules[grp->rule];
-    for (int e = 0; e < r->nepilogue && st == FG_OK; e++) {
-        const fg_epi_stage *es = &r->epilogue[e];
-        for (int i = 0; i < grp->nnodes && st == FG_OK; i++) {
-            if (es->step >= 0 && P->gsteps[gi][i] != es->step)
-                continue;
-            if (es->step < 0 && i > 0)
-                break;
-            int node = grp->nodes[i];
-            const fg_node *nd = &g->nodes[node];
-            if (es->kind == FG_EPI_BIAS) {
-                const fg_rule_step *rs = &r->steps[es->step];
-                int bi = -1;
-                if (rs->nops > 0 && es->input >= 0 && es->input < rs->ops[0]->ninputs)
-                    bi = input_index(nd, rs->ops[0]->inputs[es->input].name);
-                else if (es->input >= 0 && es->input < nd->ninputs)
-                    bi = es->input;
-                if (bi >= 0 && nd->inputs[bi] >= 0 && !nd->folded)
-                    st = push_epi(P->ctx, r, grp, FG_EPI_BIAS, node, nd->inputs[bi], NULL);
-                break;
-            } else if (es->kind == FG_EPI_APPLY) {
-                if (!nd->folded)
-                    st = push_epi(P->ctx, r, grp, FG_EPI_APPLY, node, -1, NULL);
-            } else {
-                st = push_epi(P->ctx, r, grp, FG_EPI_HOOK, node, -1, es->hook);
-                break;
-            }
-        }
-    }
-    return st;
+    const fg_rule *r = grp->rule >= 0 ? P->ctx->rules[grp->rule] : NULL;
+    int n = collect_epilogue(P->g, r, grp->nodes, P->gsteps[gi], grp->nnodes, grp->epi, FG_MAX_EPILOGUE);
+    if (n > FG_MAX_EPILOGUE)
+        return fg_diag_error(P->ctx, FG_ERR_INTERNAL, r ? r->loc : FG_NOLOC,
+                             "rule %s: a group's epilogue has %d stages (at most %d) after the capability check",
+                             r ? r->name : "-", n, FG_MAX_EPILOGUE);
+    grp->nepi = n;
+    return FG_OK;
 }
 
 static int cmp_pair(const void *a, const void *b)
@@ -803,6 +917,8 @@ FG_API void fg_plan_free(fg_plan *p)
         return;
     if (p->graph)
         fg_graph_free(p->graph);
+    for (int i = 0; i < p->ngroups; i++)
+        free(p->groups[i].choice);
     free(p->groups);
     for (int i = 0; i < p->nnotes; i++)
         free(p->notes[i]);

@@ -121,6 +121,17 @@ void fg_plan_print(const fg_context *ctx, const fg_plan *p, const fg_plan_print_
             fprintf(out, "near misses:\n");
         for (int i = 0; i < p->nnotes; i++)
             fprintf(out, "  %s\n", p->notes[i]);
+        /* template choices where there was a choice: one considered alone
+         * and accepted needs no line */
+        int header = 0;
+        for (int i = 0; i < p->ngroups; i++) {
+            const char *c = p->groups[i].choice;
+            if (!c || !strchr(c, ';'))
+                continue;
+            if (!header++)
+                fprintf(out, "templates:\n");
+            fprintf(out, "  group %d (%s): %s\n", i, p->graph->nodes[p->groups[i].nodes[0]].name, c);
+        }
     }
 }
 

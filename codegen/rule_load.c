@@ -13,12 +13,12 @@
 #include "fold.h"
 #include "hook.h"
 #include "load.h"
+#include "template.h"
 
 static const char *const rule_keys[] = {"rule", "priority", "dtypes", "layouts", "hooks", "match", "fold", "kernel"};
 static const char *const step_keys[] = {"op", "kind", "where", "where_hook", "optional", "repeat"};
-static const char *const kernel_keys[] = {"template", "params", "epilogue"};
+static const char *const kernel_keys[] = {"template", "select", "params", "epilogue"};
 static const char *const epi_keys[] = {"bias", "apply", "hook"};
-static const char *const templates[] = {"conv2d", "gemm", "pointwise", "pool2d"};
 
 /* Reports an unknown name with a suggestion from cands. */
 static void unknown(fg_context *ctx, fg_loc loc, const char *what, const char *name, const char *const *cands,
@@ -442,19 +442,21 @@ static void parse_kernel(fg_context *ctx, fg_rule *r, const fg_ynode *kernel)
         return;
     fg_ycheck_keys(ctx, kernel, "kernel", kernel_keys, (int)FG_COUNTOF(kernel_keys));
     const fg_ynode *t = fg_ymap_get(kernel, "template"), *params = fg_ymap_get(kernel, "params"),
-                   *epi = fg_ymap_get(kernel, "epilogue");
+                   *epi = fg_ymap_get(kernel, "epilogue"), *sel = fg_ymap_get(kernel, "select");
     const char *name;
-    if (!t) {
-        fg_diag_error(ctx, FG_ERR_INPUT, kernel->loc, "rule '%s': kernel has no `template`", r->name);
-    } else if (fg_yget_name(ctx, t, "template", &name)) {
-        int found = 0;
-        for (size_t i = 0; i < FG_COUNTOF(templates) && !found; i++)
-            found = strcmp(name, templates[i]) == 0;
-        if (found)
+    if (t && !fg_ynode_is_null(t) && fg_yget_name(ctx, t, "template", &name)) {
+        /* a family or one template of the registry; absent: the planner chooses */
+        if (fg_template_known(ctx, name)) {
             r->template_name = fg_intern(ctx, name);
-        else
-            unknown(ctx, t->loc, "template", name, templates, (int)FG_COUNTOF(templates));
+        } else {
+            int n;
+            const char **cands = fg_template_names(ctx, &n);
+            unknown(ctx, t->loc, "template", name, cands, n);
+            free(cands);
+        }
     }
+    if (sel)
+        require_hook(ctx, sel, "select", &r->select_hook);
     if (params)
         require_hook(ctx, params, "params", &r->tile_hook);
     if (epi && !fg_ynode_is_null(epi))

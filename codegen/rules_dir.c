@@ -1,6 +1,6 @@
 /*
  * rules_dir.c -- fg_rules_load: loads a rules directory.  Order: the op
- * definitions of every *.yaml (sorted by name), then every *.lua hook file
+ * definitions and template variants of every *.yaml (sorted by name), then every *.lua hook file
  * (sorted), then the rules of every *.yaml, so a rule may use any op or hook
  * of the directory.  Every error of every file is reported; loading goes on.
  */
@@ -13,6 +13,7 @@
 #include "context.h"
 #include "hook.h"
 #include "load.h"
+#include "template.h"
 
 typedef struct yaml_file {
     char *path;
@@ -48,6 +49,13 @@ static void load_docs(fg_context *ctx, const yaml_file *f, const char *dir, pass
         for (int i = 0; i < n; i++) {
             const fg_ynode *m = items[i];
             int is_op = fg_ymap_key(m, "op") != NULL, is_rule = fg_ymap_key(m, "rule") != NULL;
+            int is_tpl = m->kind == FG_YNODE_MAP && fg_ymap_key(m, "template") != NULL && !is_op && !is_rule;
+            if (is_tpl) {
+                /* a registered template variant (template.h): before the rules that name it */
+                if (p == PASS_OPS)
+                    fg_template_load(ctx, m, f->hash);
+                continue;
+            }
             if (m->kind != FG_YNODE_MAP || is_op == is_rule) {
                 if (p != PASS_OPS)
                     continue;

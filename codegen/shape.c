@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "kind.h"
 
 const char *fg_shape_str(const int64_t *shape, int rank, char *buf, size_t size)
 {
@@ -25,13 +26,7 @@ const char *fg_shape_str(const int64_t *shape, int rank, char *buf, size_t size)
 
 #define SHAPE(t, buf) fg_shape_str((t)->shape, (t)->rank, buf, sizeof buf)
 
-typedef struct infer {
-    fg_context *ctx;
-    fg_graph *g;
-    fg_node *n;
-    const fg_tensor *in[FG_MAX_INPUTS]; /* NULL: absent optional input */
-    fg_tensor *out;
-} infer;
+typedef struct fg_infer infer;
 
 static fg_status fail(infer *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -66,7 +61,7 @@ static void set_out(infer *s, int rank, const int64_t *shape, const fg_tensor *l
         }
 }
 
-static fg_status infer_pointwise(infer *s)
+fg_status fg_infer_pointwise(infer *s)
 {
     char b1[128], b2[128];
     int64_t shape[FG_MAX_RANK];
@@ -124,7 +119,12 @@ static fg_status spatial_out(infer *s, const int64_t *hw, const int64_t *rs, int
             return fail(s, "stride and dilation must be positive and padding non-negative (stride %lld, "
                            "dilation %lld, padding %lld)",
                         (long long)st, (long long)dil, (long long)pad);
-        int64_t span = hw[a] + 2 * pad - dil * (rs[a] - 1) - 1;
+        int64_t span, t2p, reach;
+        if (__builtin_mul_overflow(pad, 2, &t2p) || __builtin_mul_overflow(dil, rs[a] - 1, &reach) ||
+            __builtin_add_overflow(hw[a], t2p, &span) || __builtin_sub_overflow(span, reach + 1, &span) ||
+            span > FG_MAX_NUMEL * 4)
+            return fail(s, "padding %lld, dilation %lld with a kernel of %lld along axis %d give an output too large "
+                           "to handle", (long long)pad, (long long)dil, (long long)rs[a], a + 2);
         out[a] = (span >= 0 ? span / st : -((-span + st - 1) / st)) + 1; /* floor division */
         if (out[a] <= 0) {
             snprintf(what, sizeof what, "input %lldx%lld, kernel %lldx%lld", (long long)hw[0], (long long)hw[1],
@@ -137,7 +137,7 @@ static fg_status spatial_out(infer *s, const int64_t *hw, const int64_t *rs, int
     return FG_OK;
 }
 
-static fg_status infer_conv(infer *s)
+fg_status fg_infer_conv(infer *s)
 {
     char b1[128], b2[128];
     const fg_tensor *x = s->in[0], *w = s->in[1], *bias = s->n->ninputs > 2 ? s->in[2] : NULL;
@@ -168,7 +168,7 @@ static fg_status infer_conv(infer *s)
     return FG_OK;
 }
 
-static fg_status infer_matmul(infer *s)
+fg_status fg_infer_matmul(infer *s)
 {
     char b1[128], b2[128];
     const fg_tensor *a = s->in[0], *b = s->in[1], *bias = s->n->ninputs > 2 ? s->in[2] : NULL;
@@ -201,7 +201,7 @@ static fg_status infer_matmul(infer *s)
     return FG_OK;
 }
 
-static fg_status infer_batch_norm(infer *s)
+fg_status fg_infer_batch_norm(infer *s)
 {
     char b1[128], b2[128];
     const fg_tensor *x = s->in[0];
@@ -217,7 +217,7 @@ static fg_status infer_batch_norm(infer *s)
     return FG_OK;
 }
 
-static fg_status infer_pool(infer *s)
+fg_status fg_infer_pool(infer *s)
 {
     char b1[128];
     const fg_tensor *x = s->in[0];
@@ -234,7 +234,7 @@ static fg_status infer_pool(infer *s)
     return FG_OK;
 }
 
-static fg_status infer_global_pool(infer *s)
+fg_status fg_infer_global_pool(infer *s)
 {
     char b1[128];
     const fg_tensor *x = s->in[0];
@@ -245,7 +245,7 @@ static fg_status infer_global_pool(infer *s)
     return FG_OK;
 }
 
-static fg_status infer_flatten(infer *s)
+fg_status fg_infer_flatten(infer *s)
 {
     char b1[128];
     const fg_tensor *x = s->in[0];
@@ -255,6 +255,23 @@ static fg_status infer_flatten(infer *s)
     for (int i = 1; i < x->rank; i++)
         shape[1] *= x->shape[i];
     set_out(s, 2, shape, x);
+    return FG_OK;
+}
+
+/* Every inferred tensor must fit the bounds of a graph input: each axis
+ * 1..FG_MAX_NUMEL and at most FG_MAX_NUMEL elements (overflow-checked). */
+static fg_status check_size(infer *s)
+{
+    char b1[160];
+    int64_t numel = 1;
+    for (int i = 0; i < s->out->rank; i++) {
+        int64_t d = s->out->shape[i];
+        if (d < 1 || d > FG_MAX_NUMEL || __builtin_mul_overflow(numel, d, &numel) || numel > FG_MAX_NUMEL) {
+            fg_status st = fail(s, "output shape %s has more than %lld elements (or an empty axis)",
+                                SHAPE(s->out, b1), (long long)FG_MAX_NUMEL);
+            return st;
+        }
+    }
     return FG_OK;
 }
 
@@ -272,14 +289,8 @@ fg_status fg_shape_infer(fg_context *ctx, fg_graph *g, int node)
     }
     if (!s.in[0])
         return fail(&s, "input 0 is missing");
-    switch (s.n->op->kind) {
-    case FG_OPK_POINTWISE: return infer_pointwise(&s);
-    case FG_OPK_CONV2D: return infer_conv(&s);
-    case FG_OPK_MATMUL: return infer_matmul(&s);
-    case FG_OPK_BATCH_NORM: return infer_batch_norm(&s);
-    case FG_OPK_POOL2D: return infer_pool(&s);
-    case FG_OPK_GLOBAL_POOL: return infer_global_pool(&s);
-    case FG_OPK_FLATTEN: return infer_flatten(&s);
-    default: return fail(&s, "unknown op kind");
-    }
+    fg_status st = fg_kind(s.n->op->kind)->infer(&s);
+    if (st == FG_OK)
+        st = check_size(&s);
+    return st;
 }

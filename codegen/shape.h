@@ -16,6 +16,28 @@
  * weight expects 64 (weight shape [64, 64, 3, 3], groups 1)". */
 fg_status fg_shape_infer(fg_context *ctx, fg_graph *g, int node);
 
+/* The state of one inference: the node, its input tensors, its output. */
+typedef struct fg_infer {
+    fg_context *ctx;
+    fg_graph *g;
+    fg_node *n;
+    const fg_tensor *in[FG_MAX_INPUTS]; /* NULL: absent optional input */
+    fg_tensor *out;
+} fg_infer;
+
+/* The largest tensor fusegen handles, in elements (and per axis): offsets in
+ * generated code are 64-bit, but every buffer is allocated, so bound it. */
+#define FG_MAX_NUMEL (1ll << 31)
+
+/* Shape rules of the op kinds (the op-kind table, kind.c, points at them). */
+fg_status fg_infer_pointwise(fg_infer *s);
+fg_status fg_infer_conv(fg_infer *s);
+fg_status fg_infer_matmul(fg_infer *s);
+fg_status fg_infer_batch_norm(fg_infer *s);
+fg_status fg_infer_pool(fg_infer *s);
+fg_status fg_infer_global_pool(fg_infer *s);
+fg_status fg_infer_flatten(fg_infer *s);
+
 /* Formats a shape as "[1, 64, 56, 56]" into buf; returns buf. */
 const char *fg_shape_str(const int64_t *shape, int rank, char *buf, size_t size);
 

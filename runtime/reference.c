@@ -47,12 +47,12 @@ static double attr_double(const fg_attr_value *v)
     }
 }
 
-static int input_slot(const fg_node *nd, const char *name, int def)
+
+/* Slot of nd's input called name, or def when its op has no such input. */
+static int slot_or(const fg_node *nd, const char *name, int def)
 {
-    for (int i = 0; i < nd->op->ninputs; i++)
-        if (strcmp(nd->op->inputs[i].name, name) == 0)
-            return i;
-    return def;
+    int s = fg_node_input(nd, name);
+    return s >= 0 ? s : def;
 }
 
 /* ---- ops --------------------------------------------------------------- */
@@ -121,7 +121,7 @@ static void run_conv(const fg_graph *g, const fg_node *nd, double **vals, double
 {
     const fg_tensor *xt = &g->tensors[nd->inputs[0]], *wt = &g->tensors[nd->inputs[1]];
     const fg_tensor *ot = &g->tensors[nd->output];
-    int bslot = input_slot(nd, "bias", 2);
+    int bslot = slot_or(nd, "bias", 2);
     const double *x = vals[nd->inputs[0]], *w = vals[nd->inputs[1]];
     const double *bias = bslot < nd->ninputs && nd->inputs[bslot] >= 0 ? vals[nd->inputs[bslot]] : NULL;
     int64_t N = xt->shape[0], C = xt->shape[1], H = xt->shape[2], W = xt->shape[3];
@@ -160,7 +160,7 @@ static void run_matmul(const fg_graph *g, const fg_node *nd, double **vals, doub
     const fg_tensor *at = &g->tensors[nd->inputs[0]], *bt = &g->tensors[nd->inputs[1]];
     const fg_tensor *ot = &g->tensors[nd->output];
     int ta = attr_int(nd, "trans_a", 0, 0) != 0, tb = attr_int(nd, "trans_b", 0, 0) != 0;
-    int bslot = input_slot(nd, "bias", 2);
+    int bslot = slot_or(nd, "bias", 2);
     const fg_tensor *biast = bslot < nd->ninputs && nd->inputs[bslot] >= 0 ? &g->tensors[nd->inputs[bslot]] : NULL;
     const double *a = vals[nd->inputs[0]], *b = vals[nd->inputs[1]], *bias = biast ? vals[nd->inputs[bslot]] : NULL;
     int ra = at->rank;
@@ -276,7 +276,7 @@ static void run_batch_norm(const fg_graph *g, const fg_node *nd, double **vals, 
             bmean[c] = mu;
             bvar[c] = cnt > 0 ? q / cnt : 0.0;
         }
-        int ms = input_slot(nd, "mean", 3), vs = input_slot(nd, "var", 4);
+        int ms = slot_or(nd, "mean", 3), vs = slot_or(nd, "var", 4);
         if (ms < ni) {
             ins[ms] = bmean;
             per[ms] = 1;
@@ -291,8 +291,8 @@ static void run_batch_norm(const fg_graph *g, const fg_node *nd, double **vals, 
     } else {
         /* No expression given: the inference formula. */
         double eps = attr_find(nd, "eps") ? attr_double(attr_find(nd, "eps")) : 1e-5;
-        int gs = input_slot(nd, "gamma", 1), bs = input_slot(nd, "beta", 2);
-        int ms = input_slot(nd, "mean", 3), vs = input_slot(nd, "var", 4);
+        int gs = slot_or(nd, "gamma", 1), bs = slot_or(nd, "beta", 2);
+        int ms = slot_or(nd, "mean", 3), vs = slot_or(nd, "var", 4);
         int64_t inner = 1;
         for (int d = 2; d < xt->rank; d++)
             inner *= xt->shape[d];
@@ -322,6 +322,20 @@ static void run_pointwise(const fg_graph *g, const fg_node *nd, double **vals, d
 }
 
 /* ---- driver ------------------------------------------------------------ */
+
+/* flatten: the values in logical order are unchanged. */
+static void run_copy(const fg_graph *g, const fg_node *nd, double **vals, double *y)
+{
+    int64_t nx = fg_tensor_numel(&g->tensors[nd->inputs[0]]), total = fg_tensor_numel(&g->tensors[nd->output]);
+    memcpy(y, vals[nd->inputs[0]], (size_t)(nx < total ? nx : total) * sizeof(double));
+}
+
+/* The reference of each op kind, in fg_op_kind order (the op-kind table of
+ * codegen/kind.h holds the rest of what a kind means). */
+typedef void (*ref_fn)(const fg_graph *g, const fg_node *nd, double **vals, double *y);
+static const ref_fn ref_ops[] = {run_pointwise, run_conv, run_matmul, run_batch_norm, run_pool, run_global_pool,
+                                 run_copy};
+FG_STATIC_ASSERT(FG_COUNTOF(ref_ops) == FG_OPK_COUNT, "ref_ops out of sync with fg_op_kind");
 
 fg_status fg_reference_run(fg_context *ctx, const fg_graph *g, double **vals)
 {
@@ -354,26 +368,10 @@ fg_status fg_reference_run(fg_context *ctx, const fg_graph *g, double **vals)
             memcpy(y, vals[nd->inputs[0]], (size_t)(nx < total ? nx : total) * sizeof(double));
             continue;
         }
-        switch (nd->op->kind) {
-        case FG_OPK_POINTWISE:
-            if (!nd->op->expr)
-                return fg_diag_error(ctx, FG_ERR_INPUT, nd->loc, "reference: op %s of %s has no expression",
-                                     nd->op->name, nd->name);
-            run_pointwise(g, nd, vals, y);
-            break;
-        case FG_OPK_CONV2D: run_conv(g, nd, vals, y); break;
-        case FG_OPK_MATMUL: run_matmul(g, nd, vals, y); break;
-        case FG_OPK_BATCH_NORM: run_batch_norm(g, nd, vals, y); break;
-        case FG_OPK_POOL2D: run_pool(g, nd, vals, y); break;
-        case FG_OPK_GLOBAL_POOL: run_global_pool(g, nd, vals, y); break;
-        case FG_OPK_FLATTEN: {
-            int64_t nx = fg_tensor_numel(&g->tensors[nd->inputs[0]]);
-            memcpy(y, vals[nd->inputs[0]], (size_t)(nx < total ? nx : total) * sizeof(double));
-            break;
-        }
-        default:
-            return fg_diag_error(ctx, FG_ERR_UNSUPPORTED, nd->loc, "reference: op kind of %s not supported", nd->name);
-        }
+        if ((unsigned)nd->op->kind >= FG_OPK_COUNT || (nd->op->kind == FG_OPK_POINTWISE && !nd->op->expr))
+            return fg_diag_error(ctx, FG_ERR_INPUT, nd->loc, "reference: op %s of %s cannot be evaluated",
+                                 nd->op->name, nd->name);
+        ref_ops[nd->op->kind](g, nd, vals, y);
     }
     return FG_OK;
 }

@@ -1,7 +1,7 @@
 // fusegen kernel fg_k0_matmul_add (group 0)
 //   rule:      matmul_add (goldrules/rules.yaml:23)
 //   nodes:     mm (matmul), y (add)
-//   template:  gemm (gemm_tc.cuh)
+//   template:  gemm_tc (gemm_tc.cuh)
 //   output:    y [5, 9] bf16 NCHW
 //   generator: fusegen 0.1.0
 //   deps:      aca08ec3a5ca92ce9db0c005c8652391 (cache key: `fusegen compile` prints it)

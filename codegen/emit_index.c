@@ -1,0 +1,262 @@
+/*
+ * emit_index.c -- index and offset code: kernel parameters (tensor pointers
+ * and int64 dimensions), shape constants, element offsets in each tensor's
+ * layout with numpy broadcasting, and the decomposition of a linear index
+ * into logical coordinates.
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit_impl.h"
+
+void fg_em_shape(fg_emitter *em, const char *name, int64_t value)
+{
+    for (int i = 0; i < em->nshapes; i++)
+        if (strcmp(em->shapes[i].name, name) == 0) {
+            em->shapes[i].value = value;
+            return;
+        }
+    if (em->nshapes == FG_EM_MAX_SHAPES) {
+        fg_em_fail(em, "more than %d shape constants", FG_EM_MAX_SHAPES);
+        return;
+    }
+    snprintf(em->shapes[em->nshapes].name, sizeof em->shapes[0].name, "%s", name);
+    em->shapes[em->nshapes].value = value;
+    em->nshapes++;
+}
+
+const char *fg_em_ctype(fg_dtype d)
+{
+    switch (d) {
+    case FG_DTYPE_F16: return "fg_half";
+    case FG_DTYPE_BF16: return "fg_bf16";
+    default: return "float";
+    }
+}
+
+int64_t fg_em_numel(const fg_emitter *em, int t) { return fg_tensor_numel(&em->g->tensors[t]); }
+
+int fg_em_channel_axis(int rank) { return rank >= 2 ? 1 : 0; }
+
+const char *const *fg_em_coord_names(int rank)
+{
+    static const char *const r1[] = {"i0"};
+    static const char *const r2[] = {"row", "col"};
+    static const char *const r3[] = {"b", "row", "col"};
+    static const char *const r4[] = {"n", "c", "h", "w"};
+    static const char *const r5[] = {"i0", "i1", "i2", "i3", "i4"};
+    static const char *const r6[] = {"i0", "i1", "i2", "i3", "i4", "i5"};
+    switch (rank) {
+    case 1: return r1;
+    case 2: return r2;
+    case 3: return r3;
+    case 4: return r4;
+    case 5: return r5;
+    default: return r6;
+    }
+}
+
+void fg_em_identifier(const char *s, char *out, size_t size)
+{
+    size_t j = 0;
+    if (!isalpha((unsigned char)s[0]) && s[0] != '_' && j + 1 < size)
+        out[j++] = 't';
+    for (; *s && j + 1 < size; s++)
+        out[j++] = isalnum((unsigned char)*s) ? *s : '_';
+    out[j] = 0;
+}
+
+static int param_name_taken(const fg_kernel *k, const char *name)
+{
+    for (int i = 0; i < k->nparams; i++)
+        if (strcmp(k->params[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+static fg_kparam *add_param(fg_emitter *em, const char *base)
+{
+    fg_kernel *k = em->k;
+    if (k->nparams == FG_MAX_KPARAMS) {
+        /* the template's tensor limit keeps planned groups far below this */
+        fg_em_fail(em, "more than %d kernel parameters", FG_MAX_KPARAMS);
+        return NULL;
+    }
+    fg_kparam *kp = &k->params[k->nparams];
+    memset(kp, 0, sizeof *kp);
+    kp->tensor = -1;
+    snprintf(kp->name, sizeof kp->name, "%s", base);
+    for (int i = 2; param_name_taken(k, kp->name); i++)
+        snprintf(kp->name, sizeof kp->name, "%.36s_%d", base, i);
+    k->nparams++;
+    return kp;
+}
+
+const char *fg_em_tensor(fg_emitter *em, int t, int writes)
+{
+    for (int i = 0; i < em->k->nparams; i++)
+        if (em->k->params[i].kind == FG_KPARAM_TENSOR && em->k->params[i].tensor == t) {
+            em->k->params[i].writes |= writes;
+            return em->k->params[i].name;
+        }
+    char base[48];
+    fg_em_identifier(em->g->tensors[t].name, base, 40);
+    fg_kparam *kp = add_param(em, base);
+    if (!kp)
+        return "fg_overflow";
+    kp->kind = FG_KPARAM_TENSOR;
+    kp->tensor = t;
+    kp->writes = writes;
+    return kp->name;
+}
+
+const char *fg_em_i64_param(fg_emitter *em, const char *base, int64_t value)
+{
+    for (int i = 0; i < em->k->nparams; i++)
+        if (em->k->params[i].kind == FG_KPARAM_I64 && strcmp(em->k->params[i].name, base) == 0)
+            return em->k->params[i].name;
+    fg_kparam *kp = add_param(em, base);
+    if (!kp)
+        return "fg_overflow";
+    kp->kind = FG_KPARAM_I64;
+    kp->value = value;
+    return kp->name;
+}
+
+void fg_em_dim(fg_emitter *em, int t, int axis, fg_buf *out)
+{
+    int64_t v = em->g->tensors[t].shape[axis];
+    if (em->opts->specialize) {
+        fg_buf_printf(out, "%" PRId64, v);
+        return;
+    }
+    char base[48];
+    const char *field = fg_em_tensor(em, t, 0);
+    snprintf(base, sizeof base, "dim_%.30s_%d", field, axis);
+    fg_buf_printf(out, "p.%s", fg_em_i64_param(em, base, v));
+}
+
+/* Physical axis order of a tensor: NHWC rank-4 tensors store N, H, W, C. */
+static void physical_order(const fg_tensor *t, int *order)
+{
+    static const int nhwc[4] = {0, 2, 3, 1};
+    for (int i = 0; i < t->rank; i++)
+        order[i] = (t->rank == 4 && t->layout == FG_LAYOUT_NHWC) ? nhwc[i] : i;
+}
+
+fg_status fg_em_offset(fg_emitter *em, int t, int per_channel, const char *const *coords, int crank,
+                       const int64_t *cshape, fg_buf *out)
+{
+    const fg_tensor *x = &em->g->tensors[t];
+    const char *idx[FG_MAX_RANK];
+    if (per_channel && x->rank == 1) {
+        int ca = fg_em_channel_axis(crank);
+        if (x->shape[0] != cshape[ca] && x->shape[0] != 1)
+            return fg_em_error(em, FG_ERR_INPUT, "per-channel tensor '%s' has %" PRId64 " elements, expected %" PRId64,
+                               x->name, x->shape[0], cshape[ca]);
+        fg_buf_put(out, x->shape[0] == 1 ? "0" : coords[ca]);
+        return FG_OK;
+    }
+    if (x->rank > crank)
+        return fg_em_error(em, FG_ERR_INPUT, "tensor '%s' (rank %d) does not broadcast to rank %d", x->name,
+                           x->rank, crank);
+    for (int j = 0; j < x->rank; j++) {
+        int oa = j + crank - x->rank;
+        if (x->shape[j] == cshape[oa])
+            idx[j] = x->shape[j] == 1 ? NULL : coords[oa];
+        else if (x->shape[j] == 1)
+            idx[j] = NULL;
+        else
+            return fg_em_error(em, FG_ERR_INPUT, "tensor '%s' axis %d has size %" PRId64
+                               ", does not broadcast to %" PRId64, x->name, j, x->shape[j], cshape[oa]);
+    }
+    int order[FG_MAX_RANK];
+    physical_order(x, order);
+    int terms = 0;
+    for (int pi = 0; pi < x->rank; pi++) {
+        int a = order[pi];
+        if (!idx[a])
+            continue;
+        if (terms++)
+            fg_buf_put(out, " + ");
+        fg_buf_put(out, idx[a]);
+        if (em->opts->specialize) {
+            int64_t stride = 1;
+            for (int q = pi + 1; q < x->rank; q++)
+                stride *= x->shape[order[q]];
+            if (stride != 1)
+                fg_buf_printf(out, " * %" PRId64, stride);
+        } else {
+            for (int q = pi + 1; q < x->rank; q++) {
+                if (x->shape[order[q]] == 1)
+                    continue;
+                fg_buf_put(out, " * ");
+                fg_em_dim(em, t, order[q], out);
+            }
+        }
+    }
+    if (!terms)
+        fg_buf_put(out, "0");
+    return FG_OK;
+}
+
+fg_status fg_em_offset_fn(fg_emitter *em, const char *fname, int t, const char *const *coords)
+{
+    const fg_tensor *x = &em->g->tensors[t];
+    fg_buf body = {0};
+    fg_status st = fg_em_offset(em, t, 0, coords, x->rank, x->shape, &body);
+    if (st != FG_OK) {
+        fg_buf_free(&body);
+        return st;
+    }
+    fg_buf_printf(&em->helpers, "// offset of %s %s at logical coordinates (", x->name, fg_layout_name(x->layout));
+    for (int i = 0; i < x->rank; i++)
+        fg_buf_printf(&em->helpers, "%s%s", i ? ", " : "", coords[i]);
+    fg_buf_printf(&em->helpers, ")\nFG_DEVICE fg_i64 %s(const fg_params_%s &p", fname, em->k->name);
+    for (int i = 0; i < x->rank; i++)
+        fg_buf_printf(&em->helpers, ", fg_i64 %s", coords[i]);
+    fg_buf_printf(&em->helpers, ")\n{\n    return %s;\n}\n\n", body.s);
+    fg_buf_free(&body);
+    return FG_OK;
+}
+
+int64_t fg_em_attr_int(const fg_emitter *em, int nd, const char *name, int index)
+{
+    return fg_node_attr_int(&em->g->nodes[nd], name, index);
+}
+
+void fg_em_decompose(fg_emitter *em, int t, const char *lin, const char *const *coords, int ind, fg_buf *out)
+{
+    const fg_tensor *x = &em->g->tensors[t];
+    int order[FG_MAX_RANK];
+    physical_order(x, order);
+    if (x->rank == 1) {
+        fg_buf_iprintf(out, ind, "const fg_i64 %s = %s;\n", coords[0], lin);
+        return;
+    }
+    /* innermost axis: lin % D; middle axes: lin / (inner) % D; outermost: lin / (inner) */
+    for (int pi = x->rank - 1; pi >= 0; pi--) {
+        int a = order[pi];
+        fg_buf_iprintf(out, ind, "const fg_i64 %s = %s", coords[a], lin);
+        if (pi < x->rank - 1) {
+            fg_buf_put(out, " / ");
+            if (pi < x->rank - 2)
+                fg_buf_put(out, "(");
+            for (int q = pi + 1; q < x->rank; q++) {
+                if (q > pi + 1)
+                    fg_buf_put(out, " * ");
+                fg_em_dim(em, t, order[q], out);
+            }
+            if (pi < x->rank - 2)
+                fg_buf_put(out, ")");
+        }
+        if (pi > 0) {
+            fg_buf_put(out, " % ");
+            fg_em_dim(em, t, a, out);
+        }
+        fg_buf_put(out, ";\n");
+    }
+}
