@@ -228,23 +228,16 @@ fg_status fg_em_epilogue(fg_emitter *em)
                 st = emit_apply(em, e->node, coords, &b);
                 break;
             case FG_EPI_HOOK: {
-                char *text = NULL;
-                st = fg_hook_epilogue(em->ctx, e->hook, hook_site(em, e->hook), em->g, grp, &text);
+                /* the hook returns a parsed expression over v and c, never text */
+                fg_expr *x = NULL;
+                st = fg_hook_epilogue(em->ctx, e->hook, hook_site(em, e->hook), em->g, grp, &x);
                 if (st == FG_OK) {
-                    fg_buf_printf(&b, "    // epilogue: hook %s\n    {\n", e->hook);
-                    /* indent the hook's lines */
-                    const char *s = text;
-                    while (*s) {
-                        const char *nl = strchr(s, '\n');
-                        size_t n = nl ? (size_t)(nl - s) : strlen(s);
-                        fg_buf_put(&b, "        ");
-                        fg_buf_putn(&b, s, n);
-                        fg_buf_put(&b, "\n");
-                        s += n + (nl ? 1 : 0);
-                    }
-                    fg_buf_put(&b, "    }\n");
+                    fg_buf ex = {0};
+                    fg_expr_emit_c(x, (const char *[]){"v", "(float)c"}, &ex);
+                    fg_buf_printf(&b, "    // epilogue: hook %s\n    v = %s;\n", e->hook, ex.s);
+                    fg_buf_free(&ex);
                 }
-                free(text);
+                fg_expr_free(x);
                 break;
             }
             default: st = fg_em_error(em, FG_ERR_INTERNAL, "unknown epilogue stage %d", (int)e->kind); break;

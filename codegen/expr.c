@@ -34,7 +34,7 @@ static const struct {
 } fn_table[] = {
     {"exp", 1, "expf"},     {"log", 1, "logf"},     {"log1p", 1, "log1pf"}, {"expm1", 1, "expm1f"},
     {"tanh", 1, "tanhf"},   {"erf", 1, "erff"},     {"sqrt", 1, "sqrtf"},   {"rsqrt", 1, "fg_rsqrtf"},
-    {"abs", 1, "fabsf"},    {"min", 2, "fminf"},    {"max", 2, "fmaxf"},    {"pow", 2, "powf"},
+    {"abs", 1, "fabsf"},    {"min", 2, "fg_minf"},  {"max", 2, "fg_maxf"},  {"pow", 2, "powf"},
     {"sigmoid", 1, NULL},   {"floor", 1, "floorf"}, {"ceil", 1, "ceilf"},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(fn_table) == F_COUNT, "fn_table out of sync");
@@ -75,6 +75,9 @@ typedef struct parser {
     int depth;
     int nerr;
     int stop;        /* a syntax error ended parsing */
+    char *msg;       /* fg_expr_parse_quiet: the first problem goes here */
+    size_t msg_size;
+    int msg_off;
 } parser;
 
 /* Records an input error at byte offset off of src. */
@@ -88,6 +91,10 @@ static void err_at(parser *p, int off, const char *fmt, ...)
     va_end(ap);
     fg_loc l = p->loc;
     l.col = (l.col > 0 ? l.col : 1) + off;
+    if (p->msg && !p->nerr) {
+        snprintf(p->msg, p->msg_size, "%s", msg);
+        p->msg_off = off;
+    }
     fg_diag_error(p->ctx, FG_ERR_INPUT, l, "%s", msg);
     p->nerr++;
 }
@@ -472,9 +479,10 @@ static int parse_cond(parser *p)
     return p->stop ? -1 : r;
 }
 
-fg_expr *fg_expr_parse(fg_context *ctx, const char *src, fg_loc loc, const char *const *vars, int nvars)
+/* Parses with p set up by the caller. */
+static fg_expr *parse(parser *pp)
 {
-    parser p = {.ctx = ctx, .src = src ? src : "", .loc = loc, .vars = vars, .nvars = vars ? nvars : 0};
+    parser p = *pp;
     char what[64];
     lex(&p);
     int root = parse_cond(&p);
@@ -485,7 +493,10 @@ fg_expr *fg_expr_parse(fg_context *ctx, const char *src, fg_loc loc, const char 
             syntax_error(&p, peek(&p), "unexpected %s after the end of the expression", describe(&p, peek(&p), what));
     }
     free(p.t);
+    pp->msg_off = p.msg_off;
     if (p.nerr || p.stop || root < 0) {
+        if (p.msg && !p.nerr)
+            snprintf(p.msg, p.msg_size, "invalid expression");
         free(p.n);
         return NULL;
     }
@@ -493,6 +504,24 @@ fg_expr *fg_expr_parse(fg_context *ctx, const char *src, fg_loc loc, const char 
     e->n = p.n;
     e->nn = p.nn;
     e->root = root;
+    return e;
+}
+
+fg_expr *fg_expr_parse(fg_context *ctx, const char *src, fg_loc loc, const char *const *vars, int nvars)
+{
+    parser p = {.ctx = ctx, .src = src ? src : "", .loc = loc, .vars = vars, .nvars = vars ? nvars : 0};
+    return parse(&p);
+}
+
+fg_expr *fg_expr_parse_quiet(const char *src, const char *const *vars, int nvars, char *msg, size_t size, int *off)
+{
+    char dummy[1];
+    parser p = {.src = src ? src : "", .vars = vars, .nvars = vars ? nvars : 0,
+                .msg = size ? msg : dummy, .msg_size = size ? size : sizeof dummy};
+    p.msg[0] = 0;
+    fg_expr *e = parse(&p);
+    if (off)
+        *off = p.msg_off;
     return e;
 }
 
@@ -513,6 +542,13 @@ int fg_expr_uses(const fg_expr *e, int var)
 }
 
 /* ---- evaluator --------------------------------------------------------- */
+
+/* min and max propagate NaN (as ONNX and PyTorch do): NaN when either
+ * argument is NaN, else the smaller / larger, the first argument when the
+ * two compare equal (so max(-0, 0) is -0).  The preludes' fg_minf / fg_maxf
+ * are the same in float. */
+static double nan_min(double a, double b) { return b < a || b != b ? b : a; }
+static double nan_max(double a, double b) { return b > a || b != b ? b : a; }
 
 static double ev(const fg_expr *e, int i, const double *v)
 {
@@ -553,8 +589,8 @@ static double ev(const fg_expr *e, int i, const double *v)
         case F_SQRT: return sqrt(a);
         case F_RSQRT: return 1.0 / sqrt(a);
         case F_ABS: return fabs(a);
-        case F_MIN: return fmin(a, ev(e, n->b, v));
-        case F_MAX: return fmax(a, ev(e, n->b, v));
+        case F_MIN: return nan_min(a, ev(e, n->b, v));
+        case F_MAX: return nan_max(a, ev(e, n->b, v));
         case F_POW: return pow(a, ev(e, n->b, v));
         case F_SIGMOID: return 1.0 / (1.0 + exp(-a));
         case F_FLOOR: return floor(a);

@@ -10,7 +10,8 @@
  *   unary := ('-'|'!'|'+') unary | atom
  *   atom  := number | true | false | ident | ident '(' args ')' | '(' cond ')'
  * Functions: exp log log1p expm1 tanh erf sqrt rsqrt abs min max pow
- * sigmoid floor ceil.  Booleans are 1.0 / 0.0.
+ * sigmoid floor ceil.  Booleans are 1.0 / 0.0.  min and max propagate NaN
+ * (NaN when either argument is NaN), in the evaluator and in the emitted C.
  */
 #ifndef FG_EXPR_H
 #define FG_EXPR_H
@@ -27,13 +28,19 @@ typedef struct fg_expr fg_expr;
 fg_expr *fg_expr_parse(fg_context *ctx, const char *src, fg_loc loc, const char *const *vars, int nvars);
 void fg_expr_free(fg_expr *e);
 
+/* Like fg_expr_parse, but records nothing in any context (for text that is
+ * not in a file, such as what a hook returns): on failure returns NULL with
+ * the first problem described in msg[0..size) and its byte offset in src in
+ * *off. */
+fg_expr *fg_expr_parse_quiet(const char *src, const char *const *vars, int nvars, char *msg, size_t size, int *off);
+
 /* Evaluates in double precision; vals[i] is variable i. */
 double fg_expr_eval(const fg_expr *e, const double *vals);
 
 /* Appends C (CUDA device and host C++) text computing e in float precision;
  * names[i] is the text substituted for variable i (an identifier or a
  * literal).  Uses only expf, logf, log1pf, expm1f, tanhf, erff, sqrtf, fabsf,
- * fminf, fmaxf, powf, floorf, ceilf and the prelude's fg_rsqrtf. */
+ * powf, floorf, ceilf and the prelude's fg_rsqrtf, fg_minf and fg_maxf. */
 void fg_expr_emit_c(const fg_expr *e, const char *const *names, fg_buf *out);
 
 /* Nonzero when variable var occurs in e. */

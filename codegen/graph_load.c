@@ -13,6 +13,7 @@
 #include <uthash.h>
 
 #include "context.h"
+#include "input_file.h"
 #include "load.h"
 #include "shape.h"
 
@@ -782,10 +783,10 @@ FG_API fg_status fg_graph_load(fg_context *ctx, const char *path, fg_graph **out
 {
     size_t len;
     *out = NULL;
-    char *text = fg_read_file(path, &len);
+    char why[160];
+    char *text = fg_read_input_file(path, FG_GRAPH_FILE_MAX, &len, why, sizeof why);
     if (!text)
-        return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0}, "cannot read graph: %s",
-                             strerror(errno));
+        return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0}, "cannot read graph: %s", why);
     fg_status st = load(ctx, path, text, len, path, out);
     free(text);
     return st;

@@ -1,9 +1,12 @@
 /*
  * hook.c -- Lua rule hooks: loading hook files into the context's sandbox
  * (hook_sandbox.c), the registry of hook names, the node and group tables
- * hooks receive, the four kinds of call (predicate, fold, epilogue, params)
- * with the checks on what they return, and error reports that point at the
- * hook's file:line and name the rule line that called it.
+ * hooks receive (built in a protected call, under the memory cap), the kinds
+ * of call (predicate, fold, epilogue, params, select) with the checks on
+ * what they return, and error reports that point at the hook's file:line
+ * and name the rule line that called it.  An epilogue hook returns an
+ * expression, which is parsed and checked here: no text from a hook reaches
+ * generated source.
  */
 #include "hook.h"
 
@@ -19,8 +22,14 @@
 #include <uthash.h>
 
 #include "context.h"
+#include "env.h"
+#include "expr.h"
 #include "hook_sandbox.h"
+#include "input_file.h"
 #include "util.h"
+
+/* What an epilogue hook may return: the expression's length in bytes. */
+#define EPILOGUE_MAX_LEN 4096
 
 typedef struct hook_entry {
     UT_hash_handle hh;
@@ -40,11 +49,23 @@ struct fg_hooks {
 
 /* ---- registry ---------------------------------------------------------- */
 
+/* The budgets of the context's hooks (its resolved options; 0 means the
+ * default). */
+static fg_sandbox_limits hook_limits(const fg_context *ctx)
+{
+    fg_sandbox_limits lim = {0};
+    lim.steps = ctx->opts.hook_steps > 0 ? ctx->opts.hook_steps : FG_DEFAULT_HOOK_STEPS;
+    lim.memory = (size_t)(ctx->opts.hook_memory > 0 ? ctx->opts.hook_memory : FG_DEFAULT_HOOK_MEMORY);
+    lim.timeout_ms = ctx->opts.hook_timeout_ms > 0 ? ctx->opts.hook_timeout_ms : FG_DEFAULT_HOOK_TIMEOUT_MS;
+    return lim;
+}
+
 static fg_hooks *hooks_get(fg_context *ctx)
 {
     if (!ctx->hooks) {
         fg_hooks *h = fg_xcalloc(1, sizeof *h);
-        h->sb = fg_sandbox_new();
+        fg_sandbox_limits lim = hook_limits(ctx);
+        h->sb = fg_sandbox_new(&lim);
         pthread_mutex_init(&h->lock, NULL);
         ctx->hooks = h;
     }
@@ -172,8 +193,10 @@ static fg_status report_failure(fg_context *ctx, fg_hooks *h, const fg_sandbox_f
     } else if (e) {
         loc = (fg_loc){e->file, e->line, 0};
     } else if (path) {
-        loc = (fg_loc){path, 0, 0};
+        loc = (fg_loc){path, 1, 0};   /* no line known: the file's first */
     }
+    if (!hook && path && loc.file == path && loc.line <= 0)
+        loc.line = 1;
     fg_buf b = {0};
     char what[256];
     if (hook)
@@ -189,6 +212,14 @@ static fg_status report_failure(fg_context *ctx, fg_hooks *h, const fg_sandbox_f
         fg_buf_printf(&b, "%s exceeded its memory limit (", what);
         put_limit(&b, fg_sandbox_memory_limit(h->sb));
         fg_buf_put(&b, ")");
+        break;
+    case FG_SBF_TIME:
+        fg_buf_printf(&b, "%s exceeded its time limit (%d ms)", what, fg_sandbox_timeout_ms(h->sb));
+        break;
+    case FG_SBF_ARGS:
+        fg_buf_printf(&b, "the arguments of %s exceed the hook memory limit (", what);
+        put_limit(&b, fg_sandbox_memory_limit(h->sb));
+        fg_buf_put(&b, "): the group's weights are too large to pass to a hook");
         break;
     default:
         fg_buf_put(&b, text);
@@ -235,8 +266,20 @@ static int new_hook_cmp(const void *a, const void *b)
     return x->line != y->line ? (x->line < y->line ? -1 : 1) : strcmp(x->name, y->name);
 }
 
+/* Nonzero when s[0..n) is a Lua identifier (the names rules can use). */
+static int is_identifier(const char *s, size_t n)
+{
+    if (n == 0 || n > 255 || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
+            return 0;
+    return 1;
+}
+
 /* Registers every Lua function in the environment table on top of the
- * stack as a hook of file path. */
+ * stack whose name is an identifier as a hook of file path (other keys,
+ * set through _ENV["..."], are not names a rule could use). */
 static fg_status register_hooks(fg_context *ctx, fg_hooks *h, const char *path)
 {
     lua_State *L = fg_sandbox_state(h->sb);
@@ -246,7 +289,9 @@ static fg_status register_hooks(fg_context *ctx, fg_hooks *h, const char *path)
     lua_gc(L, LUA_GCSTOP);
     lua_pushnil(L);
     while (lua_next(L, -2)) {
-        if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TFUNCTION && !lua_iscfunction(L, -1)) {
+        size_t klen = 0;
+        if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TFUNCTION && !lua_iscfunction(L, -1) &&
+            (lua_tolstring(L, -2, &klen), is_identifier(lua_tostring(L, -2), klen))) {
             lua_Debug ar;
             lua_pushvalue(L, -1);
             lua_getinfo(L, ">S", &ar);
@@ -286,9 +331,10 @@ fg_status fg_hooks_load(fg_context *ctx, const char *path)
 {
     const char *ipath = fg_intern(ctx, path);
     size_t len;
-    char *text = fg_read_file(path, &len);
+    char why[160];
+    char *text = fg_read_input_file(path, FG_RULES_FILE_MAX, &len, why, sizeof why);
     if (!text)
-        return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){ipath, 0, 0}, "cannot read hook file: %s", strerror(errno));
+        return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){ipath, 0, 0}, "cannot read hook file: %s", why);
     fg_hooks *h = hooks_get(ctx);
     pthread_mutex_lock(&h->lock);
     lua_State *L = fg_sandbox_state(h->sb);
@@ -378,14 +424,17 @@ static void push_tensor(lua_State *L, const fg_tensor *t, const char *input, int
         lua_setfield(L, -2, "weight");
         if (with_data && t->data) {
             int64_t n = tensor_numel(t);
-            float *v = fg_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+            if (n < 0 || n > (1 << 30))
+                luaL_error(L, "weight '%s' has too many elements for a hook", t->name ? t->name : "?");
+            /* scratch space in the state (collected if this fails half-way) */
+            float *v = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *v, 0);
             fg_tensor_values(t, v);   /* an earlier fold's pending scale applied */
-            lua_createtable(L, n < (1 << 30) ? (int)n : 0, 0);
+            lua_createtable(L, (int)n, 0);
             for (int64_t i = 0; i < n; i++) {
                 lua_pushnumber(L, v[i]);
                 lua_rawseti(L, -2, (lua_Integer)i + 1);
             }
-            free(v);
+            lua_remove(L, -2);
             lua_setfield(L, -2, "data");
         }
     }
@@ -493,25 +542,59 @@ static void call_end(fg_context *ctx, int top)
     pthread_mutex_unlock(&ctx->hooks->lock);
 }
 
-/* Pushes the argument (a node, or a group) and runs the hook; its one
- * result is left on top. */
-static fg_status call_run(fg_context *ctx, hook_entry *e, fg_loc site, const fg_graph *g, int node,
-                          const fg_group *grp, int with_data)
+/* What a call passes: a node, or a group (and, for a select hook, the
+ * names of the templates offered). */
+typedef struct call_args {
+    fg_context *ctx;
+    const fg_graph *g;
+    int node;
+    const fg_group *grp;
+    int with_data;
+    const char *const *names;
+    int nnames;
+} call_args;
+
+/* Pushes the arguments described by the call_args at index 1; runs in a
+ * protected call (fg_sandbox_push_args), so that running out of memory
+ * fails the call instead of the process. */
+static int push_args(lua_State *L)
+{
+    const call_args *a = lua_touserdata(L, 1);
+    if (a->grp)
+        push_group(a->ctx, L, a->g, a->grp, a->with_data);
+    else
+        push_node(L, a->g, a->node, a->with_data);
+    if (a->names) {
+        lua_createtable(L, a->nnames, 0);
+        for (int i = 0; i < a->nnames; i++) {
+            lua_pushstring(L, a->names[i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+    }
+    return lua_gettop(L) - 1;
+}
+
+/* Pushes the arguments and runs the hook (already pushed by call_begin);
+ * its one result is left on top. */
+static fg_status call_run_args(fg_context *ctx, hook_entry *e, fg_loc site, const call_args *a)
 {
     fg_hooks *h = ctx->hooks;
-    lua_State *L = fg_sandbox_state(h->sb);
-    size_t before = fg_sandbox_memory_used(h->sb);
-    if (grp)
-        push_group(ctx, L, g, grp, with_data);
-    else
-        push_node(L, g, node, with_data);
-    size_t after = fg_sandbox_memory_used(h->sb);
     fg_sandbox_failure f;
-    if (fg_sandbox_call(h->sb, 1, 1, after > before ? after - before : 0, &f) == 0)
+    size_t bytes;
+    int nargs = a->names ? 2 : 1;
+    if (fg_sandbox_push_args(h->sb, push_args, (void *)a, nargs, &bytes, &f) == 0 &&
+        fg_sandbox_call(h->sb, nargs, 1, bytes, &f) == 0)
         return FG_OK;
     fg_status st = report_failure(ctx, h, &f, e->name, e, site, NULL);
     fg_sandbox_failure_clear(&f);
     return st;
+}
+
+static fg_status call_run(fg_context *ctx, hook_entry *e, fg_loc site, const fg_graph *g, int node,
+                          const fg_group *grp, int with_data)
+{
+    call_args a = {.ctx = ctx, .g = g, .node = node, .grp = grp, .with_data = with_data};
+    return call_run_args(ctx, e, site, &a);
 }
 
 fg_status fg_hook_predicate(fg_context *ctx, const char *name, fg_loc site, const fg_graph *g, int node,
@@ -646,12 +729,23 @@ fg_status fg_hook_fold(fg_context *ctx, const char *name, fg_loc site, fg_graph 
     return st;
 }
 
+/* Quotes the start of an expression a hook returned, escaped, for messages. */
+static const char *quote_expr(const char *s, size_t len, char *out, size_t size)
+{
+    char *cut = fg_xstrndup(s, len < 200 ? len : 200);
+    fg_escape_name(cut, out, size);
+    if (len > 200 && strlen(out) + 4 < size)
+        strcat(out, "...");
+    free(cut);
+    return out;
+}
+
 fg_status fg_hook_epilogue(fg_context *ctx, const char *name, fg_loc site, const fg_graph *g, const fg_group *grp,
-                           char **text)
+                           struct fg_expr **expr)
 {
     hook_entry *e;
     int top;
-    *text = NULL;
+    *expr = NULL;
     fg_status st = call_begin(ctx, name, site, &e, &top);
     if (st != FG_OK)
         return st;
@@ -659,14 +753,26 @@ fg_status fg_hook_epilogue(fg_context *ctx, const char *name, fg_loc site, const
     st = call_run(ctx, e, site, g, -1, grp, 0);
     if (st == FG_OK) {
         size_t len;
+        char q[256];
         if (lua_type(L, -1) != LUA_TSTRING) {
-            st = result_error(ctx, e, site, "hook '%s' must return a string, got %s", name, luaL_typename(L, -1));
+            st = result_error(ctx, e, site, "hook '%s' must return an expression string over v and c, got %s", name,
+                              luaL_typename(L, -1));
         } else {
             const char *s = lua_tolstring(L, -1, &len);
-            if (strlen(s) != len)
+            if (strlen(s) != len) {
                 st = result_error(ctx, e, site, "hook '%s' returned a string containing a NUL byte", name);
-            else
-                *text = fg_xstrndup(s, len);
+            } else if (len > EPILOGUE_MAX_LEN) {
+                st = result_error(ctx, e, site, "hook '%s' returned an expression of %zu bytes (at most %d): '%s'",
+                                  name, len, EPILOGUE_MAX_LEN, quote_expr(s, len, q, sizeof q));
+            } else {
+                static const char *const vars[] = {"v", "c"};
+                char msg[512];
+                int off = 0;
+                *expr = fg_expr_parse_quiet(s, vars, 2, msg, sizeof msg, &off);
+                if (!*expr)
+                    st = result_error(ctx, e, site, "hook '%s' returned '%s', which is not an expression over v and "
+                                      "c: %s (at byte %d)", name, quote_expr(s, len, q, sizeof q), msg, off + 1);
+            }
         }
     }
     call_end(ctx, top);
@@ -752,18 +858,9 @@ fg_status fg_hook_select(fg_context *ctx, const char *name, fg_loc site, const f
         return st;
     fg_hooks *h = ctx->hooks;
     lua_State *L = fg_sandbox_state(h->sb);
-    size_t before = fg_sandbox_memory_used(h->sb);
-    push_group(ctx, L, g, grp, 0);
-    lua_createtable(L, n, 0);
-    for (int i = 0; i < n; i++) {
-        lua_pushstring(L, names[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
-    size_t after = fg_sandbox_memory_used(h->sb);
-    fg_sandbox_failure f;
-    if (fg_sandbox_call(h->sb, 2, 1, after > before ? after - before : 0, &f) != 0) {
-        st = report_failure(ctx, h, &f, e->name, e, site, NULL);
-        fg_sandbox_failure_clear(&f);
+    call_args a = {.ctx = ctx, .g = g, .node = -1, .grp = grp, .names = names, .nnames = n};
+    if ((st = call_run_args(ctx, e, site, &a)) != FG_OK) {
+        /* reported */
     } else if (lua_type(L, -1) != LUA_TSTRING) {
         st = result_error(ctx, e, site, "hook '%s' must return the name of one of the templates offered, got %s",
                           name, luaL_typename(L, -1));

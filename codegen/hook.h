@@ -6,10 +6,17 @@
  * load/loadstring/dofile/loadfile/require/collectgarbage, string, table, math,
  * utf8); io, os, package and debug are absent.  Every global function a file
  * defines becomes a hook under its name (a name defined twice is an error).
- * Every call runs under lua_pcall with a traceback, an instruction budget
- * (FUSEGEN_HOOK_STEPS, default 10 million VM instructions) and a memory cap
- * (FUSEGEN_HOOK_MEMORY, default 64 MiB for the state); exceeding either stops
- * the hook with a clear error.  Errors carry the hook's file:line.
+ * Every load and call runs under lua_pcall with a traceback, a step budget
+ * (VM instructions plus the work of library functions; fg_options.hook_steps,
+ * default 10 million), a memory cap (hook_memory, default 64 MiB for the
+ * state) and a wall-clock deadline (hook_timeout_ms, default 2000 ms);
+ * exceeding any stops the hook with a clear error.  Errors carry the hook's
+ * file:line.  Argument tables are built in a protected call: running out of
+ * memory there fails the call, never the process.
+ *
+ * A rules directory is data: nothing a hook returns reaches generated source
+ * as text.  An epilogue hook returns an expression (docs/expressions.md),
+ * parsed and checked here; the emitter renders the parsed expression.
  *
  * The tables hooks receive (documented in docs/rules.md):
  *   node   = { name=, op=, attrs={...}, inputs={ {name=, shape={...}, dtype=}, ... },
@@ -23,8 +30,10 @@
 #include "ir.h"
 
 typedef struct fg_hooks fg_hooks;
+struct fg_expr;
 
-/* Loads a .lua file into the context's hook state (created on first use). */
+/* Loads a .lua file (a regular file of at most 16 MiB) into the context's
+ * hook state (created on first use). */
 fg_status fg_hooks_load(fg_context *ctx, const char *path);
 void fg_hooks_free(fg_hooks *h);
 
@@ -43,11 +52,14 @@ fg_status fg_hook_predicate(fg_context *ctx, const char *name, fg_loc site, cons
  * must have exactly its element count; anything else is an error. */
 fg_status fg_hook_fold(fg_context *ctx, const char *name, fg_loc site, fg_graph *g, const fg_group *grp);
 
-/* Epilogue hook: name(group) -> string of C text: statements that read and
- * update the float accumulator `v` and may read `c` (channel index).  *text
- * is malloc'd. */
+/* Epilogue hook: name(group) -> string in the expression language (docs/expressions.md)
+ * over the variables `v` (the accumulator, index 0) and `c` (the channel index, index 1);
+ * the value replaces v.  Parsed and checked here; *expr is owned by the caller (fg_expr_free).
+ * A result that is not a string, is longer than 4096 bytes, or does not
+ * parse (unknown variables or functions, too deep) is an FG_ERR_HOOK error
+ * at the hook's file:line naming the rule site; *expr is NULL then. */
 fg_status fg_hook_epilogue(fg_context *ctx, const char *name, fg_loc site, const fg_graph *g,
-                           const fg_group *grp, char **text);
+                           const fg_group *grp, struct fg_expr **expr);
 
 /* Template-parameter hook: name(group) -> table of integers; for each of
  * keys[0..n) present in the table, vals[i] is set (others left as they are).

@@ -5,23 +5,35 @@
  *   memory        every allocation goes through sb_alloc, which refuses to grow
  *                 the state past its cap while a hook runs (Lua then raises
  *                 "not enough memory");
- *   instructions  a count hook every 1000 VM instructions charges the budget
- *                 of the running call and stops it when the budget is spent;
+ *   steps         a count hook every 1000 VM instructions charges the budget
+ *                 of the running call; the library functions (hook_lib.c)
+ *                 charge the work they do inside one C call, and the
+ *                 allocator charges what it hands out, so no single
+ *                 instruction can run on unpaid;
+ *   wall clock    the same count hook, the charges and large allocations
+ *                 check the call's deadline; once a call has made a large
+ *                 allocation (so that one instruction, such as comparing or
+ *                 concatenating big strings, may take long) the count hook
+ *                 runs every 16 instructions;
  *   globals       each hook file gets its own environment holding copies of
  *                 the safe base functions and of the string, table, math and
  *                 utf8 libraries; io, os, package, debug, load and friends do
  *                 not exist there.
  *
- * Stopping is sticky: once a call is over budget (or out of memory) every
- * further count hook raises again, every instruction, and the sandbox's own
- * pcall/xpcall re-raise instead of catching, so a hook cannot swallow the stop.
+ * Stopping is sticky: once a call is over budget (or out of memory, or past
+ * its deadline) every further count hook raises again, every instruction,
+ * every charge raises, every allocation fails, and the sandbox's own
+ * pcall/xpcall re-raise instead of catching, so a hook cannot swallow the
+ * stop.  Nothing here reads the environment: the budgets come from the
+ * caller (fg_sandbox_new).
  */
 #include "hook_sandbox.h"
 
-#include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -30,7 +42,19 @@
 
 #define DEFAULT_STEPS 10000000LL
 #define DEFAULT_MEMORY ((size_t)64 << 20)
+#define DEFAULT_TIMEOUT_MS 2000
 #define STEP_CHUNK 1000
+/* Count-hook period once a call holds large blocks. */
+#define SMALL_CHUNK 16
+/* An allocation this large switches the count hook to SMALL_CHUNK and
+ * checks the clock. */
+#define BIG_ALLOC ((size_t)256 << 10)
+/* A state holding this much besides a call's arguments may hold big strings
+ * (one comparison of two of them is one instruction): such calls start with
+ * the short count-hook period. */
+#define BIG_STATE ((size_t)8 << 20)
+/* Allocated bytes per charged step. */
+#define ALLOC_BYTES_PER_STEP 64
 /* Room the message handler may use beyond the cap to build a traceback. */
 #define HANDLER_SLACK ((size_t)1 << 20)
 #define SRC_MAX 4096
@@ -39,23 +63,29 @@ struct fg_sandbox {
     lua_State *L;
     /* memory */
     size_t used;           /* bytes the state holds */
-    size_t limit;          /* the cap ($FUSEGEN_HOOK_MEMORY) */
+    size_t limit;          /* the cap */
     size_t allowed;        /* cap of the running call: limit + its argument bytes */
-    int enforce;           /* nonzero while hook code may run */
+    int enforce;           /* nonzero while hook code (or argument building) may allocate */
     int in_handler;        /* the message handler is building a report */
-    /* instructions */
-    long long step_limit;  /* $FUSEGEN_HOOK_STEPS */
+    /* steps and time */
+    long long step_limit;
     long long steps;       /* charged to the running call */
-    int chunk;             /* count-hook period */
+    long long since_clock; /* steps charged since the clock was last read */
+    size_t alloc_bytes;    /* allocated bytes not yet charged as steps */
+    int chunk;             /* normal count-hook period */
+    int chunk_now;         /* the period in force */
+    int timeout_ms;
+    long long deadline_ns; /* CLOCK_MONOTONIC */
     int in_call;
     int over_steps;        /* sticky stop flags of the running call */
     int over_mem;
+    int over_time;
     /* what the message handler and the allocator saw */
     char *err_msg;
     char *err_tb;
     char frame_src[SRC_MAX];
     int frame_line;
-    char oom_src[SRC_MAX];
+    char oom_src[SRC_MAX];  /* where an allocation failed (memory, steps or time) */
     int oom_line;
     /* registry references */
     int safe_ref;          /* template table: global name -> value */
@@ -68,6 +98,15 @@ static fg_sandbox *sandbox_of(lua_State *L)
     lua_getallocf(L, &ud);
     return ud;
 }
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int stopped(const fg_sandbox *sb) { return sb->over_steps || sb->over_mem || sb->over_time; }
 
 /* Walks the stack from level up; copies the first frame of a hook file (a
  * chunk named "@path") with a known line into src/line.  Reads only, never
@@ -87,8 +126,49 @@ static int find_hook_frame(lua_State *L, int level, char *src, int *line)
     return 0;
 }
 
-/* lua_Alloc enforcing the cap.  Outside hook calls (state set-up, argument
- * tables) allocation is unlimited: those allocations are fusegen's own. */
+static void count_hook(lua_State *L, lua_Debug *ar);
+
+/* Adds n steps to the running call and reads the clock when enough have
+ * accumulated (or when force is set); sets the stop flags.  Returns nonzero
+ * when the call is stopped. */
+static int add_steps(fg_sandbox *sb, long long n, int force)
+{
+    if (stopped(sb))
+        return 1;
+    sb->steps = n > LLONG_MAX - sb->steps ? LLONG_MAX : sb->steps + n;
+    sb->since_clock = n > LLONG_MAX - sb->since_clock ? LLONG_MAX : sb->since_clock + n;
+    if (sb->steps > sb->step_limit) {
+        sb->over_steps = 1;
+    } else if (force || sb->since_clock >= STEP_CHUNK) {
+        sb->since_clock = 0;
+        if (now_ns() >= sb->deadline_ns)
+            sb->over_time = 1;
+    }
+    return stopped(sb);
+}
+
+/* Charges an allocation of grow bytes to the running call.  Returns 0 when
+ * the call is (now) stopped and the allocation must fail. */
+static int charge_alloc(fg_sandbox *sb, size_t grow)
+{
+    if (stopped(sb))
+        return 0;
+    sb->alloc_bytes += grow;
+    long long n = (long long)(sb->alloc_bytes / ALLOC_BYTES_PER_STEP);
+    sb->alloc_bytes %= ALLOC_BYTES_PER_STEP;
+    if (add_steps(sb, n, grow >= BIG_ALLOC))
+        return 0;
+    if (grow >= BIG_ALLOC && sb->chunk_now > SMALL_CHUNK && sb->chunk > SMALL_CHUNK) {
+        /* lua_sethook is safe anywhere, the allocator included */
+        sb->chunk_now = SMALL_CHUNK;
+        lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, SMALL_CHUNK);
+    }
+    return 1;
+}
+
+/* lua_Alloc enforcing the cap, and charging a running call for what it
+ * allocates.  Outside hook calls and argument building (state set-up)
+ * allocation is unlimited: those allocations are fusegen's own. */
 static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     fg_sandbox *sb = ud;
@@ -99,9 +179,12 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         return NULL;
     }
     if (sb->enforce && nsize > old) {
-        size_t cap = sb->allowed + (sb->in_handler ? HANDLER_SLACK : 0);
         size_t grow = nsize - old;
-        if (sb->used > cap || grow > cap - sb->used) {
+        size_t cap = sb->allowed + (sb->in_handler ? HANDLER_SLACK : 0);
+        int ok = sb->in_call && !sb->in_handler ? charge_alloc(sb, grow) : 1;
+        if (ok && (sb->used > cap || grow > cap - sb->used))
+            ok = 0;
+        if (!ok) {
             /* Lua retries after an emergency collection, so this is not yet
              * an error; remember where it happened in case it becomes one. */
             if (sb->in_call && sb->L && !sb->in_handler)
@@ -123,9 +206,12 @@ static int sb_panic(lua_State *L)
     abort();
 }
 
-/* Raises the stop value; the caller has set a sticky flag. */
+/* Raises the stop value; the caller has set a sticky flag.  From now on the
+ * count hook fires at every instruction, so that code running between two
+ * protected calls cannot slip past. */
 static int raise_stop(lua_State *L, fg_sandbox *sb)
 {
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
     lua_rawgeti(L, LUA_REGISTRYINDEX, sb->stop_ref);
     return lua_error(L);
 }
@@ -134,15 +220,38 @@ static void count_hook(lua_State *L, lua_Debug *ar)
 {
     (void)ar;
     fg_sandbox *sb = sandbox_of(L);
-    if (!sb->over_steps && !sb->over_mem) {
-        sb->steps += sb->chunk;
-        if (sb->steps <= sb->step_limit)
+    if (!stopped(sb)) {
+        if (!sb->in_call || !add_steps(sb, sb->chunk_now, 1))
             return;
-        sb->over_steps = 1;
     }
-    /* From now on stop at every instruction, so that code running between
-     * two protected calls cannot slip past. */
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+    raise_stop(L, sb);
+}
+
+void fg_sandbox_charge(lua_State *L, unsigned long long steps)
+{
+    fg_sandbox *sb = sandbox_of(L);
+    if (!sb->in_call || sb->in_handler)
+        return;
+    if (add_steps(sb, steps > (unsigned long long)LLONG_MAX ? LLONG_MAX : (long long)steps, 0))
+        raise_stop(L, sb);
+}
+
+static size_t room(const fg_sandbox *sb)
+{
+    return sb->used < sb->allowed ? sb->allowed - sb->used : 0;
+}
+
+void fg_sandbox_need_memory(lua_State *L, size_t need)
+{
+    fg_sandbox *sb = sandbox_of(L);
+    if (!sb->enforce || sb->in_handler || room(sb) >= need)
+        return;
+    lua_gc(L, LUA_GCCOLLECT);   /* garbage does not count */
+    if (room(sb) >= need)
+        return;
+    if (!stopped(sb) && sb->in_call)
+        find_hook_frame(L, 0, sb->oom_src, &sb->oom_line);
+    sb->over_mem = 1;
     raise_stop(L, sb);
 }
 
@@ -153,7 +262,7 @@ static int finish_pcall(lua_State *L, int status, int base)
     fg_sandbox *sb = sandbox_of(L);
     if (status == LUA_ERRMEM)
         sb->over_mem = 1;
-    if (status != LUA_OK && (sb->over_steps || sb->over_mem))
+    if (status != LUA_OK && stopped(sb))
         return lua_error(L); /* a stop is not the hook's to catch */
     if (status != LUA_OK) {
         lua_pushboolean(L, 0);
@@ -180,7 +289,7 @@ static int sb_pcall(lua_State *L)
 static int sb_xpcall_msgh(lua_State *L)
 {
     fg_sandbox *sb = sandbox_of(L);
-    if (sb->over_steps || sb->over_mem)
+    if (stopped(sb))
         return 1;
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_insert(L, 1);
@@ -224,13 +333,15 @@ static int sb_setmetatable(lua_State *L)
     return 1;
 }
 
-/* print writes to stderr: stdout may carry generated source. */
+/* print writes to stderr: stdout may carry generated source.  What it
+ * writes is charged like the bytes a library function reads. */
 static int sb_print(lua_State *L)
 {
     int n = lua_gettop(L);
     for (int i = 1; i <= n; i++) {
         size_t len;
         const char *s = luaL_tolstring(L, i, &len);
+        fg_sandbox_charge(L, 1 + len / 16);
         if (i > 1)
             fputc('\t', stderr);
         fwrite(s, 1, len, stderr);
@@ -267,30 +378,6 @@ static int sb_msgh(lua_State *L)
     return 1;
 }
 
-/* A non-negative size from the environment: digits with an optional K, M or G
- * (binary) suffix; def when unset or malformed. */
-static unsigned long long env_size(const char *name, unsigned long long def)
-{
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return def;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s)
-        return def;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': v <<= 10; end++; break;
-    case 'M': v <<= 20; end++; break;
-    case 'G': v <<= 30; end++; break;
-    default: break;
-    }
-    if (*end == 'i' || *end == 'I')
-        end++;
-    if (*end == 'b' || *end == 'B')
-        end++;
-    return *end || v == 0 ? def : v;
-}
-
 static const char *const safe_base[] = {
     "assert", "error", "ipairs", "next", "pairs", "rawequal", "rawget", "rawlen", "rawset",
     "select", "setmetatable", "getmetatable", "tonumber", "tostring", "type", "_VERSION",
@@ -318,13 +405,15 @@ static void build_safe_table(lua_State *L, fg_sandbox *sb)
     sb->safe_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
-fg_sandbox *fg_sandbox_new(void)
+fg_sandbox *fg_sandbox_new(const fg_sandbox_limits *lim)
 {
     fg_sandbox *sb = fg_xcalloc(1, sizeof *sb);
-    unsigned long long steps = env_size("FUSEGEN_HOOK_STEPS", DEFAULT_STEPS);
-    sb->step_limit = steps > (unsigned long long)1 << 62 ? (long long)1 << 62 : (long long)steps;
-    sb->limit = (size_t)env_size("FUSEGEN_HOOK_MEMORY", DEFAULT_MEMORY);
+    sb->step_limit = lim && lim->steps > 0 ? lim->steps : DEFAULT_STEPS;
+    sb->limit = lim && lim->memory > 0 ? lim->memory : DEFAULT_MEMORY;
+    sb->allowed = sb->limit;
+    sb->timeout_ms = lim && lim->timeout_ms > 0 ? lim->timeout_ms : DEFAULT_TIMEOUT_MS;
     sb->chunk = sb->step_limit < STEP_CHUNK ? (int)sb->step_limit : STEP_CHUNK;
+    sb->chunk_now = sb->chunk;
     lua_State *L = lua_newstate(sb_alloc, sb);
     if (!L) {
         fprintf(stderr, "fusegen: out of memory creating the Lua state\n");
@@ -357,6 +446,9 @@ fg_sandbox *fg_sandbox_new(void)
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
+    /* Bounded library functions, in the library tables themselves (the
+     * string metatable reaches them too), before environments copy them. */
+    fg_sandbox_bound_libs(L);
 
     build_safe_table(L, sb);
     lua_pushliteral(L, "hook stopped: budget exceeded");
@@ -381,6 +473,7 @@ void fg_sandbox_free(fg_sandbox *sb)
 lua_State *fg_sandbox_state(fg_sandbox *sb) { return sb->L; }
 long long fg_sandbox_step_limit(const fg_sandbox *sb) { return sb->step_limit; }
 size_t fg_sandbox_memory_limit(const fg_sandbox *sb) { return sb->limit; }
+int fg_sandbox_timeout_ms(const fg_sandbox *sb) { return sb->timeout_ms; }
 size_t fg_sandbox_memory_used(const fg_sandbox *sb) { return sb->used; }
 
 void fg_sandbox_push_env(fg_sandbox *sb)
@@ -417,12 +510,16 @@ void fg_sandbox_failure_clear(fg_sandbox_failure *f)
     memset(f, 0, sizeof *f);
 }
 
-/* Starts charging a call: fresh budget, cap raised by its arguments' bytes. */
+/* Starts charging a call: fresh budget and deadline, cap raised by its
+ * arguments' bytes. */
 static void call_begin(fg_sandbox *sb, size_t arg_bytes)
 {
     sb->steps = 0;
-    sb->over_steps = sb->over_mem = 0;
+    sb->since_clock = 0;
+    sb->alloc_bytes = 0;
+    sb->over_steps = sb->over_mem = sb->over_time = 0;
     sb->allowed = sb->limit + arg_bytes < sb->limit ? (size_t)-1 : sb->limit + arg_bytes;
+    sb->deadline_ns = now_ns() + (long long)sb->timeout_ms * 1000000LL;
     sb->enforce = 1;
     sb->in_call = 1;
     sb->in_handler = 0;
@@ -433,7 +530,10 @@ static void call_begin(fg_sandbox *sb, size_t arg_bytes)
     free(sb->err_msg);
     free(sb->err_tb);
     sb->err_msg = sb->err_tb = NULL;
-    lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, sb->chunk);
+    sb->chunk_now = sb->chunk;
+    if (sb->used > arg_bytes && sb->used - arg_bytes > BIG_STATE && sb->chunk > SMALL_CHUNK)
+        sb->chunk_now = SMALL_CHUNK;
+    lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, sb->chunk_now);
 }
 
 static void call_end(fg_sandbox *sb)
@@ -441,9 +541,25 @@ static void call_end(fg_sandbox *sb)
     sb->enforce = 0;
     sb->in_call = 0;
     sb->in_handler = 0;
-    sb->over_steps = sb->over_mem = 0;
+    sb->over_steps = sb->over_mem = sb->over_time = 0;
     sb->steps = 0;
+    sb->allowed = sb->limit;
+    sb->chunk_now = sb->chunk;
     lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, sb->chunk);
+}
+
+/* Which budget a failed load or call ran into.  A time or step stop can
+ * surface as a memory error (the allocator refuses to hand out memory once a
+ * call is stopped), so those come first. */
+static fg_sandbox_fail failure_kind(const fg_sandbox *sb, int st)
+{
+    if (sb->over_time)
+        return FG_SBF_TIME;
+    if (sb->over_steps)
+        return FG_SBF_STEPS;
+    if (sb->over_mem || st == LUA_ERRMEM)
+        return FG_SBF_MEMORY;
+    return FG_SBF_ERROR;
 }
 
 int fg_sandbox_load(fg_sandbox *sb, const char *text, size_t len, const char *chunkname, fg_sandbox_failure *f)
@@ -452,13 +568,26 @@ int fg_sandbox_load(fg_sandbox *sb, const char *text, size_t len, const char *ch
     memset(f, 0, sizeof *f);
     call_begin(sb, 0);
     int st = luaL_loadbufferx(L, text, len, chunkname, "t");
-    call_end(sb);
-    if (st == LUA_OK)
+    /* The compiler runs no count hook: look at the clock once more. */
+    if (st == LUA_OK && !stopped(sb) && now_ns() >= sb->deadline_ns)
+        sb->over_time = 1;
+    fg_sandbox_fail kind = failure_kind(sb, st);
+    if (kind == FG_SBF_NONE || (st == LUA_OK && kind == FG_SBF_ERROR)) {
+        call_end(sb);
         return 0;
-    f->kind = st == LUA_ERRMEM ? FG_SBF_MEMORY : FG_SBF_ERROR;
-    const char *msg = lua_tostring(L, -1);
-    f->message = fg_xstrdup(msg ? msg : "cannot load chunk");
-    lua_pop(L, 1);
+    }
+    f->kind = kind;
+    if (st != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        f->message = fg_xstrdup(msg ? msg : "cannot load chunk");
+    } else {
+        f->message = fg_xstrdup("stopped");
+    }
+    lua_pop(L, 1);   /* the error message, or the compiled function */
+    sb->over_steps = sb->over_mem = sb->over_time = 0;
+    sb->allowed = sb->limit;
+    lua_gc(L, LUA_GCCOLLECT);
+    call_end(sb);
     return -1;
 }
 
@@ -471,13 +600,15 @@ int fg_sandbox_call(fg_sandbox *sb, int nargs, int nres, size_t arg_bytes, fg_sa
     lua_insert(L, fn);
     call_begin(sb, arg_bytes);
     int st = lua_pcall(L, nargs, nres, fn);
-    int over_steps = sb->over_steps, over_mem = sb->over_mem || st == LUA_ERRMEM;
-    if (st == LUA_OK && !over_steps && !over_mem) {
+    fg_sandbox_fail kind = failure_kind(sb, st);
+    if (st == LUA_OK && kind == FG_SBF_ERROR)
+        kind = FG_SBF_NONE;
+    if (kind == FG_SBF_NONE) {
         call_end(sb);
         lua_remove(L, fn);
         return 0;
     }
-    f->kind = over_mem ? FG_SBF_MEMORY : over_steps ? FG_SBF_STEPS : FG_SBF_ERROR;
+    f->kind = kind;
     if (sb->err_msg) {
         f->message = sb->err_msg;
         sb->err_msg = NULL;
@@ -488,20 +619,54 @@ int fg_sandbox_call(fg_sandbox *sb, int nargs, int nres, size_t arg_bytes, fg_sa
     }
     f->traceback = sb->err_tb;
     sb->err_tb = NULL;
+    /* A memory failure is located where the allocation failed; a stop raised
+     * through the message handler where it was raised; one that surfaced as
+     * a failed allocation (no handler runs then) where that was. */
     if (f->kind == FG_SBF_MEMORY && sb->oom_src[0]) {
         f->src = fg_xstrdup(sb->oom_src);
         f->line = sb->oom_line;
     } else if (sb->frame_src[0]) {
         f->src = fg_xstrdup(sb->frame_src);
         f->line = sb->frame_line;
+    } else if (sb->oom_src[0]) {
+        f->src = fg_xstrdup(sb->oom_src);
+        f->line = sb->oom_line;
     }
     /* Drop everything the call left and reclaim its garbage while the fences
      * are still up (finalizers may run). */
     lua_settop(L, fn - 1);
-    sb->over_steps = sb->over_mem = 0;
+    sb->over_steps = sb->over_mem = sb->over_time = 0;
     sb->steps = 0;
     sb->allowed = sb->limit;
     lua_gc(L, LUA_GCCOLLECT);
     call_end(sb);
+    return -1;
+}
+
+int fg_sandbox_push_args(fg_sandbox *sb, lua_CFunction push, void *ud, int nvalues, size_t *bytes,
+                         fg_sandbox_failure *f)
+{
+    lua_State *L = sb->L;
+    memset(f, 0, sizeof *f);
+    *bytes = 0;
+    size_t before = sb->used;
+    sb->allowed = before + sb->limit < before ? (size_t)-1 : before + sb->limit;
+    sb->over_mem = 0;
+    sb->enforce = 1;
+    sb->in_call = 0;
+    lua_pushcfunction(L, push);
+    lua_pushlightuserdata(L, ud);
+    int st = lua_pcall(L, 1, nvalues, 0);
+    sb->enforce = 0;
+    sb->allowed = sb->limit;
+    if (st == LUA_OK) {
+        *bytes = sb->used > before ? sb->used - before : 0;
+        return 0;
+    }
+    f->kind = st == LUA_ERRMEM ? FG_SBF_ARGS : FG_SBF_ERROR;
+    const char *msg = lua_tostring(L, -1);
+    f->message = fg_xstrdup(msg ? msg : "error");
+    lua_pop(L, 1);
+    lua_gc(L, LUA_GCCOLLECT);
     return -1;
 }

@@ -4,6 +4,7 @@
  * the kernel template and its epilogue, dtype/layout guards, the hook file.
  * Every problem is reported at the key or value that causes it.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "expr.h"
 #include "fold.h"
 #include "hook.h"
+#include "input_file.h"
 #include "load.h"
 #include "template.h"
 
@@ -470,15 +472,22 @@ static void parse_hook_file(fg_context *ctx, fg_rule *r, const fg_ynode *v, cons
     const char *name;
     if (!fg_yget_str(ctx, v, "hooks", &name))
         return;
-    if (strchr(name, '/')) {
-        fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "hooks must name a file in the rule's directory, got '%s'", name);
+    if (!fg_rules_file_name_ok(name)) {
+        char esc[300];
+        fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "hooks must name a file in the rule's directory (letters, digits, "
+                      "'.', '_', '-', '+'), got '%s'", fg_escape_name(name, esc, sizeof esc));
         return;
     }
     char *path = fg_path_join(dir ? dir : ".", name);
     size_t len;
-    char *text = fg_read_file(path, &len);
+    char why[160];
+    char *text = fg_read_input_file(path, FG_RULES_FILE_MAX, &len, why, sizeof why);
     if (!text) {
-        fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "hooks file '%s' not found in %s", name, dir ? dir : ".");
+        if (errno == ENOENT)
+            fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "hooks file '%s' not found in %s", name, dir ? dir : ".");
+        else
+            fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "hooks file '%s' cannot be read in %s: %s", name,
+                          dir ? dir : ".", why);
         free(path);
         return;
     }

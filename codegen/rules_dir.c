@@ -3,6 +3,10 @@
  * definitions and template variants of every *.yaml (sorted by name), then every *.lua hook file
  * (sorted), then the rules of every *.yaml, so a rule may use any op or hook
  * of the directory.  Every error of every file is reported; loading goes on.
+ * Only regular files of at most 16 MiB whose names are plain (letters,
+ * digits, '.', '_', '-', '+': names reach generated source as provenance) are
+ * read; a FIFO, a device, a directory named *.yaml or an oversized file is
+ * an error naming it, never a hang.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -12,6 +16,7 @@
 
 #include "context.h"
 #include "hook.h"
+#include "input_file.h"
 #include "load.h"
 #include "template.h"
 
@@ -80,10 +85,32 @@ static void load_docs(fg_context *ctx, const yaml_file *f, const char *dir, pass
     }
 }
 
+/* A file the directory would load: its name must be safe to put into
+ * generated source (provenance comments) and messages; anything else is an
+ * error at the directory, naming the file escaped.  Returns nonzero when the
+ * file may be loaded. */
+static int file_name_ok(fg_context *ctx, const char *dir, const char *name)
+{
+    if (fg_rules_file_name_ok(name))
+        return 1;
+    char esc[300];
+    fg_diag_error(ctx, FG_ERR_INPUT, (fg_loc){fg_intern(ctx, dir), 0, 0},
+                  "refusing rules file '%s': a file name may hold only letters, digits, '.', '_', '-' and '+'",
+                  fg_escape_name(name, esc, sizeof esc));
+    return 0;
+}
+
 FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
 {
+    if (!ctx || !dir)
+        return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_rules_load: no directory given") : FG_ERR_INPUT;
     int errs0 = ctx->nerrors;
     fg_status worst = FG_OK;
+    if (fg_has_control_chars(dir)) {
+        char esc[600];
+        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "refusing rules directory '%s': its path holds control "
+                             "characters", fg_escape_name(dir, esc, sizeof esc));
+    }
     DIR *dh = opendir(dir);
     if (!dh)
         return fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "cannot open rules directory %s: %s", dir, strerror(errno));
@@ -93,9 +120,12 @@ FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
     while ((e = readdir(dh))) {
         if (e->d_name[0] == '.')
             continue;
-        if (has_suffix(e->d_name, ".yaml"))
+        int is_yaml = has_suffix(e->d_name, ".yaml"), is_lua = has_suffix(e->d_name, ".lua");
+        if ((is_yaml || is_lua) && !file_name_ok(ctx, dir, e->d_name))
+            continue;
+        if (is_yaml)
             *FG_PUSH(yamls, ny, ycap) = fg_xstrdup(e->d_name);
-        else if (has_suffix(e->d_name, ".lua"))
+        else if (is_lua)
             *FG_PUSH(luas, nl, lcap) = fg_xstrdup(e->d_name);
     }
     closedir(dh);
@@ -108,10 +138,10 @@ FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
     for (int i = 0; i < ny; i++) {
         size_t len;
         files[i].path = fg_path_join(dir, yamls[i]);
-        char *text = fg_read_file(files[i].path, &len);
+        char why[160];
+        char *text = fg_read_input_file(files[i].path, FG_RULES_FILE_MAX, &len, why, sizeof why);
         if (!text) {
-            fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, files[i].path), 0, 0}, "cannot read: %s",
-                          strerror(errno));
+            fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, files[i].path), 0, 0}, "cannot read: %s", why);
             if (!worst)
                 worst = FG_ERR_IO;
             continue;

@@ -1,6 +1,10 @@
 /*
  * yaml_doc.c -- builds the document tree of yaml_doc.h from libyaml events
- * and provides the typed, located accessors the loaders use.
+ * and provides the typed, located accessors the loaders use.  Input is
+ * bounded: nesting deeper than FG_YAML_MAX_DEPTH stops the parse (libyaml's
+ * scanner takes time quadratic in the depth of flow collections, so the
+ * stop comes as soon as the depth is reached), and an alias may not name a
+ * collection that is still open (the tree would contain itself).
  */
 #include "yaml_doc.h"
 
@@ -116,22 +120,41 @@ fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, siz
             anchor_name = (const char *)ev.data.scalar.anchor;
             break;
         case YAML_SEQUENCE_START_EVENT:
-            n = node_new(d, FG_YNODE_SEQ, &ev.start_mark);
-            anchor_name = (const char *)ev.data.sequence_start.anchor;
-            break;
         case YAML_MAPPING_START_EVENT:
-            n = node_new(d, FG_YNODE_MAP, &ev.start_mark);
-            anchor_name = (const char *)ev.data.mapping_start.anchor;
+            if (nstack >= FG_YAML_MAX_DEPTH) {
+                fg_loc loc = {d->file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1};
+                st = fg_diag_error(ctx, FG_ERR_INPUT, loc, "nested too deeply (more than %d levels of sequences "
+                                   "and mappings)", FG_YAML_MAX_DEPTH);
+                done = 1;
+                break;
+            }
+            if (ev.type == YAML_SEQUENCE_START_EVENT) {
+                n = node_new(d, FG_YNODE_SEQ, &ev.start_mark);
+                anchor_name = (const char *)ev.data.sequence_start.anchor;
+            } else {
+                n = node_new(d, FG_YNODE_MAP, &ev.start_mark);
+                anchor_name = (const char *)ev.data.mapping_start.anchor;
+            }
             break;
         case YAML_ALIAS_EVENT: {
             const char *a = (const char *)ev.data.alias.anchor;
             for (int i = nanchors - 1; i >= 0 && !n; i--)
                 if (strcmp(anchors[i].name, a) == 0)
                     n = anchors[i].node;
+            fg_loc loc = {d->file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1};
             if (!n) {
-                fg_loc loc = {d->file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1};
                 st = fg_diag_error(ctx, FG_ERR_INPUT, loc, "unknown alias '*%s'", a);
                 done = 1;
+                break;
+            }
+            for (int i = 0; i < nstack; i++) {
+                if (stack[i] == n) {
+                    st = fg_diag_error(ctx, FG_ERR_INPUT, loc, "alias '*%s' refers to a collection that contains it",
+                                       a);
+                    done = 1;
+                    n = NULL;
+                    break;
+                }
             }
             break;
         }

@@ -51,10 +51,14 @@ typedef struct fg_ydoc {
     fg_ynode *all;
 } fg_ydoc;
 
+/* Deepest nesting of sequences and mappings a document may have. */
+#define FG_YAML_MAX_DEPTH 64
+
 /* Parses YAML text (a stream of documents).  file is the name used in
  * locations (interned here).  On a syntax error records one located error
  * (libyaml's problem at its problem mark; tab indentation gets a hint) and
- * returns FG_ERR_INPUT with *out NULL. */
+ * returns FG_ERR_INPUT with *out NULL; so does nesting deeper than
+ * FG_YAML_MAX_DEPTH and an alias to a collection that contains it. */
 fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, size_t len, fg_ydoc **out);
 void fg_ydoc_free(fg_ydoc *d);
 

@@ -5,6 +5,11 @@
 # wrong attribute type, a missing required field, duplicate rule names, a
 # cycle, a shape mismatch, and Lua hooks that fail, loop forever, allocate
 # without bound or call os.execute.  A crash (signal) fails the test too.
+# And what a hostile rules directory tries (docs/hooks.md, trust model): an
+# epilogue hook returning C text to close the kernel or include a file, a
+# file name holding a newline, a FIFO named like a rules file, YAML nested
+# 100000 deep, a backtracking pattern in a hook file's main chunk -- each a
+# located error within seconds, never a hang.
 set -uo pipefail
 F=${FUSEGEN_BIN:?FUSEGEN_BIN is not set (run through ctest)}
 SRC=${FUSEGEN_SOURCE_DIR:-$(pwd)}
@@ -13,14 +18,15 @@ trap 'rm -rf "$T"' EXIT
 export FUSEGEN_CACHE=off FUSEGEN_HOOK_STEPS=200000 FUSEGEN_HOOK_MEMORY=8M
 failures=0
 
-# expect NAME PATTERN COMMAND...: exit code 2 and stderr matching PATTERN.
+# expect NAME PATTERN COMMAND...: exit code 2 (or $EXPECT_RC) within 60
+# seconds and stderr matching PATTERN.
 expect() {
-    local name=$1 pattern=$2
+    local name=$1 pattern=$2 want=${EXPECT_RC:-2}
     shift 2
-    "$@" >"$T/out" 2>"$T/err"
+    timeout 60 "$@" >"$T/out" 2>"$T/err"
     local rc=$?
-    if [ $rc -ne 2 ]; then
-        echo "FAIL $name: exit $rc, expected 2"; cat "$T/err"; failures=$((failures + 1)); return
+    if [ $rc -ne "$want" ]; then
+        echo "FAIL $name: exit $rc, expected $want"; cat "$T/err"; failures=$((failures + 1)); return
     fi
     if ! grep -Eq -- "$pattern" "$T/err"; then
         echo "FAIL $name: no match for /$pattern/ in:"; cat "$T/err"; failures=$((failures + 1)); return
@@ -156,7 +162,9 @@ function check(node)
 end
 EOF
 )
-expect "Lua memory bomb" "h\.lua:[0-9]+:.*memory limit" "$F" plan "$T/conv.yaml" --rules "$d"
+# (library work and allocation are charged as steps too: enough steps to fill 8M)
+expect "Lua memory bomb" "h\.lua:[0-9]+:.*memory limit" env FUSEGEN_HOOK_STEPS=100000000 "$F" plan "$T/conv.yaml" \
+    --rules "$d"
 
 d=$(hook_rules lua_os <<'EOF'
 function check(node)
@@ -167,6 +175,96 @@ EOF
 )
 expect "Lua os.execute" "h\.lua:2:.*'os'" "$F" plan "$T/conv.yaml" --rules "$d"
 [ ! -e /tmp/fusegen-should-not-exist ] || { echo "FAIL os.execute ran"; failures=$((failures + 1)); }
+
+# ---- a hostile rules directory ----
+
+# A rules directory whose rule runs epilogue hook `epi` of h.lua (stdin).
+hostile_epilogue() {
+    local d
+    d=$(rules_with "$1" r.yaml <<'EOF'
+rule: hooked
+priority: 100
+hooks: h.lua
+match:
+  - conv: { op: conv2d }
+  - act:  { op: relu }
+kernel:
+  template: conv2d
+  epilogue:
+    - hook: epi
+EOF
+)
+    cat >"$d/h.lua"
+    echo "$d"
+}
+
+# C text that closes the kernel function and defines a host constructor
+# (which would run when the emulator dlopens the kernel).
+d=$(hostile_epilogue inject_ctor <<'EOF'
+function epi(group)
+  return 'v; } __attribute__((constructor)) static void pwn(void) { __builtin_trap(); } static float y(float v) { return v'
+end
+EOF
+)
+expect "epilogue injection (constructor)" "h\.lua:1:1: error: hook 'epi' returned .*not an expression over v and c" \
+    "$F" emit "$T/conv.yaml" -o "$T/out_ctor" --rules "$d"
+if grep -rqs "constructor" "$T/out_ctor"; then
+    echo "FAIL injected text reached a source file"; failures=$((failures + 1))
+fi
+
+d=$(hostile_epilogue inject_include <<'EOF'
+function epi(group)
+  return 'v\n#include "/etc/passwd"\n'
+end
+EOF
+)
+expect "epilogue injection (#include)" "h\.lua:1:1: error: .*unexpected character '#' in expression" \
+    "$F" run "$T/conv.yaml" --device emu --rules "$d"
+
+d=$(hostile_epilogue epilogue_ok <<'EOF'
+function epi(group)
+  return 'v > 0 ? v : 0'
+end
+EOF
+)
+if ! "$F" emit "$T/conv.yaml" -o "$T/out_ok" --rules "$d" >/dev/null 2>"$T/err" ||
+   ! grep -rqsF "v = ((v > 0.0f) ? v : 0.0f);" "$T/out_ok"; then
+    echo "FAIL an expression epilogue hook: not in the source"; cat "$T/err"; failures=$((failures + 1))
+else
+    echo "ok   epilogue hook: the expression is rendered into the kernel"
+fi
+
+# A file name holding a newline would break out of the provenance comment.
+d=$(rules_with newline_name r.yaml <<'EOF'
+rule: fine
+match: [ { conv: { op: conv2d } } ]
+kernel: { template: conv2d }
+EOF
+)
+printf 'rule: evil\nmatch: [ { conv: { op: conv2d } } ]\nkernel: { template: conv2d }\n' >"$d/$(printf 'a\n} x.yaml')"
+expect "file name with a newline" "newline_name: error: refusing rules file 'a\\\\n\} x\.yaml'" "$F" rules check "$d"
+
+# A FIFO named like a rules file: nobody ever writes to it.  (An I/O error:
+# exit 1.)
+d=$(rules_with fifo ok.yaml </dev/null)
+mkfifo "$d/pipe.yaml"
+EXPECT_RC=1 expect "FIFO in the rules directory" "pipe\.yaml: error: cannot read: not a regular file \(a FIFO\)" \
+    "$F" rules check "$d"
+
+# YAML nested 100000 levels deep.
+d=$(rules_with deep ok.yaml </dev/null)
+python3 -c 'import sys; sys.stdout.write("rule: deep\nmatch: " + "{a: " * 100000 + "1" + "}" * 100000 + "\n")' \
+    >"$d/deep.yaml"
+expect "YAML nested 100000 deep" "deep\.yaml:2:[0-9]+: error: nested too deeply" "$F" rules check "$d"
+
+# A backtracking pattern in a hook file's main chunk, under the default budget.
+d=$(rules_with pattern ok.yaml </dev/null)
+cat >"$d/h.lua" <<'EOF'
+local s = string.rep("a", 300)
+local found = string.find(s, string.rep("a.-", 5) .. "b")
+EOF
+expect "backtracking pattern at load" "h\.lua:2:1: error: hook file .* exceeded its instruction budget" \
+    env -u FUSEGEN_HOOK_STEPS "$F" rules check "$d"
 
 if [ $failures -ne 0 ]; then
     echo "$failures failed"

@@ -1,5 +1,8 @@
-/* test_hook.c -- Lua hooks: marshalling, the four hook kinds, the sandbox,
- * the budgets and the error reports (hook.c, hook_sandbox.c). */
+/* test_hook.c -- Lua hooks: marshalling, the hook kinds, the sandbox, the
+ * budgets and the error reports (hook.c, hook_sandbox.c, hook_lib.c); the
+ * ways around the budgets through library functions (string.rep, table.move,
+ * backtracking patterns, __len), epilogue hooks that try to inject code, and
+ * the bounded pattern functions against stock Lua's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,8 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "expr.h"
 #include "hook.h"
+#include "hook_sandbox.h"
 #include "testutil.h"
 
 /* A hand-built graph: conv2d(x, w, b) -> y (NHWC), relu(y) -> z; one group
@@ -154,8 +163,11 @@ static const char good_hooks[] =
     "  return { [w.name] = out }\n"
     "end\n"
     "function relu_epilogue(group)\n"
-    "  return 'v = v > 0.0f ? v : 0.0f; /* ' .. group.rule .. ' ' .. group.template .. ' '\n"
-    "         .. #group.nodes .. ' ' .. group.output.name .. ' */'\n"
+    "  if group.rule == 'conv_relu' and group.template == 'conv2d' and #group.nodes == 2\n"
+    "     and group.output.name == 'z' then\n"
+    "    return 'v > 0 ? v : 0 * c'\n"
+    "  end\n"
+    "  return 'v'\n"
     "end\n"
     "function tiles(group)\n"
     "  local k = group.nodes[1].output.shape[2]\n"
@@ -208,6 +220,23 @@ static void still_works(fixture *fx)
 {
     assert_int_equal(predicate(fx, "is_small", 0, FG_OK), 1);
     assert_int_equal(predicate(fx, "check_attrs", 0, FG_OK), 1);
+}
+
+/* Sets a budget variable for the contexts created until restore_env. */
+static char *set_env(const char *name, const char *value)
+{
+    char *saved = getenv(name) ? fg_xstrdup(getenv(name)) : NULL;
+    setenv(name, value, 1);
+    return saved;
+}
+
+static void restore_env(const char *name, char *saved)
+{
+    if (saved)
+        setenv(name, saved, 1);
+    else
+        unsetenv(name);
+    free(saved);
 }
 
 static void test_predicate(void **state)
@@ -287,18 +316,105 @@ static void test_fold_errors(void **state)
     fold_fails("return { [1] = {} }", "returned a number key");
 }
 
+/* The message of the latest error. */
+static const char *last_error(const fg_context *ctx)
+{
+    int n = fg_context_error_count(ctx);
+    assert_true(n > 0);
+    return fg_context_error(ctx, n - 1)->message;
+}
+
 static void test_epilogue(void **state)
 {
     (void)state;
     fixture *fx = fx_with("epi.lua", "function num_epi(g)\n  return 1.5\nend\n", FG_OK);
-    char *text = NULL;
-    assert_int_equal(fg_hook_epilogue(fx->ctx, "relu_epilogue", fx->site, fx->g, &fx->grp, &text), FG_OK);
-    assert_string_equal(text, "v = v > 0.0f ? v : 0.0f; /* conv_relu conv2d 2 z */");
-    free(text);
-    text = NULL;
-    assert_int_equal(fg_hook_epilogue(fx->ctx, "num_epi", fx->site, fx->g, &fx->grp, &text), FG_ERR_HOOK);
-    assert_null(text);
-    assert_true(tu_has_error(fx->ctx, "epi.lua:1:1: error: hook 'num_epi' must return a string, got number"));
+    fg_expr *x = NULL;
+    assert_int_equal(fg_hook_epilogue(fx->ctx, "relu_epilogue", fx->site, fx->g, &fx->grp, &x), FG_OK);
+    assert_non_null(x);
+    /* an expression over v (variable 0) and c (variable 1), checked by value */
+    const double neg[] = {-2.0, 3.0}, pos[] = {2.5, 3.0};
+    assert_true(fg_expr_eval(x, neg) == 0.0);
+    assert_true(fg_expr_eval(x, pos) == 2.5);
+    assert_true(fg_expr_uses(x, 0) && fg_expr_uses(x, 1));
+    fg_buf b = {0};
+    fg_expr_emit_c(x, (const char *[]){"v", "(float)c"}, &b);
+    assert_string_equal(b.s, "((v > 0.0f) ? v : (0.0f * ((float)c)))");
+    fg_buf_free(&b);
+    fg_expr_free(x);
+    x = NULL;
+    assert_int_equal(fg_hook_epilogue(fx->ctx, "num_epi", fx->site, fx->g, &fx->grp, &x), FG_ERR_HOOK);
+    assert_null(x);
+    assert_true(tu_has_error(fx->ctx, "epi.lua:1:1: error: hook 'num_epi' must return an expression string over v "
+                                      "and c, got number (called from rules/x.yaml:12)"));
+    still_works(fx);
+    fx_free(fx);
+}
+
+/* Epilogue hooks that try to put code into the kernel: closing the function
+ * to define a host constructor, including a file, a newline out of a
+ * comment, calls and names that are not in the expression language.  Each
+ * is refused at the hook's own line, naming the rule that called it, with
+ * the text quoted escaped (no raw newline reaches the message). */
+static void test_epilogue_injection(void **state)
+{
+    (void)state;
+    static const char src[] =
+        "function ctor(g)\n"                                                                  /* 1 */
+        "  return 'v; } __attribute__((constructor)) void x(){ system(\"id\"); } float y(){ return v'\n"
+        "end\n"
+        "function incl(g) return '#include \"/etc/passwd\"' end\n"                           /* 4 */
+        "function nl(g) return 'v\\n#include </etc/passwd>\\n' end\n"                     /* 5 */
+        "function call(g) return 'system(1)' end\n"                                           /* 6 */
+        "function member(g) return 'v + p.weight[0]' end\n"                                   /* 7 */
+        "function cmt(g) return 'v /* x */' end\n"                                            /* 8 */
+        "function long(g) return string.rep('v + ', 2000) .. 'v' end\n"                       /* 9 */
+        "function deep(g) return string.rep('(', 300) .. 'v' .. string.rep(')', 300) end\n"   /* 10 */
+        "function nul(g) return 'v\\0; evil()' end\n"                                        /* 11 */
+        "function name(g) return 'x * v' end\n"                                               /* 12 */
+        "function ok(g) return 'max(v, 0) + 0 * c' end\n";                                    /* 13 */
+    fixture *fx = fx_with("inj.lua", src, FG_OK);
+    static const struct {
+        const char *hook;
+        int line;
+        const char *needle;
+    } cases[] = {
+        {"ctor", 1, "unexpected character ';' in expression (at byte 2)"},
+        {"incl", 4, "unexpected character '#' in expression"},
+        {"nl", 5, "unexpected character '#' in expression"},
+        {"call", 6, "unknown function 'system' in expression"},
+        {"member", 7, "unexpected character '.' in expression"},
+        {"cmt", 8, "expected a value, got '*'"},
+        {"long", 9, "returned an expression of 8001 bytes (at most 4096)"},
+        {"deep", 10, "nested too deeply"},
+        {"nul", 11, "returned a string containing a NUL byte"},
+        {"name", 12, "unknown variable 'x' in expression"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fg_expr *x = (fg_expr *)&x;   /* must come back NULL */
+        fg_status st = fg_hook_epilogue(fx->ctx, cases[i].hook, fx->site, fx->g, &fx->grp, &x);
+        if (st != FG_ERR_HOOK)
+            tu_dump_errors(fx->ctx);
+        assert_int_equal(st, FG_ERR_HOOK);
+        assert_null(x);
+        const fg_error *e = fg_context_error(fx->ctx, fg_context_error_count(fx->ctx) - 1);
+        assert_non_null(strstr(e->file, "inj.lua"));
+        assert_int_equal(e->line, cases[i].line);
+        if (!strstr(e->message, cases[i].needle) || !strstr(e->message, "(called from rules/x.yaml:12)"))
+            fail_msg("hook %s: %s", cases[i].hook, e->message);
+        assert_null(strchr(e->message, '\n'));
+    }
+    assert_non_null(strstr(last_error(fx->ctx), "'x * v', which is not an expression over v and c"));
+    /* the injection text is quoted escaped */
+    for (int i = 0; i < fg_context_error_count(fx->ctx); i++) {
+        const char *m = fg_context_error(fx->ctx, i)->message;
+        if (strstr(m, "hook 'nl'"))
+            assert_non_null(strstr(m, "'v\\n#include </etc/passwd>\\n'"));
+    }
+    fg_expr *x = NULL;
+    assert_int_equal(fg_hook_epilogue(fx->ctx, "ok", fx->site, fx->g, &fx->grp, &x), FG_OK);
+    const double vals[] = {-1.0, 7.0};
+    assert_true(fg_expr_eval(x, vals) == 0.0);
+    fg_expr_free(x);
     still_works(fx);
     fx_free(fx);
 }
@@ -426,6 +542,9 @@ static void test_budget(void **state)
 static void test_memory(void **state)
 {
     (void)state;
+    /* library work and allocation are charged to the step budget too: give
+     * these enough steps to fill 16 MiB */
+    char *steps = set_env("FUSEGEN_HOOK_STEPS", "100000000");
     call_fails("hog.lua",
                "function hog(n)\n  local t = {}\n  while true do t[#t+1] = string.rep('x', 1e6) end\nend\n", "hog",
                "hog.lua:3:1: error: hook 'hog' exceeded its memory limit (16 MiB) (called from rules/x.yaml:12)", NULL);
@@ -441,6 +560,7 @@ static void test_memory(void **state)
                "prep", "hook 'prep' exceeded its memory limit (16 MiB)", "prep.lua:", NULL);
     call_fails("grow.lua", "function grow(n)\n  local s = 'x'\n  while true do s = s .. s end\nend\n", "grow",
                "grow.lua:3:1: error: hook 'grow' exceeded its memory limit", NULL);
+    restore_env("FUSEGEN_HOOK_STEPS", steps);
 }
 
 static void test_memory_default(void **state)
@@ -516,6 +636,301 @@ static void test_duplicate(void **state)
     fx_free(fx);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Ways around the step budget through one long C call: each ends quickly
+ * (a budget of 200000 steps) with a located error, and the state keeps
+ * working.  Before the library functions were bounded, every one of these
+ * ran for hours or forever. */
+static void test_library_bypasses(void **state)
+{
+    (void)state;
+    const char *budget = "exceeded its instruction budget (200000 steps)";
+    static const struct {
+        const char *body;   /* line 2 of the hook */
+        const char *needle;
+    } cases[] = {
+        {"string.rep('x', math.maxinteger)", "resulting string too large"},
+        {"string.rep('', math.maxinteger, 'x')", "resulting string too large"},
+        {"while true do local s = string.rep('x', 100000) end", NULL},
+        {"table.move({}, 1, math.maxinteger - 1, 1)", NULL},
+        {"table.move({1, 2, 3}, 1, 1e12, 1, {})", NULL},
+        {"table.move({}, 1, math.maxinteger, 2)", "destination wrap around"},
+        {"string.find(string.rep('a', 300), string.rep('a.-', 5) .. 'b')", NULL},
+        {"string.match(string.rep('a', 300), string.rep('a.-', 5) .. 'b')", NULL},
+        {"string.gsub(string.rep('a', 300), string.rep('a.-', 5) .. 'b', '')", NULL},
+        {"for w in string.gmatch(string.rep('a', 300), string.rep('a.-', 5) .. 'b') do end", NULL},
+        {"string.find(string.rep('a', 100000), '.-.-b')", NULL},
+        {"string.find(string.rep('a', 100000), '(a*)*b')", NULL},
+        {"local s = string.rep('a', 5000) for i = 1, 1e9 do s:find(string.rep('a', 2500) .. 'b', 1, true) end", NULL},
+        {"table.concat(setmetatable({}, {__len = function() return math.maxinteger end}))",
+         "invalid value (nil) at index 1 in table for 'concat'"},
+        {"local t = {} for i = 1, 30000 do t[i] = 'x' end while true do table.concat(t) end", NULL},
+        {"table.insert(setmetatable({}, {__len = function() return math.maxinteger // 2 end}), 1, 0)", NULL},
+        {"table.remove(setmetatable({}, {__len = function() return math.maxinteger // 2 end}), 1)", NULL},
+        {"table.sort(setmetatable({}, {__len = function() return 1 << 30 end}))", "attempt to compare two nil values"},
+        {"local t = {} for i = 1, 20000 do t[i] = -i end while true do table.sort(t) end", NULL},
+        {"local t = {} for i = 1, 1e9 do table.insert(t, 1, i) end", NULL},
+        {"local s = string.rep('x', 1 << 20) while true do local u = s:upper() end", NULL},
+        {"local s = string.rep('x', 1 << 20) while true do local t = s .. s end", NULL},
+        {"local f = string.rep('x', 1 << 20) while true do string.pack(f) end", NULL},
+        {"local s = string.rep('\\x80', 1 << 20) local f = utf8.codes(s) while true do pcall(f, s, 0) end",
+         NULL},
+        {"pcall(string.find, string.rep('a', 300), string.rep('a.-', 5) .. 'b')", NULL},
+        {"table.unpack({}, 1, 1e7)", "too many results to unpack"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char src[512], name[32];
+        snprintf(src, sizeof src, "function bypass(n)\n  %s\n  return true\nend\n", cases[i].body);
+        snprintf(name, sizeof name, "bypass%zu.lua", i);
+        fixture *fx = fx_with(name, src, FG_OK);
+        double t0 = now_s();
+        fg_status st = fg_hook_predicate(fx->ctx, "bypass", fx->site, fx->g, 0, &(int){0});
+        double dt = now_s() - t0;
+        if (st != FG_ERR_HOOK)
+            fail_msg("case %zu (%s): status %d", i, cases[i].body, (int)st);
+        char where[64];
+        snprintf(where, sizeof where, "%s:2:1: error: ", name);
+        const char *needle = cases[i].needle ? cases[i].needle : budget;
+        if (!tu_has_error(fx->ctx, where) || !tu_has_error(fx->ctx, needle)) {
+            tu_dump_errors(fx->ctx);
+            fail_msg("case %zu (%s): expected %s ... %s", i, cases[i].body, where, needle);
+        }
+        if (dt > 5.0)
+            fail_msg("case %zu (%s) took %.1f s", i, cases[i].body, dt);
+        still_works(fx);
+        fx_free(fx);
+    }
+    /* string.rep of the empty string is empty at once, whatever the count */
+    fixture *fx = fx_with("rep0.lua", "function rep0(n)\n  return #string.rep('', math.maxinteger) == 0\n"
+                                      "    and string.rep('ab', 3, ',') == 'ab,ab,ab' and string.rep('x', 0) == ''\n"
+                                      "end\n", FG_OK);
+    assert_int_equal(predicate(fx, "rep0", 0, FG_OK), 1);
+    fx_free(fx);
+}
+
+/* A hook file's main chunk is bounded like a call. */
+static void test_main_chunk_bypass(void **state)
+{
+    (void)state;
+    double t0 = now_s();
+    fixture *fx = fx_with("chunk.lua", "local s = string.rep('a', 300)\nstring.find(s, string.rep('a.-', 5) .. 'b')\n",
+                          FG_ERR_HOOK);
+    assert_true(now_s() - t0 < 5.0);
+    assert_true(tu_has_error(fx->ctx, "chunk.lua:2:1: error: hook file '"));
+    assert_true(tu_has_error(fx->ctx, "chunk.lua' exceeded its instruction budget (200000 steps)"));
+    still_works(fx);
+    fx_free(fx);
+}
+
+/* With an (almost) unlimited step budget the wall clock still stops a call. */
+static void test_time_limit(void **state)
+{
+    (void)state;
+    char *steps = set_env("FUSEGEN_HOOK_STEPS", "1000000000000");
+    char *ms = set_env("FUSEGEN_HOOK_TIMEOUT_MS", "200");
+    double t0 = now_s();
+    call_fails("slow.lua", "function slow(n)\n  while true do end\nend\n", "slow",
+               "slow.lua:2:1: error: hook 'slow' exceeded its time limit (200 ms) (called from rules/x.yaml:12)", NULL);
+    call_fails("slowpat.lua",
+               "function slowpat(n)\n  local s = string.rep('a', 300)\n"
+               "  return string.find(s, string.rep('a.-', 5) .. 'b') ~= nil\nend\n",
+               "slowpat", "slowpat.lua:3:1: error: hook 'slowpat' exceeded its time limit (200 ms)", NULL);
+    assert_true(now_s() - t0 < 10.0);
+    restore_env("FUSEGEN_HOOK_TIMEOUT_MS", ms);
+    restore_env("FUSEGEN_HOOK_STEPS", steps);
+}
+
+/* A weight too large for the memory cap: building the fold hook's argument
+ * fails the call (it used to be unlimited, and a failed allocation there
+ * aborted the process). */
+static void test_argument_memory(void **state)
+{
+    (void)state;
+    char *mem = set_env("FUSEGEN_HOOK_MEMORY", "1M");
+    fixture *fx = fx_with(NULL, NULL, FG_OK);
+    fg_tensor *w = &fx->g->tensors[1];
+    const int64_t big[] = {1000, 100, 1, 3};   /* 300000 values: about 5 MiB as a Lua table */
+    free(w->data);
+    memcpy(w->shape, big, sizeof big);
+    w->data = fg_xcalloc(300000, sizeof(float));
+    assert_int_equal(fg_hook_fold(fx->ctx, "double_weights", fx->site, fx->g, &fx->grp), FG_ERR_HOOK);
+    assert_true(tu_has_error(fx->ctx, "hooks.lua:"));
+    assert_true(tu_has_error(fx->ctx, "the arguments of hook 'double_weights' exceed the hook memory limit (1 MiB)"));
+    assert_true(w->data[7] == 0.0f);
+    still_works(fx);
+    fx_free(fx);
+    restore_env("FUSEGEN_HOOK_MEMORY", mem);
+}
+
+/* ---- the pattern functions against stock Lua --------------------------- */
+
+/* run(s, p) describes what find, match, gmatch and gsub give for subject s
+ * and pattern p (errors included), as one string. */
+static const char diff_chunk[] =
+    "local function pack(ok, ...)\n"
+    "  local t = {tostring(ok)}\n"
+    "  for i = 1, select('#', ...) do t[#t + 1] = type((select(i, ...))) .. ':' .. tostring((select(i, ...))) end\n"
+    "  return table.concat(t, ',')\n"
+    "end\n"
+    "function run(s, p, init)\n"
+    "  local out = {}\n"
+    "  out[1] = pack(pcall(string.find, s, p, init))\n"
+    "  out[2] = pack(pcall(string.match, s, p, init))\n"
+    "  out[3] = pack(pcall(string.gsub, s, p, '<%0>'))\n"
+    "  out[4] = pack(pcall(string.gsub, s, p, '[%1]', 2))\n"
+    "  out[5] = pack(pcall(string.gsub, s, p, function(a, b) return b and (a .. '/' .. tostring(b)) or nil end))\n"
+    "  out[6] = pack(pcall(string.gsub, s, p, {a = 'A', [''] = 'E', b = false}))\n"
+    "  out[7] = pack(pcall(function()\n"
+    "    local t = {}\n"
+    "    for a, b in string.gmatch(s, p, init) do\n"
+    "      t[#t + 1] = tostring(a) .. '|' .. tostring(b)\n"
+    "      if #t > 50 then break end\n"
+    "    end\n"
+    "    return table.concat(t, ';')\n"
+    "  end))\n"
+    "  out[8] = pack(pcall(string.find, s, p, init, true))\n"
+    "  return table.concat(out, '\\n')\n"
+    "end\n";
+
+/* Runs run(s, p, init) in L (whose run is at global or, for the sandbox, in
+ * the environment on the registry ref env_ref); returns a malloc'd result. */
+static char *run_in(lua_State *L, fg_sandbox *sb, int env_ref, const char *s, size_t ls, const char *p, size_t lp,
+                    long init)
+{
+    if (sb) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, env_ref);
+        lua_getfield(L, -1, "run");
+        lua_remove(L, -2);
+    } else {
+        lua_getglobal(L, "run");
+    }
+    lua_pushlstring(L, s, ls);
+    lua_pushlstring(L, p, lp);
+    lua_pushinteger(L, init);
+    char *r;
+    if (sb) {
+        fg_sandbox_failure f;
+        if (fg_sandbox_call(sb, 3, 1, 0, &f) != 0) {
+            r = fg_xstrdup(f.message ? f.message : "?");
+            fg_sandbox_failure_clear(&f);
+            return r;
+        }
+    } else if (lua_pcall(L, 3, 1, 0) != LUA_OK) {
+        r = fg_xstrdup(lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return r;
+    }
+    r = fg_xstrdup(lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return r;
+}
+
+static uint32_t lcg(uint32_t *x)
+{
+    *x = *x * 1664525u + 1013904223u;
+    return *x >> 8;
+}
+
+/* The reimplemented find, match, gmatch and gsub give what stock Lua 5.4
+ * gives (results and error messages) on hand-picked and on random subjects
+ * and patterns. */
+static void test_patterns_match_stock_lua(void **state)
+{
+    (void)state;
+    lua_State *ref = luaL_newstate();
+    luaL_openlibs(ref);
+    assert_int_equal(luaL_loadbuffer(ref, diff_chunk, strlen(diff_chunk), "@diff.lua"), LUA_OK);
+    assert_int_equal(lua_pcall(ref, 0, 0, 0), LUA_OK);
+
+    fg_sandbox_limits lim = {.steps = 100000000, .memory = 64 << 20, .timeout_ms = 60000};
+    fg_sandbox *sb = fg_sandbox_new(&lim);
+    lua_State *L = fg_sandbox_state(sb);
+    fg_sandbox_failure f;
+    assert_int_equal(fg_sandbox_load(sb, diff_chunk, strlen(diff_chunk), "@diff.lua", &f), 0);
+    fg_sandbox_push_env(sb);
+    lua_pushvalue(L, -1);
+    int env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_setupvalue(L, -2, 1);
+    assert_int_equal(fg_sandbox_call(sb, 0, 0, 0, &f), 0);
+
+    static const char *const fixed[][2] = {
+        {"hello world", "o w"}, {"hello", "l+"}, {"a.b", "."}, {"abc", ""}, {"key = value", "(%w+)%s*=%s*(%w+)"},
+        {"  trim  ", "^%s*(.-)%s*$"}, {"hello", "()ll()"}, {"THE (quick) fox", "%((%a+)%)"},
+        {"f(a(b)c)d", "%b()"}, {"THE (quick) fox", "%f[%a]%a+"}, {"hello world", "o"}, {"abc", "%w"},
+        {"hello world", "(%w+)"}, {"hello", "l"}, {"x = 1, y = 2", "(%w+) = (%w+)"}, {"one two  three", "%a+"},
+        {"k1=v1, k2=v2", "(%w+)=(%w+)"}, {"abc", "x*"}, {"[]", "[]]"}, {"a-b", "[a-]+"}, {"a-b", "[^a-]"},
+        {"2024-01-15", "(%d+)-(%d+)-(%d+)"}, {"hello", ".-(l+)"}, {"a+b", "+"}, {"hello", "^(h)(e)"},
+        {"hello", "^e"}, {"x$", "x$"}, {"x$y", "x%$"}, {"say \"hi\" now", "([\"'])(.-)%1"}, {"abc", "()b"},
+        {"a", "%"}, {"a", "[a"}, {"a", "(a"}, {"a", "a)"}, {"aaa", "%1"}, {"aaa", "(a)%2"}, {"aaa", "%0"},
+        {"ab", "%bx"}, {"ab", "%f"}, {"ab", "%fa"}, {"aXb", "%u"}, {"a1 b2", "%a%d"}, {"\x01\x7f a", "%c+"},
+        {"a.b", "%."}, {"a%b", "%%"}, {"abc", "[%a-z]"}, {"a]b", "[]]"}, {"a^b", "[%^]"}, {"a^b", "^^"},
+        {"THE END", "%f[%w]%w+%f[%W]"}, {"aaa", "a-$"}, {"aaa", "a-b"}, {"aaab", "a-b"}, {"abab", "(ab)+"},
+        {"x", "(()(())x)"}, {"abc", "[b-]"}, {"((a))", "%b()"}, {"abc", "a?b?c?d?"}, {"", "^$"}, {"", ".*"}, {"x", "x*$"}, {"hello", "l*"},
+    };
+    int n = 0, bad = 0;
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        for (long init = -2; init <= 3; init += 5) {   /* -2 and 3 */
+            const char *s = fixed[i][0], *p = fixed[i][1];
+            size_t ls = strlen(s), lp = strlen(p);
+            char *want = run_in(ref, NULL, 0, s, ls, p, lp, init == 3 ? 1 : init);
+            char *got = run_in(L, sb, env_ref, s, ls, p, lp, init == 3 ? 1 : init);
+            if (strcmp(want, got) != 0 && bad++ < 5)
+                print_error("pattern '%s' on '%s':\n  stock:   %s\n  sandbox: %s\n", p, s, want, got);
+            n++;
+            free(want);
+            free(got);
+        }
+    }
+    /* embedded NUL bytes, in the subject and in the pattern */
+    static const struct {
+        const char *s, *p;
+        size_t ls, lp;
+    } nul[] = {{"a\0b", "%z", 3, 2}, {"a\0b", "[\0]", 3, 3}, {"a\0b", "a\0", 3, 2}, {"a\0b", "\0b", 3, 2}};
+    for (size_t i = 0; i < sizeof nul / sizeof nul[0]; i++) {
+        char *want = run_in(ref, NULL, 0, nul[i].s, nul[i].ls, nul[i].p, nul[i].lp, 1);
+        char *got = run_in(L, sb, env_ref, nul[i].s, nul[i].ls, nul[i].p, nul[i].lp, 1);
+        if (strcmp(want, got) != 0 && bad++ < 5)
+            print_error("NUL case %zu:\n  stock:   %s\n  sandbox: %s\n", i, want, got);
+        n++;
+        free(want);
+        free(got);
+    }
+    /* random subjects over a small alphabet, random patterns of items */
+    static const char *const items[] = {"a", "b", ".", "%a", "%d", "[ab]", "[^a]", "(", ")", "()", "*", "+", "-",
+                                        "?", "^", "$", "%b()", "%f[a]", "%1", "[a-c]", "%", "]", "x"};
+    static const char subj_chars[] = "aabbc1(). x";
+    uint32_t seed = 12345;
+    for (int k = 0; k < 4000; k++) {
+        char s[16], p[64];
+        int ls = (int)(lcg(&seed) % 12);
+        for (int i = 0; i < ls; i++)
+            s[i] = subj_chars[lcg(&seed) % (sizeof subj_chars - 1)];
+        s[ls] = 0;
+        p[0] = 0;
+        int np = 1 + (int)(lcg(&seed) % 7);
+        for (int i = 0; i < np; i++)
+            strcat(p, items[lcg(&seed) % (sizeof items / sizeof items[0])]);
+        long init = (long)(lcg(&seed) % 5) - 1;
+        char *want = run_in(ref, NULL, 0, s, (size_t)ls, p, strlen(p), init);
+        char *got = run_in(L, sb, env_ref, s, (size_t)ls, p, strlen(p), init);
+        if (strcmp(want, got) != 0 && bad++ < 5)
+            print_error("pattern '%s' on '%s' (init %ld):\n  stock:   %s\n  sandbox: %s\n", p, s, init, want, got);
+        n++;
+        free(want);
+        free(got);
+    }
+    if (bad)
+        fail_msg("%d of %d pattern cases differ from stock Lua", bad, n);
+    fg_sandbox_free(sb);
+    lua_close(ref);
+}
+
 int main(void)
 {
     setenv("FUSEGEN_HOOK_STEPS", "200000", 1);
@@ -523,11 +938,15 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_predicate),     cmocka_unit_test(test_unknown_hook),
         cmocka_unit_test(test_fold),          cmocka_unit_test(test_fold_errors),
-        cmocka_unit_test(test_epilogue),      cmocka_unit_test(test_params),
+        cmocka_unit_test(test_epilogue),      cmocka_unit_test(test_epilogue_injection),
+        cmocka_unit_test(test_params),
         cmocka_unit_test(test_runtime_error), cmocka_unit_test(test_syntax_error),
         cmocka_unit_test(test_budget),        cmocka_unit_test(test_memory),
         cmocka_unit_test(test_memory_default), cmocka_unit_test(test_sandbox),
         cmocka_unit_test(test_duplicate),     cmocka_unit_test(test_shipped_file),
+        cmocka_unit_test(test_library_bypasses), cmocka_unit_test(test_main_chunk_bypass),
+        cmocka_unit_test(test_time_limit),    cmocka_unit_test(test_argument_memory),
+        cmocka_unit_test(test_patterns_match_stock_lua),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,10 @@
 /*
  * test_hook_emit.c -- Lua hooks that shape generated code: an epilogue hook
- * returning CUDA text and a params hook choosing tile sizes, end to end
+ * returning an expression and a params hook choosing tile sizes, end to end
  * (rules -> plan -> emitted source -> emulation -> compared with the host
- * reference of the unfused graph), and a params hook returning a value the
- * template cannot take.
+ * reference of the unfused graph), a params hook returning a value the
+ * template cannot take, and epilogue hooks that try to smuggle code into the
+ * kernel (refused before any source is compiled).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,7 +33,7 @@ static const char *RULES =
 
 static const char *HOOKS =
     "function relu_text(group)\n"
-    "  return 'v = v > 0.0f ? v : 0.0f;  // relu of ' .. group.nodes[#group.nodes].name\n"
+    "  return 'v > 0 ? v : 0 * c'\n"
     "end\n"
     "function conv_tiles(group) return { threads = THREADS } end\n"
     "function mm_tiles(group) return { tile_m = 32, tile_n = 32, tile_k = 16 } end\n";
@@ -92,7 +93,7 @@ static void test_hooks_shape_kernels(void **state)
         const fg_kernel *K = fg_exec_kernel(e, k);
         /* the hook's text is in the epilogue, the params hook's sizes in the launch / source */
         assert_non_null(strstr(K->source, "// epilogue: hook relu_text"));
-        assert_non_null(strstr(K->source, "v = v > 0.0f ? v : 0.0f;  // relu of r"));
+        assert_non_null(strstr(K->source, "v = ((v > 0.0f) ? v : (0.0f * ((float)c)));"));
         if (!strcmp(K->template_name, "conv2d"))
             assert_int_equal(K->block[0] * K->block[1] * K->block[2], 64);
         else
@@ -149,11 +150,68 @@ static void test_bad_params_hook(void **state)
     free(dir);
 }
 
+/* An epilogue hook returning C text that would close the kernel and define
+ * a host constructor (run at dlopen by the emulator), or include a file:
+ * planning succeeds (hooks are not called yet), emitting and compiling fail
+ * with the hook's located error, and no source holding the text exists. */
+static void test_injection_refused(void **state)
+{
+    (void)state;
+    static const char *const evil[] = {
+        "'v; } __attribute__((constructor)) static void fg_pwn(void) { __builtin_trap(); } "
+        "static float fg_y(float v) { return v'",
+        "'v\\n#include \"/etc/passwd\"\\n'",
+        "'v // comment'",
+    };
+    for (size_t i = 0; i < sizeof evil / sizeof evil[0]; i++) {
+        char *dir = tu_vocab_dir();
+        free(tu_write(dir, "hooked.yaml", RULES));
+        fg_buf h = {0};
+        fg_buf_printf(&h, "function relu_text(group)\n  return %s\nend\n"
+                          "function conv_tiles(group) return {} end\nfunction mm_tiles(group) return {} end\n",
+                      evil[i]);
+        free(tu_write(dir, "h.lua", h.s));
+        fg_buf_free(&h);
+        fg_context *ctx = tu_ctx_empty();
+        assert_int_equal(fg_rules_load(ctx, dir), FG_OK);
+        fg_graph *g;
+        fg_plan *p;
+        assert_int_equal(fg_graph_parse(ctx, "g.yaml", GRAPH, strlen(GRAPH), &g), FG_OK);
+        assert_int_equal(fg_plan_build(ctx, g, &p), FG_OK);
+        for (int k = 0; k < p->ngroups; k++) {
+            fg_kernel K;
+            memset(&K, 0, sizeof K);
+            fg_emit_opts eo = {.specialize = 1};
+            fg_status st = fg_emit_group(ctx, p, k, &eo, &K);
+            if (st == FG_OK) {   /* a group without the hook */
+                assert_null(strstr(K.source, "constructor"));
+                assert_null(strstr(K.source, "#include \"/etc"));
+            } else {
+                assert_int_equal(st, FG_ERR_HOOK);
+            }
+            fg_kernel_free(&K);
+        }
+        assert_true(tu_has_error(ctx, "h.lua:1:1: error: hook 'relu_text' returned '"));
+        assert_true(tu_has_error(ctx, "which is not an expression over v and c"));
+        assert_true(tu_has_error(ctx, "(called from "));
+        fg_compile_options co = {.device = FG_DEVICE_EMU};
+        fg_exec *e = NULL;
+        assert_int_equal(fg_plan_compile(ctx, p, &co, &e), FG_ERR_HOOK);
+        assert_null(e);
+        fg_plan_free(p);
+        fg_graph_free(g);
+        fg_context_free(ctx);
+        tu_rmtree(dir);
+        free(dir);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hooks_shape_kernels),
         cmocka_unit_test(test_bad_params_hook),
+        cmocka_unit_test(test_injection_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
