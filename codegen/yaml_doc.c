@@ -3,17 +3,22 @@
  * and provides the typed, located accessors the loaders use.  Input is
  * bounded: nesting deeper than FG_YAML_MAX_DEPTH stops the parse (libyaml's
  * scanner takes time quadratic in the depth of flow collections, so the
- * stop comes as soon as the depth is reached), and an alias may not name a
- * collection that is still open (the tree would contain itself).
+ * stop comes as soon as the depth is reached), an alias may not name a
+ * collection that is still open (the tree would contain itself), and
+ * aliases may not make the tree a walker sees larger than the file by more
+ * than FG_YAML_MAX_ALIAS_NODES nodes (each use of an anchor counts the nodes
+ * under it: "billion laughs").  Anchors are found by hash.
  */
 #include "yaml_doc.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 #include <yaml.h>
 
 #include "util.h"
@@ -72,9 +77,15 @@ static fg_status parse_error(fg_context *ctx, fg_ydoc *d, const yaml_parser_t *p
 }
 
 typedef struct anchor {
-    char *name;
-    fg_ynode *node;
+    UT_hash_handle hh;
+    fg_ynode *node;       /* the latest node of that name */
+    char name[];
 } anchor;
+
+static unsigned long long sat_add(unsigned long long a, unsigned long long b)
+{
+    return a > ULLONG_MAX - b ? ULLONG_MAX : a + b;
+}
 
 fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, size_t len, fg_ydoc **out)
 {
@@ -83,8 +94,8 @@ fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, siz
     fg_ydoc *d = fg_xcalloc(1, sizeof *d);
     fg_ynode **stack = NULL;
     int nstack = 0, stack_cap = 0, docs_cap = 0;
-    anchor *anchors = NULL;
-    int nanchors = 0, anchors_cap = 0;
+    anchor *anchors = NULL;   /* uthash on name */
+    unsigned long long nreal = 0, expanded = 0;   /* nodes in the file; in the tree as walked */
     fg_status st = FG_OK;
     int done = 0;
 
@@ -138,13 +149,21 @@ fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, siz
             break;
         case YAML_ALIAS_EVENT: {
             const char *a = (const char *)ev.data.alias.anchor;
-            for (int i = nanchors - 1; i >= 0 && !n; i--)
-                if (strcmp(anchors[i].name, a) == 0)
-                    n = anchors[i].node;
+            anchor *an = NULL;
+            HASH_FIND_STR(anchors, a, an);
+            n = an ? an->node : NULL;
             fg_loc loc = {d->file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1};
             if (!n) {
                 st = fg_diag_error(ctx, FG_ERR_INPUT, loc, "unknown alias '*%s'", a);
                 done = 1;
+                break;
+            }
+            expanded = sat_add(expanded, n->weight);
+            if (expanded - nreal > FG_YAML_MAX_ALIAS_NODES) {
+                st = fg_diag_error(ctx, FG_ERR_INPUT, loc, "aliases expand the document by more than %d nodes "
+                                   "(alias '*%s')", FG_YAML_MAX_ALIAS_NODES, a);
+                done = 1;
+                n = NULL;
                 break;
             }
             for (int i = 0; i < nstack; i++) {
@@ -159,25 +178,41 @@ fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, siz
             break;
         }
         case YAML_MAPPING_END_EVENT:
-            stack[nstack - 1]->n /= 2; /* items counted while building; pairs from now on */
-            nstack--;
-            break;
         case YAML_SEQUENCE_END_EVENT:
+            if (ev.type == YAML_MAPPING_END_EVENT)
+                stack[nstack - 1]->n /= 2; /* items counted while building; pairs from now on */
             nstack--;
+            if (nstack > 0)   /* a finished collection weighs in its parent */
+                stack[nstack - 1]->weight = sat_add(stack[nstack - 1]->weight, stack[nstack]->weight);
             break;
         default:
             break;
         }
+        if (n && ev.type != YAML_ALIAS_EVENT) {
+            nreal++;
+            expanded = sat_add(expanded, 1);
+            n->weight = 1;
+        }
         if (anchor_name && n) {
-            anchor *an = FG_PUSH(anchors, nanchors, anchors_cap);
-            an->name = fg_xstrdup(anchor_name);
-            an->node = n;
+            anchor *an = NULL;
+            HASH_FIND_STR(anchors, anchor_name, an);
+            if (!an) {
+                size_t k = strlen(anchor_name);
+                an = fg_xmalloc(sizeof *an + k + 1);
+                memcpy(an->name, anchor_name, k + 1);
+                HASH_ADD(hh, anchors, name[0], k, an);
+            }
+            an->node = n;   /* a later anchor of the same name wins */
         }
         if (n) {
-            if (nstack > 0)
+            if (nstack > 0) {
                 node_push(stack[nstack - 1], n);
-            else
+                /* a scalar or an alias weighs in now; a collection when it ends */
+                if (ev.type == YAML_SCALAR_EVENT || ev.type == YAML_ALIAS_EVENT)
+                    stack[nstack - 1]->weight = sat_add(stack[nstack - 1]->weight, n->weight);
+            } else {
                 *FG_PUSH(d->docs, d->ndocs, docs_cap) = n;
+            }
             /* An alias to a container does not reopen it. */
             if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT)
                 *FG_PUSH(stack, nstack, stack_cap) = n;
@@ -185,9 +220,11 @@ fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, siz
         yaml_event_delete(&ev);
     }
     yaml_parser_delete(&p);
-    for (int i = 0; i < nanchors; i++)
-        free(anchors[i].name);
-    free(anchors);
+    anchor *an, *tmp;
+    HASH_ITER(hh, anchors, an, tmp) {
+        HASH_DEL(anchors, an);
+        free(an);
+    }
     free(stack);
     if (st != FG_OK) {
         fg_ydoc_free(d);

@@ -41,6 +41,7 @@ struct fg_ynode {
     int n;                 /* SEQ: item count; MAP: pair count */
     fg_ynode **items;      /* SEQ: items[i]; MAP: items[2i] = key, items[2i+1] = value */
     int cap;
+    unsigned long long weight; /* nodes in the tree under this one, aliases expanded (saturating) */
     fg_ynode *next_alloc;  /* every node of a document, for freeing */
 };
 
@@ -53,12 +54,15 @@ typedef struct fg_ydoc {
 
 /* Deepest nesting of sequences and mappings a document may have. */
 #define FG_YAML_MAX_DEPTH 64
+/* How many nodes aliases may add to the tree beyond those in the file. */
+#define FG_YAML_MAX_ALIAS_NODES 1000000
 
 /* Parses YAML text (a stream of documents).  file is the name used in
  * locations (interned here).  On a syntax error records one located error
  * (libyaml's problem at its problem mark; tab indentation gets a hint) and
  * returns FG_ERR_INPUT with *out NULL; so does nesting deeper than
- * FG_YAML_MAX_DEPTH and an alias to a collection that contains it. */
+ * FG_YAML_MAX_DEPTH, an alias to a collection that contains it, and aliases
+ * adding more than FG_YAML_MAX_ALIAS_NODES nodes to the tree. */
 fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, size_t len, fg_ydoc **out);
 void fg_ydoc_free(fg_ydoc *d);
 

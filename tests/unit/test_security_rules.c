@@ -6,7 +6,8 @@
  * a FIFO, a directory or an oversized file under a loaded name is an error,
  * never a hang or an unbounded read (rules directory, `hooks:` files, hook
  * files, graphs); YAML nested 100000 deep is refused at once; an alias may
- * not contain itself.
+ * not contain itself, and aliases may not blow the tree up ("billion
+ * laughs").
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -301,6 +302,45 @@ static void test_self_alias(void **state)
     fg_context_free(ctx);
 }
 
+/* "Billion laughs": each level names the previous one ten times, so nine
+ * levels would be a tree of a billion nodes for a loader to walk (and a
+ * graph loader would allocate each expanded weight).  Refused at the alias
+ * that crosses the limit; a few reuses are fine. */
+static void test_alias_expansion(void **state)
+{
+    (void)state;
+    fg_buf b = {0};
+    fg_buf_put(&b, "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for (int i = 1; i < 10; i++) {
+        fg_buf_printf(&b, "l%d: &l%d [", i, i);
+        for (int k = 0; k < 10; k++)
+            fg_buf_printf(&b, "%s*l%d", k ? ", " : "", i - 1);
+        fg_buf_put(&b, "]\n");
+    }
+    fg_context *ctx = tu_ctx_empty();
+    fg_ydoc *d = NULL;
+    double t0 = now_s();
+    assert_int_equal(fg_ydoc_parse(ctx, "laughs.yaml", b.s, b.len, &d), FG_ERR_INPUT);
+    assert_true(now_s() - t0 < 2.0);
+    assert_null(d);
+    /* l4 stands for 111111 nodes: the eighth of them in l5 crosses the limit */
+    assert_true(tu_has_error(ctx, "laughs.yaml:6:45: error: aliases expand the document by more than 1000000 "
+                                  "nodes (alias '*l4')"));
+    fg_context_free(ctx);
+    fg_buf_free(&b);
+
+    /* the same anchor name twice: the later one wins; three levels are fine */
+    const char *ok = "a: &x [1, 2]\nb: &x [3]\nc: *x\nd: &y [*x, *x, *x]\ne: [*y, *y]\n";
+    ctx = tu_ctx_empty();
+    assert_int_equal(fg_ydoc_parse(ctx, "ok.yaml", ok, strlen(ok), &d), FG_OK);
+    const fg_ynode *c = fg_ymap_get(d->docs[0], "c");
+    assert_int_equal(c->n, 1);
+    assert_string_equal(c->items[0]->str, "3");
+    assert_int_equal(fg_ymap_get(d->docs[0], "e")->items[1]->n, 3);
+    fg_ydoc_free(d);
+    fg_context_free(ctx);
+}
+
 /* fg_escape_name and the file-name check themselves. */
 static void test_name_helpers(void **state)
 {
@@ -323,7 +363,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unsafe_file_names), cmocka_unit_test(test_fifo_and_special_files),
         cmocka_unit_test(test_graph_and_hook_paths), cmocka_unit_test(test_deep_yaml),
-        cmocka_unit_test(test_self_alias), cmocka_unit_test(test_name_helpers),
+        cmocka_unit_test(test_self_alias), cmocka_unit_test(test_alias_expansion),
+        cmocka_unit_test(test_name_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
