@@ -318,7 +318,13 @@ fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash
     } else if (expr) {
         const char *src;
         if (fg_yget_str(ctx, expr, "expr", &src)) {
-            op->expr_src = fg_intern(ctx, src);
+            /* the text is quoted in comments of generated source: one line */
+            char *flat = fg_xstrdup(src);
+            for (char *c = flat; *c; c++)
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                    *c = ' ';
+            op->expr_src = fg_intern(ctx, flat);
+            free(flat);
             if (ctx->nerrors == errs0) {
                 const char *vars[FG_MAX_INPUTS + FG_MAX_ATTRS];
                 int nv = 0;

@@ -7,7 +7,8 @@
  * never a hang or an unbounded read (rules directory, `hooks:` files, hook
  * files, graphs); YAML nested 100000 deep is refused at once; an alias may
  * not contain itself, and aliases may not blow the tree up ("billion
- * laughs").
+ * laughs"); an op's expression text quoted in a comment of generated source
+ * stays on one line.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "emit.h"
 #include "hook.h"
 #include "input_file.h"
 #include "testutil.h"
@@ -341,6 +343,51 @@ static void test_alias_expansion(void **state)
     fg_context_free(ctx);
 }
 
+/* An op's expression text is quoted in a comment of the generated source:
+ * written over several lines in the YAML, it stays on the comment's line
+ * (a newline would end the comment and make the rest of the text code). */
+static void test_comment_text_one_line(void **state)
+{
+    (void)state;
+    char *dir = tu_vocab_dir();
+    free(tu_write(dir, "mine.yaml",
+                  "op: twoline\nkind: pointwise\nexpr: \"x > 0\\n  ? x\\r\\n  : 0\"\n---\n"
+                  "rule: conv_twoline\npriority: 99\nmatch:\n  - conv: { op: conv2d }\n  - act: { op: twoline }\n"
+                  "kernel:\n  template: conv2d\n  epilogue:\n    - apply: act\n"));
+    fg_context *ctx = tu_ctx_empty();
+    fg_status st = fg_rules_load(ctx, dir);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    static const char graph[] =
+        "graph: g\ninputs: [ { name: x, shape: [1, 4, 6, 6] } ]\nweights: [ { name: w, shape: [4, 4, 3, 3] } ]\n"
+        "nodes:\n  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n"
+        "  - { name: t, op: twoline, inputs: [c] }\noutputs: [t]\n";
+    fg_graph *g;
+    fg_plan *p;
+    assert_int_equal(fg_graph_parse(ctx, "g.yaml", graph, strlen(graph), &g), FG_OK);
+    assert_int_equal(fg_plan_build(ctx, g, &p), FG_OK);
+    assert_int_equal(p->ngroups, 1);
+    fg_kernel K;
+    memset(&K, 0, sizeof K);
+    fg_emit_opts eo = {.specialize = 1};
+    st = fg_emit_group(ctx, p, 0, &eo, &K);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    const char *line = strstr(K.source, "// epilogue: apply t: ");
+    assert_non_null(line);
+    const char *eol = strchr(line, '\n');
+    assert_non_null(eol);
+    assert_true(eol - line == (ptrdiff_t)strlen("// epilogue: apply t: x > 0   ? x    : 0"));
+    fg_kernel_free(&K);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_context_free(ctx);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* fg_escape_name and the file-name check themselves. */
 static void test_name_helpers(void **state)
 {
@@ -364,7 +411,7 @@ int main(void)
         cmocka_unit_test(test_unsafe_file_names), cmocka_unit_test(test_fifo_and_special_files),
         cmocka_unit_test(test_graph_and_hook_paths), cmocka_unit_test(test_deep_yaml),
         cmocka_unit_test(test_self_alias), cmocka_unit_test(test_alias_expansion),
-        cmocka_unit_test(test_name_helpers),
+        cmocka_unit_test(test_comment_text_one_line), cmocka_unit_test(test_name_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
