@@ -15,6 +15,7 @@
 #include "context.h"
 #include "input_file.h"
 #include "load.h"
+#include "onnx_load.h"
 #include "shape.h"
 
 static const char *const graph_keys[] = {"graph", "seed", "dtype", "layout", "inputs", "weights", "nodes", "outputs"};
@@ -776,6 +777,8 @@ done:
 
 FG_API fg_status fg_graph_parse(fg_context *ctx, const char *name, const char *text, size_t len, fg_graph **out)
 {
+    if (text && fg_onnx_is_model_data(text, len))   /* a serialized ONNX model (onnx_load.c) */
+        return fg_graph_load_onnx_memory(ctx, name, text, len, NULL, out);
     return load(ctx, name ? name : "<graph>", text, len, NULL, out);
 }
 
@@ -783,6 +786,8 @@ FG_API fg_status fg_graph_load(fg_context *ctx, const char *path, fg_graph **out
 {
     size_t len;
     *out = NULL;
+    if (path && fg_onnx_is_model_file(path))         /* .onnx, or ONNX content (onnx_load.c) */
+        return fg_graph_load_onnx(ctx, path, NULL, out);
     char why[160];
     char *text = fg_read_input_file(path, FG_GRAPH_FILE_MAX, &len, why, sizeof why);
     if (!text)

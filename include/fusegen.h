@@ -164,6 +164,36 @@ FG_API fg_status fg_graph_parse(fg_context *ctx, const char *name, const char *t
                                 size_t len, fg_graph **out);
 FG_API void fg_graph_free(fg_graph *g);
 
+/* ---- ONNX models (docs/onnx.md) -----------------------------------------
+ * fg_graph_load also reads an ONNX file (recognised by its content, or by a
+ * .onnx name) with default options.  Operators map onto the loaded
+ * vocabulary (rules/ops.yaml, rules/pointwise.yaml, rules/onnx_ops.yaml);
+ * initializers and Constant nodes become weights.  An unsupported operator
+ * or attribute is an error, never dropped. */
+
+/* The value of one symbolic dimension (an input's dim_param), e.g. {"batch", 4}. */
+typedef struct fg_onnx_dim {
+    const char *name;
+    int64_t value;           /* 1 .. 2^31 */
+} fg_onnx_dim;
+
+/* Zeroed = defaults.  size: 0 or sizeof(fg_onnx_options), as in fg_options. */
+typedef struct fg_onnx_options {
+    int ndims;
+    const fg_onnx_dim *dims; /* symbolic dimensions not listed here are 1 */
+    const char *base_dir;    /* fg_graph_load_onnx_memory: directory that external data files are
+                                resolved against; NULL: external data is refused */
+    size_t size;             /* 0 or sizeof(fg_onnx_options) */
+} fg_onnx_options;
+
+/* Loads an ONNX model file; external data files are resolved relative to
+ * the model's directory and may not leave it.  o may be NULL. */
+FG_API fg_status fg_graph_load_onnx(fg_context *ctx, const char *path, const fg_onnx_options *o, fg_graph **out);
+/* Same, from a serialized ModelProto in memory; name is used in error
+ * locations.  data is not kept. */
+FG_API fg_status fg_graph_load_onnx_memory(fg_context *ctx, const char *name, const void *data, size_t len,
+                                           const fg_onnx_options *o, fg_graph **out);
+
 /* Matches the loaded rules on a graph and returns the fused groups, with the
  * graph's parameters folded.  The input graph is not modified; the plan
  * borrows its unmodified weights, so the graph must outlive the plan. */

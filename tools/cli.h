@@ -15,6 +15,7 @@ int cmd_emit(int argc, char **argv);     /* fusegen emit GRAPH (-o DIR | --group
 int cmd_compile(int argc, char **argv);  /* fusegen compile GRAPH [--arch sm_XX] */
 int cmd_cache(int argc, char **argv);    /* fusegen cache stats|ls|clear|explain KEY */
 int cmd_run(int argc, char **argv);      /* fusegen run GRAPH [--device auto|cuda|emu] [--check] */
+int cmd_import(int argc, char **argv);   /* fusegen import MODEL.onnx -o GRAPH.yaml */
 
 /* Exit code for a status: 0 ok, 2 input/hook errors, 1 anything else. */
 int cli_exit_code(fg_status st);
@@ -27,6 +28,14 @@ fg_context *cli_context(const char *rules_dir, const fg_options *base, int *exit
 /* Loads ctx's rules then graph path and builds its plan; on failure prints
  * errors and returns the exit code (0 on success). */
 int cli_load_plan(fg_context *ctx, const char *path, fg_graph **g, fg_plan **p);
+/* `--dim NAME=N` (any number, after the command): values of an ONNX model's
+ * symbolic dimensions.  cli_take_dims removes them from argv (fusegen.c,
+ * before dispatch) and returns 0, or prints a usage error and returns 2;
+ * cli_onnx_options gives them to the loaders (NULL when none were given). */
+int cli_take_dims(int *argc, char **argv);
+const fg_onnx_options *cli_onnx_options(void);
+/* Loads a graph: YAML, or ONNX with the --dim values. */
+fg_status cli_load_graph(fg_context *ctx, const char *path, fg_graph **g);
 /* Option parsing helper: if argv[*i] is `name` takes the next argument into
  * *val (missing value: usage error, returns -1); returns 1 when matched, 0 if not. */
 int cli_opt(int argc, char **argv, int *i, const char *name, const char **val);

@@ -1,6 +1,7 @@
 /* cmd_common.c -- helpers shared by the subcommands (see cli.h). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -48,11 +49,55 @@ fg_context *cli_context(const char *rules_dir, const fg_options *base, int *exit
     return ctx;
 }
 
+/* --dim values (cli_take_dims); names point into argv. */
+static fg_onnx_dim cli_dims[64];
+static fg_onnx_options cli_onnx = {.dims = cli_dims, .size = sizeof(fg_onnx_options)};
+
+int cli_take_dims(int *argc, char **argv)
+{
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *v = NULL;
+        if (strcmp(argv[i], "--dim") == 0) {
+            if (i + 1 >= *argc)
+                return cli_usage("--dim needs NAME=N");
+            v = argv[++i];
+        } else if (strncmp(argv[i], "--dim=", 6) == 0) {
+            v = argv[i] + 6;
+        } else {
+            argv[out++] = argv[i];
+            continue;
+        }
+        char *eq = strchr(v, '='), *end;
+        if (!eq || eq == v)
+            return cli_usage("--dim takes NAME=N, not '%s'", v);
+        long long n = strtoll(eq + 1, &end, 10);
+        if (*end || !eq[1] || n < 1 || n > (1ll << 31))
+            return cli_usage("--dim %s: the value must be an integer from 1 to 2^31", v);
+        if (cli_onnx.ndims >= (int)(sizeof cli_dims / sizeof cli_dims[0]))
+            return cli_usage("too many --dim options");
+        *eq = 0;   /* argv strings are writable */
+        cli_dims[cli_onnx.ndims++] = (fg_onnx_dim){v, n};
+    }
+    argv[out] = NULL;
+    *argc = out;
+    return 0;
+}
+
+const fg_onnx_options *cli_onnx_options(void) { return cli_onnx.ndims ? &cli_onnx : NULL; }
+
+fg_status cli_load_graph(fg_context *ctx, const char *path, fg_graph **g)
+{
+    if (cli_onnx.ndims)   /* --dim: the file must be an ONNX model */
+        return fg_graph_load_onnx(ctx, path, &cli_onnx, g);
+    return fg_graph_load(ctx, path, g);
+}
+
 int cli_load_plan(fg_context *ctx, const char *path, fg_graph **g, fg_plan **p)
 {
     *g = NULL;
     *p = NULL;
-    fg_status st = fg_graph_load(ctx, path, g);
+    fg_status st = cli_load_graph(ctx, path, g);
     if (st == FG_OK)
         st = fg_plan_build(ctx, *g, p);
     if (st != FG_OK) {

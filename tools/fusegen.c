@@ -20,6 +20,7 @@ static const command commands[] = {
     {"compile", cmd_compile, "compile GRAPH [--rules DIR] [--arch sm_XX] [--jobs N]  JIT-compile a plan's kernels"},
     {"cache", cmd_cache, "cache stats|ls|clear|explain KEY                      inspect the kernel cache"},
     {"run", cmd_run, "run GRAPH [--device auto|cuda|emu] [--check] [--seed N]  run a plan, check numerics"},
+    {"import", cmd_import, "import MODEL.onnx -o GRAPH.yaml [--weights-dir DIR]     write an ONNX model as a YAML graph"},
 };
 
 static void usage(FILE *f)
@@ -27,6 +28,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: fusegen COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %s\n", commands[i].usage);
+    fprintf(f, "\nGRAPH is a YAML graph or an ONNX model; --dim NAME=N sets an ONNX symbolic dimension (default 1).\n");
     fprintf(f, "\nfusegen --version prints the version.  Exit codes: 0 ok, 1 failure, 2 bad input.\n");
 }
 
@@ -44,9 +46,10 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    int sub_argc = argc - 1;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name))   /* --dim NAME=N: ONNX symbolic dimensions, any command */
+            return cli_take_dims(&sub_argc, argv + 1) ? 2 : commands[i].run(sub_argc, argv + 1);
     const char *names[sizeof commands / sizeof commands[0]];
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         names[i] = commands[i].name;

@@ -1,0 +1,2121 @@
+/*
+ * onnx_load.c -- model graphs from ONNX (contract in onnx_load.h, format
+ * notes in docs/onnx.md): decoding with protobuf-c, tensors in every
+ * encoding exporters write (raw_data, typed fields, external files),
+ * symbolic dimensions, and the mapping of each supported operator onto the
+ * loaded vocabulary.
+ */
+#include "onnx_load.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#include <onnx/onnx.pb-c.h>
+
+#include "context.h"
+#include "shape.h"
+
+/* ONNX TensorProto.DataType values used here. */
+enum {
+    DT_FLOAT = 1,
+    DT_INT32 = 6,
+    DT_INT64 = 7,
+    DT_FLOAT16 = 10,
+    DT_DOUBLE = 11,
+    DT_BFLOAT16 = 16,
+};
+
+/* Nesting of messages allowed in a model (a graph in an attribute in a node
+ * in a graph ... counts one per message). */
+#define PB_MAX_DEPTH 64
+
+/* ---- recognising a model ------------------------------------------------ */
+
+int fg_onnx_is_model_data(const void *data, size_t len)
+{
+    return data && len >= 2 && ((const unsigned char *)data)[0] == 0x08;
+}
+
+int fg_onnx_is_model_file(const char *path)
+{
+    if (!path)
+        return 0;
+    size_t n = strlen(path);
+    if (n >= 5 && strcmp(path + n - 5, ".onnx") == 0)
+        return 1;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    unsigned char head[2];
+    int r = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, head, 2, 0) == 2 &&
+            fg_onnx_is_model_data(head, 2);
+    close(fd);
+    return r;
+}
+
+/* Reads at most max bytes of the regular file path (a FIFO or device is
+ * refused without reading); malloc'd, or NULL with a reason in why. */
+static unsigned char *read_regular(const char *path, size_t max, size_t *len, char *why, size_t whysz)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, whysz, "%s", strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    unsigned char *buf = NULL;
+    if (fstat(fd, &st) != 0) {
+        snprintf(why, whysz, "%s", strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        snprintf(why, whysz, "not a regular file");
+    } else if ((uint64_t)st.st_size > max) {
+        snprintf(why, whysz, "is %lld bytes, more than the limit of %zu", (long long)st.st_size, max);
+    } else {
+        size_t n = (size_t)st.st_size, got = 0;
+        buf = fg_xmalloc(n + 1);
+        while (got < n) {
+            ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                snprintf(why, whysz, "%s", r < 0 ? strerror(errno) : "file shrank while read");
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            got += (size_t)r;
+        }
+        if (buf)
+            *len = n;
+    }
+    close(fd);
+    return buf;
+}
+
+/* ---- nesting guard ------------------------------------------------------ *
+ * protobuf-c decodes nested messages recursively without a depth limit, so a
+ * crafted file of deeply nested graphs could exhaust the stack.  Before
+ * decoding, the wire format is walked with the generated descriptors only to
+ * measure how deep messages nest; anything malformed is left to protobuf-c
+ * to refuse. */
+
+static int pb_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (int s = 0; s < 64 && *p < end; s += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << s;
+        if (!(b & 0x80))
+            return 1;
+    }
+    return 0;
+}
+
+/* 0 when messages nest deeper than PB_MAX_DEPTH; 1 otherwise (also when
+ * the bytes are malformed: protobuf-c reports that). */
+static int pb_depth_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end, int depth)
+{
+    if (depth > PB_MAX_DEPTH)
+        return 0;
+    while (p < end) {
+        uint64_t key, v;
+        if (!pb_varint(&p, end, &key))
+            return 1;
+        switch (key & 7) {
+        case 0:
+            if (!pb_varint(&p, end, &v))
+                return 1;
+            break;
+        case 1:
+            if (end - p < 8)
+                return 1;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4)
+                return 1;
+            p += 4;
+            break;
+        case 2: {
+            if (!pb_varint(&p, end, &v) || v > (uint64_t)(end - p))
+                return 1;
+            const ProtobufCFieldDescriptor *f =
+                key >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3)) : NULL;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && !pb_depth_ok(f->descriptor, p, p + v, depth + 1))
+                return 0;
+            p += v;
+            break;
+        }
+        default:
+            return 1;
+        }
+    }
+    return 1;
+}
+
+/* ---- the loader's state --------------------------------------------------- */
+
+typedef enum vkind { V_TENSOR = 0, V_CONST } vkind;
+
+/* What an ONNX value name stands for: a graph tensor or a constant. */
+typedef struct value {
+    UT_hash_handle hh;
+    const char *name;      /* the ONNX name (owned by the decoded model) */
+    vkind kind;
+    int idx;               /* tensor index or constant index */
+} value;
+
+/* A constant (initializer or Constant node output): values decoded. */
+typedef struct konst {
+    const char *name;      /* ONNX name */
+    int dtype;             /* ONNX data type */
+    int rank;              /* may be 0 (a scalar) */
+    int64_t shape[FG_MAX_RANK];
+    int64_t numel;
+    float *f;              /* float types */
+    int64_t *i;            /* integer types */
+    int weight;            /* graph tensor made from it, or -1 */
+} konst;
+
+/* A set of names (sanitized graph names in use). */
+typedef struct name_ent {
+    UT_hash_handle hh;
+    char *name;
+} name_ent;
+
+typedef struct loader {
+    fg_context *ctx;
+    fg_graph *g;
+    const char *file;          /* interned, for locations */
+    fg_loc loc;
+    const char *base_dir;      /* external data root, or NULL */
+    const fg_onnx_options *opts;
+    int opset;
+    value *values;
+    konst *consts;
+    int nconsts, consts_cap;
+    name_ent *tnames, *nnames; /* tensor and node names in use */
+    const char **tensor_onnx;  /* per tensor: the ONNX name it was made for (NULL: derived) */
+    int tensor_onnx_cap;
+    value *used;               /* ONNX names read by some node or listed as graph outputs */
+    value *outs;               /* ONNX names of the graph outputs */
+    int errs0;                 /* the context's error count when the load began */
+    int unknown;               /* tensor index of the "unknown" placeholder (after an error), or -1 */
+} loader;
+
+/* One node being converted. */
+typedef struct nctx {
+    loader *L;
+    int idx;
+    const Onnx__NodeProto *n;
+    char label[256];           /* "node 12 'Conv_3' (Conv)" */
+    int bad;
+    int nout_defined;          /* outputs 0 .. nout_defined-1 were defined by the converter */
+} nctx;
+
+static fg_status nerr(nctx *nc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static fg_status nerr(nctx *nc, const char *fmt, ...)
+{
+    fg_buf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    fg_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    fg_diag_error(nc->L->ctx, FG_ERR_INPUT, nc->L->loc, "%s: %s", nc->label, b.s);
+    fg_buf_free(&b);
+    nc->bad = 1;
+    return FG_ERR_INPUT;
+}
+
+static fg_status lerr(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static fg_status lerr(loader *L, const char *fmt, ...)
+{
+    fg_buf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    fg_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    fg_diag_error(L->ctx, FG_ERR_INPUT, L->loc, "%s", b.s);
+    fg_buf_free(&b);
+    return FG_ERR_INPUT;
+}
+
+/* A name for messages: bytes outside printable ASCII (and the quote and
+ * backslash) as \xHH, cut with "..." when it does not fit. */
+static const char *esc(const char *s, char *buf, size_t size)
+{
+    size_t at = 0;
+    for (s = s ? s : ""; *s && at + 8 < size; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c >= 0x7f || c == '\\' || c == '\'')
+            at += (size_t)snprintf(buf + at, size - at, "\\x%02x", c);
+        else
+            buf[at++] = (char)c;
+    }
+    if (*s && size > 4)
+        at = (at < size - 4 ? at : size - 4) + (size_t)snprintf(buf + (at < size - 4 ? at : size - 4), 4, "...");
+    buf[at < size ? at : size - 1] = 0;
+    return buf;
+}
+
+static value *vfind(value *t, const char *name)
+{
+    value *v;
+    HASH_FIND_STR(t, name, v);
+    return v;
+}
+
+static void vset(value **t, const char *name, vkind kind, int idx)
+{
+    value *v = vfind(*t, name);
+    if (!v) {
+        v = fg_xcalloc(1, sizeof *v);
+        v->name = name;
+        HASH_ADD_KEYPTR(hh, *t, v->name, strlen(v->name), v);
+    }
+    v->kind = kind;
+    v->idx = idx;
+}
+
+static void vfree(value **t)
+{
+    value *v, *tmp;
+    HASH_ITER(hh, *t, v, tmp) {
+        HASH_DEL(*t, v);
+        free(v);
+    }
+}
+
+static int name_taken(name_ent *t, const char *s)
+{
+    name_ent *e;
+    HASH_FIND_STR(t, s, e);
+    return e != NULL;
+}
+
+/* A graph name for raw: sanitized, unique in *set, interned. */
+static const char *unique_name(loader *L, name_ent **set, const char *raw)
+{
+    fg_buf b = {0};
+    const char *s = raw && *raw ? raw : "t";
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+        fg_buf_put(&b, "t_");
+    for (const char *c = s; *c && b.len < 200; c++) {
+        char ch = *c;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+                 ch == '.';
+        fg_buf_putn(&b, ok ? &ch : "_", 1);
+    }
+    size_t base = b.len;
+    for (int k = 2; name_taken(*set, b.s); k++) {
+        b.len = base;
+        b.s[base] = 0;
+        fg_buf_printf(&b, "_%d", k);
+    }
+    name_ent *e = fg_xcalloc(1, sizeof *e);
+    e->name = fg_buf_take(&b);
+    HASH_ADD_KEYPTR(hh, *set, e->name, strlen(e->name), e);
+    return fg_intern(L->ctx, e->name);
+}
+
+static void names_free(name_ent **t)
+{
+    name_ent *e, *tmp;
+    HASH_ITER(hh, *t, e, tmp) {
+        HASH_DEL(*t, e);
+        free(e->name);
+        free(e);
+    }
+}
+
+static int add_tensor(loader *L, const fg_tensor *t, const char *onnx_name)
+{
+    int idx = fg_graph_add_tensor(L->g, t);
+    fg_grow((void **)&L->tensor_onnx, &L->tensor_onnx_cap, idx + 1, sizeof *L->tensor_onnx);
+    L->tensor_onnx[idx] = onnx_name;
+    return idx;
+}
+
+/* The placeholder that stands for the outputs of a node that failed. */
+static int unknown_tensor(loader *L)
+{
+    if (L->unknown < 0) {
+        fg_tensor t = {0};
+        t.name = fg_intern(L->ctx, "<unknown>");
+        t.rank = -1;
+        t.producer = -1;
+        t.loc = L->loc;
+        L->unknown = add_tensor(L, &t, NULL);
+    }
+    return L->unknown;
+}
+
+/* Resolves rel against directory dir and returns the malloc'd real path;
+ * NULL with a reason for an absolute rel, one that resolves (after "..",
+ * "." and symbolic links) outside dir, or a missing file. */
+static char *resolve_inside(const char *dir, const char *rel, char *why, size_t whysz)
+{
+    if (rel[0] == '/') {
+        snprintf(why, whysz, "is an absolute path; it must lie in the model's directory");
+        return NULL;
+    }
+    char *joined = fg_path_join(dir, rel), *res = NULL;
+    char real_dir[PATH_MAX], real_file[PATH_MAX];
+    if (!realpath(dir, real_dir) || !realpath(joined, real_file)) {
+        snprintf(why, whysz, "%s", strerror(errno));
+    } else {
+        size_t n = strlen(real_dir);
+        if (strncmp(real_file, real_dir, n) != 0 || (real_file[n] != '/' && strcmp(real_dir, "/") != 0))
+            snprintf(why, whysz, "lies outside the model's directory; refused");
+        else
+            res = fg_xstrdup(real_file);
+    }
+    free(joined);
+    return res;
+}
+
+/* ---- tensors ---------------------------------------------------------------- */
+
+static const char *dtype_onnx_name(int dt)
+{
+    static const char *const names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32",
+                                        "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64",
+                                        "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+    return dt >= 0 && dt < (int)FG_COUNTOF(names) ? names[dt] : "an unknown type";
+}
+
+static int dtype_is_float(int dt) { return dt == DT_FLOAT || dt == DT_FLOAT16 || dt == DT_BFLOAT16 || dt == DT_DOUBLE; }
+
+static int elem_size(int dt)
+{
+    switch (dt) {
+    case DT_FLOAT:
+    case DT_INT32: return 4;
+    case DT_INT64:
+    case DT_DOUBLE: return 8;
+    case DT_FLOAT16:
+    case DT_BFLOAT16: return 2;
+    default: return 0;
+    }
+}
+
+/* fusegen dtype of an ONNX float type; -1 for others. */
+static int fg_dtype_of(int dt)
+{
+    return dt == DT_FLOAT ? FG_DTYPE_F32 : dt == DT_FLOAT16 ? FG_DTYPE_F16 : dt == DT_BFLOAT16 ? FG_DTYPE_BF16 : -1;
+}
+
+static float half_to_float(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
+    if (e == 0) {
+        float f = ldexpf((float)m, -24);
+        return s ? -f : f;
+    }
+    if (e == 31)
+        bits = s | 0x7f800000u | (m << 13);
+    else
+        bits = s | ((e + 112) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static float bf16_to_float(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static uint64_t le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Decodes n little-endian elements of type dt from bytes into k. */
+static void decode_bytes(konst *k, const uint8_t *p, int64_t n)
+{
+    int es = elem_size(k->dtype);
+    for (int64_t j = 0; j < n; j++, p += es) {
+        uint64_t v = le(p, es);
+        switch (k->dtype) {
+        case DT_FLOAT: {
+            uint32_t u = (uint32_t)v;
+            memcpy(&k->f[j], &u, 4);
+            break;
+        }
+        case DT_DOUBLE: {
+            double d;
+            memcpy(&d, &v, 8);
+            k->f[j] = (float)d;
+            break;
+        }
+        case DT_FLOAT16: k->f[j] = half_to_float((uint16_t)v); break;
+        case DT_BFLOAT16: k->f[j] = bf16_to_float((uint16_t)v); break;
+        case DT_INT32: k->i[j] = (int32_t)(uint32_t)v; break;
+        case DT_INT64: k->i[j] = (int64_t)v; break;
+        default: break;
+        }
+    }
+}
+
+/* Reads the external data of tensor t (what: for messages) into k. */
+static int read_external(loader *L, const Onnx__TensorProto *t, konst *k, const char *what)
+{
+    const char *location = NULL;
+    int64_t offset = 0, length = -1;
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = t->external_data[i];
+        if (!e->key || !e->value)
+            continue;
+        char *end;
+        if (strcmp(e->key, "location") == 0) {
+            location = e->value;
+        } else if (strcmp(e->key, "offset") == 0 || strcmp(e->key, "length") == 0) {
+            errno = 0;
+            long long v = strtoll(e->value, &end, 10);
+            if (errno || *end || !*e->value || v < 0) {
+                lerr(L, "%s: external data %s '%s' is not a non-negative integer", what, e->key, e->value);
+                return 0;
+            }
+            if (e->key[0] == 'o')
+                offset = v;
+            else
+                length = v;
+        }
+    }
+    char b1[300];
+    if (!location || !*location) {
+        lerr(L, "%s: external data without a location", what);
+        return 0;
+    }
+    if (!L->base_dir) {
+        lerr(L, "%s: external data file '%s' cannot be read: the model was given in memory without a base "
+                "directory", what, esc(location, b1, sizeof b1));
+        return 0;
+    }
+    char why[200], *real_file = resolve_inside(L->base_dir, location, why, sizeof why);
+    int ok = 0;
+    if (!real_file) {
+        lerr(L, "%s: external data file '%s' %s%s", what, esc(location, b1, sizeof b1),
+             strchr(why, ' ') ? "" : ": ", why);
+        return 0;
+    }
+    int64_t need = k->numel * elem_size(k->dtype);
+    if (length >= 0 && length != need) {
+        lerr(L, "%s: external data length %lld does not match %lld elements of %s (%lld bytes)", what,
+             (long long)length, (long long)k->numel, dtype_onnx_name(k->dtype), (long long)need);
+        goto out;
+    }
+    int fd = open(real_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        lerr(L, "%s: external data file '%s' %s", what, esc(location, b1, sizeof b1),
+             fd < 0 ? strerror(errno) : "is not a regular file");
+        if (fd >= 0)
+            close(fd);
+        goto out;
+    }
+    if (offset > st.st_size || need > st.st_size - offset) {
+        lerr(L, "%s: external data file '%s' holds %lld bytes; the tensor needs %lld at offset %lld", what,
+             esc(location, b1, sizeof b1), (long long)st.st_size, (long long)need, (long long)offset);
+        close(fd);
+        goto out;
+    }
+    uint8_t *buf = fg_xmalloc((size_t)need + 1);
+    int64_t got = 0;
+    while (got < need) {
+        ssize_t r = pread(fd, buf + got, (size_t)(need - got), (off_t)(offset + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += r;
+    }
+    close(fd);
+    if (got != need) {
+        lerr(L, "%s: external data file '%s': short read", what, esc(location, b1, sizeof b1));
+        free(buf);
+        goto out;
+    }
+    decode_bytes(k, buf, k->numel);
+    free(buf);
+    ok = 1;
+out:
+    free(real_file);
+    return ok;
+}
+
+/* Decodes TensorProto t into a new constant named name; returns its index
+ * or -1 (errors reported). */
+static int decode_tensor(loader *L, const Onnx__TensorProto *t, const char *name, const char *what)
+{
+    konst k = {0};
+    k.name = name;
+    k.weight = -1;
+    k.dtype = t->has_data_type ? t->data_type : 0;
+    if (t->segment) {
+        lerr(L, "%s: segmented tensors are not supported", what);
+        return -1;
+    }
+    if (!elem_size(k.dtype)) {
+        lerr(L, "%s: element type %s is not supported (float, float16, bfloat16, double, int32, int64)", what,
+             dtype_onnx_name(k.dtype));
+        return -1;
+    }
+    if (t->n_dims > FG_MAX_RANK) {
+        lerr(L, "%s: rank %zu is more than %d", what, t->n_dims, FG_MAX_RANK);
+        return -1;
+    }
+    k.rank = (int)t->n_dims;
+    k.numel = 1;
+    for (int d = 0; d < k.rank; d++) {
+        k.shape[d] = t->dims[d];
+        if (t->dims[d] < 0 || __builtin_mul_overflow(k.numel, t->dims[d], &k.numel) ||
+            k.numel > FG_ONNX_MAX_WEIGHT_NUMEL) {
+            lerr(L, "%s: dimensions out of range (a constant may have at most %lld elements)", what,
+                 (long long)FG_ONNX_MAX_WEIGHT_NUMEL);
+            return -1;
+        }
+    }
+    int es = elem_size(k.dtype);
+    if (dtype_is_float(k.dtype))
+        k.f = fg_xcalloc((size_t)k.numel + 1, sizeof *k.f);
+    else
+        k.i = fg_xcalloc((size_t)k.numel + 1, sizeof *k.i);
+    int ok = 1;
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        ok = read_external(L, t, &k, what);
+    } else if (t->has_raw_data) {
+        if ((int64_t)t->raw_data.len != k.numel * es) {
+            lerr(L, "%s: raw_data holds %zu bytes but %lld elements of %s need %lld (truncated or corrupt)", what,
+                 t->raw_data.len, (long long)k.numel, dtype_onnx_name(k.dtype), (long long)(k.numel * es));
+            ok = 0;
+        } else {
+            decode_bytes(&k, t->raw_data.data, k.numel);
+        }
+    } else {
+        size_t have = 0;
+        switch (k.dtype) {
+        case DT_FLOAT: have = t->n_float_data; break;
+        case DT_DOUBLE: have = t->n_double_data; break;
+        case DT_INT64: have = t->n_int64_data; break;
+        default: have = t->n_int32_data; break;   /* INT32, FLOAT16 and BFLOAT16 (as uint16 in int32_data) */
+        }
+        if ((int64_t)have != k.numel) {
+            lerr(L, "%s: holds %zu values but its shape needs %lld (truncated or corrupt)", what, have,
+                 (long long)k.numel);
+            ok = 0;
+        } else {
+            for (int64_t j = 0; j < k.numel; j++)
+                switch (k.dtype) {
+                case DT_FLOAT: k.f[j] = t->float_data[j]; break;
+                case DT_DOUBLE: k.f[j] = (float)t->double_data[j]; break;
+                case DT_INT64: k.i[j] = t->int64_data[j]; break;
+                case DT_INT32: k.i[j] = t->int32_data[j]; break;
+                case DT_FLOAT16: k.f[j] = half_to_float((uint16_t)t->int32_data[j]); break;
+                case DT_BFLOAT16: k.f[j] = bf16_to_float((uint16_t)t->int32_data[j]); break;
+                default: break;
+                }
+        }
+    }
+    if (!ok) {
+        free(k.f);
+        free(k.i);
+        return -1;
+    }
+    *FG_PUSH(L->consts, L->nconsts, L->consts_cap) = k;
+    return L->nconsts - 1;
+}
+
+/* A new constant of the given shape with float values (taken over). */
+static int new_const(loader *L, const char *name, int dtype, int rank, const int64_t *shape, float *f, int64_t *iv)
+{
+    konst k = {0};
+    k.name = name;
+    k.dtype = dtype;
+    k.rank = rank;
+    k.numel = 1;
+    for (int d = 0; d < rank; d++) {
+        k.shape[d] = shape[d];
+        k.numel *= shape[d];
+    }
+    k.f = f;
+    k.i = iv;
+    k.weight = -1;
+    *FG_PUSH(L->consts, L->nconsts, L->consts_cap) = k;
+    return L->nconsts - 1;
+}
+
+/* A weight tensor with the given values (copied); returns its index. */
+static int new_weight(loader *L, const char *onnx_name, const char *hint, fg_dtype dt, int rank,
+                      const int64_t *shape, const float *data)
+{
+    fg_tensor t = {0};
+    t.name = unique_name(L, &L->tnames, hint);
+    t.dtype = dt;
+    t.layout = FG_LAYOUT_NCHW;
+    t.rank = rank;
+    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)rank);
+    t.producer = -1;
+    t.is_weight = 1;
+    t.loc = L->loc;
+    int64_t n = fg_tensor_numel(&t);
+    t.data = fg_xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+    memcpy(t.data, data, sizeof(float) * (size_t)n);
+    return add_tensor(L, &t, onnx_name);
+}
+
+/* The weight made from constant ci (created on first use); -1 when the
+ * constant cannot be a tensor (reported). */
+static int const_weight(nctx *nc, int ci)
+{
+    loader *L = nc->L;
+    konst *k = &L->consts[ci];
+    char b1[200];
+    if (k->weight >= 0)
+        return k->weight;
+    int dt = fg_dtype_of(k->dtype);
+    if (dt < 0) {
+        nerr(nc, "constant '%s' of type %s is used as a tensor; tensors are float, float16 or bfloat16",
+             esc(k->name, b1, sizeof b1), dtype_onnx_name(k->dtype));
+        return -1;
+    }
+    if (k->numel < 1) {
+        nerr(nc, "constant '%s' is empty", esc(k->name, b1, sizeof b1));
+        return -1;
+    }
+    int64_t one = 1;
+    k->weight = new_weight(L, k->name, k->name, (fg_dtype)dt, k->rank ? k->rank : 1, k->rank ? k->shape : &one, k->f);
+    return k->weight;
+}
+
+/* ---- attributes ------------------------------------------------------------- */
+
+static const Onnx__AttributeProto *attr_get(const nctx *nc, const char *name)
+{
+    for (size_t i = 0; i < nc->n->n_attribute; i++)
+        if (nc->n->attribute[i]->name && strcmp(nc->n->attribute[i]->name, name) == 0)
+            return nc->n->attribute[i];
+    return NULL;
+}
+
+static int attr_type(const Onnx__AttributeProto *a) { return a->has_type ? (int)a->type : 0; }
+
+static int64_t attr_int(nctx *nc, const char *name, int64_t def)
+{
+    const Onnx__AttributeProto *a = attr_get(nc, name);
+    if (!a)
+        return def;
+    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) {
+        nerr(nc, "attribute '%s' must be an int", name);
+        return def;
+    }
+    return a->i;
+}
+
+static double attr_float(nctx *nc, const char *name, double def)
+{
+    const Onnx__AttributeProto *a = attr_get(nc, name);
+    if (!a)
+        return def;
+    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT) {
+        nerr(nc, "attribute '%s' must be a float", name);
+        return def;
+    }
+    return a->f;
+}
+
+/* A string attribute into buf (def when absent). */
+static const char *attr_str(nctx *nc, const char *name, const char *def, char *buf, size_t size)
+{
+    const Onnx__AttributeProto *a = attr_get(nc, name);
+    if (!a)
+        return def;
+    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING) {
+        nerr(nc, "attribute '%s' must be a string", name);
+        return def;
+    }
+    size_t n = a->s.len < size - 1 ? a->s.len : size - 1;
+    memcpy(buf, a->s.data, n);
+    buf[n] = 0;
+    return buf;
+}
+
+/* An ints attribute of exactly want values (any count 1..max when want is 0)
+ * into out; returns the count, 0 when absent, -1 on an error (reported). */
+static int attr_ints(nctx *nc, const char *name, int want, int max, int64_t *out)
+{
+    const Onnx__AttributeProto *a = attr_get(nc, name);
+    if (!a)
+        return 0;
+    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS) {
+        nerr(nc, "attribute '%s' must be a list of ints", name);
+        return -1;
+    }
+    if ((want && (int)a->n_ints != want) || (!want && (a->n_ints < 1 || (int)a->n_ints > max))) {
+        if (want)
+            nerr(nc, "attribute '%s' must have %d values, got %zu", name, want, a->n_ints);
+        else
+            nerr(nc, "attribute '%s' must have 1 to %d values, got %zu", name, max, a->n_ints);
+        return -1;
+    }
+    memcpy(out, a->ints, sizeof(int64_t) * a->n_ints);
+    return (int)a->n_ints;
+}
+
+/* ---- inputs and outputs of a node ------------------------------------------ */
+
+static int nin(const nctx *nc)
+{
+    int n = (int)nc->n->n_input;
+    while (n > 0 && (!nc->n->input[n - 1] || !nc->n->input[n - 1][0]))
+        n--;
+    return n;
+}
+
+static int has_in(const nctx *nc, int i)
+{
+    return i < (int)nc->n->n_input && nc->n->input[i] && nc->n->input[i][0];
+}
+
+static value *in_value(const nctx *nc, int i) { return has_in(nc, i) ? vfind(nc->L->values, nc->n->input[i]) : NULL; }
+
+/* Constant input i, or NULL (absent or computed). */
+static konst *in_const(const nctx *nc, int i)
+{
+    value *v = in_value(nc, i);
+    return v && v->kind == V_CONST ? &nc->L->consts[v->idx] : NULL;
+}
+
+/* Tensor of input i (a constant becomes a weight); -1 absent or error. */
+static int in_tensor(nctx *nc, int i)
+{
+    value *v = in_value(nc, i);
+    if (!v)
+        return -1;
+    return v->kind == V_CONST ? const_weight(nc, v->idx) : v->idx;
+}
+
+static fg_tensor *T(const nctx *nc, int t) { return &nc->L->g->tensors[t]; }
+
+/* Output i's ONNX name is read by a node or is a graph output. */
+static int out_used(const nctx *nc, int i)
+{
+    return i < (int)nc->n->n_output && nc->n->output[i] && nc->n->output[i][0] &&
+           vfind(nc->L->used, nc->n->output[i]);
+}
+
+static void def_output(nctx *nc, int i, vkind kind, int idx)
+{
+    if (i < (int)nc->n->n_output && nc->n->output[i] && nc->n->output[i][0])
+        vset(&nc->L->values, nc->n->output[i], kind, idx);
+    if (nc->nout_defined < i + 1)
+        nc->nout_defined = i + 1;
+}
+
+/* Output 0 names the same value as input i (Identity, Dropout, no-op reshapes). */
+static void alias_output(nctx *nc, int i)
+{
+    value *v = in_value(nc, i);
+    def_output(nc, 0, v->kind, v->idx);
+}
+
+/* ---- emitting graph nodes -------------------------------------------------- */
+
+typedef struct aset {
+    const char *name;
+    fg_attr_value v;
+} aset;
+
+static fg_attr_value a_ints2(int64_t a, int64_t b)
+{
+    fg_attr_value v = {.type = FG_ATTR_INTS, .n = 2};
+    v.ints[0] = a;
+    v.ints[1] = b;
+    return v;
+}
+static fg_attr_value a_float(double f) { return (fg_attr_value){.type = FG_ATTR_FLOAT, .f = f, .i = (int64_t)f}; }
+static fg_attr_value a_int(int64_t i) { return (fg_attr_value){.type = FG_ATTR_INT, .i = i, .f = (double)i}; }
+static fg_attr_value a_bool(int b) { return (fg_attr_value){.type = FG_ATTR_BOOL, .i = b != 0, .f = b != 0}; }
+
+/* Appends a node of op opname reading tensors ins[0..nins) (-1: absent) with
+ * attributes as[0..nas) (the op's defaults fill the rest), infers its
+ * shape, and names its output after ONNX output out_slot (or onnx_out).
+ * Returns the output tensor or -1 (reported). */
+static int emit(nctx *nc, const char *opname, const int *ins, int nins, const aset *as, int nas, int out_slot,
+                const char *suffix)
+{
+    loader *L = nc->L;
+    const fg_opdef *op = fg_ctx_find_op(L->ctx, opname);
+    if (!op) {
+        nerr(nc, "op '%s' is not in the loaded vocabulary (the shipped rules/ops.yaml, pointwise.yaml and "
+                 "onnx_ops.yaml define every op the importer uses)", opname);
+        return -1;
+    }
+    if (nins > op->ninputs) {
+        nerr(nc, "op '%s' takes %d inputs, the mapping gives %d (rules changed?)", opname, op->ninputs, nins);
+        return -1;
+    }
+    fg_node n = {0};
+    n.op = op;
+    n.ninputs = op->ninputs;
+    for (int i = 0; i < FG_MAX_INPUTS; i++)
+        n.inputs[i] = i < nins ? ins[i] : -1;
+    for (int i = 0; i < op->ninputs; i++)
+        if (!op->inputs[i].optional && n.inputs[i] < 0) {
+            nerr(nc, "op '%s' needs input '%s'", opname, op->inputs[i].name);
+            return -1;
+        }
+    int set[FG_MAX_ATTRS] = {0};
+    for (int a = 0; a < op->nattrs; a++)
+        n.attrs[a] = op->attrs[a].def;
+    for (int j = 0; j < nas; j++) {
+        int a = -1;
+        for (int q = 0; q < op->nattrs && a < 0; q++)
+            if (strcmp(op->attrs[q].name, as[j].name) == 0)
+                a = q;
+        if (a < 0 || op->attrs[a].type != as[j].v.type) {
+            nerr(nc, "op '%s' of the loaded vocabulary has no %s attribute '%s' (rules changed?)", opname,
+                 fg_attr_type_name(as[j].v.type), as[j].name);
+            return -1;
+        }
+        n.attrs[a] = as[j].v;
+        set[a] = 1;
+    }
+    for (int a = 0; a < op->nattrs; a++)
+        if (op->attrs[a].required && !set[a]) {
+            nerr(nc, "op '%s' needs attribute '%s' (rules changed?)", opname, op->attrs[a].name);
+            return -1;
+        }
+    const char *onnx_out = out_slot < (int)nc->n->n_output ? nc->n->output[out_slot] : NULL;
+    char hint[300];
+    const char *nname = nc->n->name && nc->n->name[0] ? nc->n->name : NULL;
+    if (nname)
+        snprintf(hint, sizeof hint, "%s%s", nname, suffix ? suffix : "");
+    else
+        snprintf(hint, sizeof hint, "%s_%d%s", nc->n->op_type, nc->idx, suffix ? suffix : "");
+    n.name = unique_name(L, &L->nnames, hint);
+    n.loc = L->loc;
+    fg_tensor t = {0};
+    t.name = unique_name(L, &L->tnames, onnx_out && *onnx_out && !suffix ? onnx_out : hint);
+    t.rank = -1;
+    t.producer = -1;
+    t.layout = FG_LAYOUT_NCHW;
+    t.loc = L->loc;
+    n.output = add_tensor(L, &t, suffix ? NULL : onnx_out);
+    int nd = fg_graph_add_node(L->g, &n);
+    L->g->tensors[n.output].producer = nd;
+    if (fg_shape_infer(L->ctx, L->g, nd) != FG_OK) {
+        nc->bad = 1;
+        return -1;
+    }
+    return n.output;
+}
+
+/* emit() whose result is ONNX output 0. */
+static int emit_out(nctx *nc, const char *opname, const int *ins, int nins, const aset *as, int nas)
+{
+    int t = emit(nc, opname, ins, nins, as, nas, 0, NULL);
+    if (t >= 0)
+        def_output(nc, 0, V_TENSOR, t);
+    return t;
+}
+
+/* ---- operators --------------------------------------------------------------- */
+
+/* The activation (computed) input 0 as a tensor of known shape, or -1. */
+static int x_in(nctx *nc)
+{
+    int t = in_tensor(nc, 0);
+    if (t < 0 && !nc->bad)
+        nerr(nc, "input 0 is missing");
+    return t;
+}
+
+static int conv_unary(nctx *nc, const char *op)
+{
+    int x = x_in(nc);
+    return x < 0 ? -1 : emit_out(nc, op, &x, 1, NULL, 0);
+}
+
+static int op_relu(nctx *nc) { return conv_unary(nc, "relu"); }
+static int op_sigmoid(nctx *nc) { return conv_unary(nc, "sigmoid"); }
+static int op_tanh(nctx *nc) { return conv_unary(nc, "tanh"); }
+static int op_erf(nctx *nc) { return conv_unary(nc, "erf"); }
+static int op_softplus(nctx *nc) { return conv_unary(nc, "softplus"); }
+static int op_hardswish(nctx *nc) { return conv_unary(nc, "hardswish"); }
+
+static int op_leaky_relu(nctx *nc)
+{
+    int x = x_in(nc);
+    aset a = {"alpha", a_float(attr_float(nc, "alpha", 0.01))};
+    return x < 0 ? -1 : emit_out(nc, "leaky_relu", &x, 1, &a, 1);
+}
+
+static int op_elu(nctx *nc)
+{
+    int x = x_in(nc);
+    aset a = {"alpha", a_float(attr_float(nc, "alpha", 1.0))};
+    return x < 0 ? -1 : emit_out(nc, "elu", &x, 1, &a, 1);
+}
+
+static int op_hardsigmoid(nctx *nc)
+{
+    int x = x_in(nc);
+    double alpha = attr_float(nc, "alpha", 0.2), beta = attr_float(nc, "beta", 0.5);
+    if (x < 0)
+        return -1;
+    /* PyTorch's hardsigmoid (x/6 + 1/2) has an op of its own that fusion rules know. */
+    if ((float)alpha == (float)(1.0 / 6.0) && beta == 0.5)
+        return emit_out(nc, "hardsigmoid", &x, 1, NULL, 0);
+    aset a[2] = {{"alpha", a_float(alpha)}, {"beta", a_float(beta)}};
+    return emit_out(nc, "hardsigmoid_ab", &x, 1, a, 2);
+}
+
+static int op_gelu(nctx *nc)
+{
+    char buf[32];
+    int x = x_in(nc);
+    const char *ap = attr_str(nc, "approximate", "none", buf, sizeof buf);
+    if (x < 0)
+        return -1;
+    if (strcmp(ap, "none") == 0)
+        return emit_out(nc, "gelu", &x, 1, NULL, 0);
+    if (strcmp(ap, "tanh") == 0)
+        return emit_out(nc, "gelu_tanh", &x, 1, NULL, 0);
+    return nerr(nc, "approximate='%s' is not 'none' or 'tanh'", ap), -1;
+}
+
+/* A scalar constant input i into *v: 1 given, 0 absent, -1 error. */
+static int scalar_in(nctx *nc, int i, const char *what, double *v)
+{
+    if (!has_in(nc, i))
+        return 0;
+    konst *k = in_const(nc, i);
+    if (!k)
+        return nerr(nc, "%s must be a constant (an initializer or a Constant node)", what), -1;
+    if (k->numel != 1)
+        return nerr(nc, "%s must be a scalar, got %lld values", what, (long long)k->numel), -1;
+    *v = k->f ? (double)k->f[0] : (double)k->i[0];
+    return 1;
+}
+
+static int op_clip(nctx *nc)
+{
+    double lo = 0, hi = 0;
+    int x = x_in(nc);
+    int has_lo = scalar_in(nc, 1, "min", &lo), has_hi = scalar_in(nc, 2, "max", &hi);
+    if (x < 0 || has_lo < 0 || has_hi < 0)
+        return -1;
+    if (has_lo && has_hi && lo == 0 && hi == 6)
+        return emit_out(nc, "relu6", &x, 1, NULL, 0);
+    if (has_lo && !has_hi && lo == 0)
+        return emit_out(nc, "relu", &x, 1, NULL, 0);
+    if (has_lo && has_hi) {
+        aset a[2] = {{"lo", a_float(lo)}, {"hi", a_float(hi)}};
+        return emit_out(nc, "clip", &x, 1, a, 2);
+    }
+    if (has_lo) {
+        aset a = {"lo", a_float(lo)};
+        return emit_out(nc, "clip_min", &x, 1, &a, 1);
+    }
+    if (has_hi) {
+        aset a = {"hi", a_float(hi)};
+        return emit_out(nc, "clip_max", &x, 1, &a, 1);
+    }
+    alias_output(nc, 0);
+    return x;
+}
+
+static int op_prelu(nctx *nc)
+{
+    int x = x_in(nc);
+    if (x < 0)
+        return -1;
+    konst *k = in_const(nc, 1);
+    const fg_tensor *xt = T(nc, x);
+    if (k && k->f && k->numel == 1) {
+        aset a = {"alpha", a_float(k->f[0])};
+        return emit_out(nc, "leaky_relu", &x, 1, &a, 1);
+    }
+    if (k && k->f && xt->rank >= 2) {
+        /* [C, 1, ..., 1] (after leading 1s) broadcast against x is per channel. */
+        int r = k->rank, lead = 0;
+        while (lead < r && k->shape[lead] == 1 && r - lead > xt->rank - 1)
+            lead++;
+        int per = r - lead == xt->rank - 1 && k->shape[lead] == xt->shape[1];
+        for (int d = lead + 1; per && d < r; d++)
+            per = k->shape[d] == 1;
+        if (per) {
+            int64_t c = xt->shape[1];
+            char hint[300];
+            snprintf(hint, sizeof hint, "%s.c", k->name);
+            int w = new_weight(nc->L, NULL, hint, xt->dtype, 1, &c, k->f);
+            int ins[2] = {x, w};
+            return emit_out(nc, "prelu", ins, 2, NULL, 0);
+        }
+    }
+    int ins[2] = {x, in_tensor(nc, 1)};
+    if (ins[1] < 0)
+        return -1;
+    return emit_out(nc, "prelu_broadcast", ins, 2, NULL, 0);
+}
+
+static int binary(nctx *nc, const char *op, int commutative)
+{
+    int a = in_tensor(nc, 0), b = in_tensor(nc, 1);
+    if (a < 0 || b < 0)
+        return nc->bad ? -1 : (nerr(nc, "needs two inputs"), -1);
+    if (in_const(nc, 0) && in_const(nc, 1))
+        return nerr(nc, "both inputs are constants; fold constant subgraphs before importing "
+                        "(onnxruntime's or onnx-simplifier's constant folding)"), -1;
+    /* The computed operand first, so that fusion rules see it as the chain. */
+    int ins[2] = {a, b};
+    if (commutative && in_const(nc, 0)) {
+        ins[0] = b;
+        ins[1] = a;
+    }
+    return emit_out(nc, op, ins, 2, NULL, 0);
+}
+
+static int op_add(nctx *nc) { return binary(nc, "add", 1); }
+static int op_sub(nctx *nc) { return binary(nc, "sub", 0); }
+static int op_mul(nctx *nc) { return binary(nc, "mul", 1); }
+static int op_div(nctx *nc) { return binary(nc, "div", 0); }
+
+/* Pads of a 2-D window op for both spatial axes: begin[2], end[2] from
+ * auto_pad / pads.  Returns 0 on an error (reported). */
+static int window_pads(nctx *nc, const int64_t *hw, const int64_t *k, const int64_t *s, const int64_t *d,
+                       int64_t *beg, int64_t *end, int *same)
+{
+    char buf[32];
+    const char *ap = attr_str(nc, "auto_pad", "NOTSET", buf, sizeof buf);
+    int64_t pads[4] = {0, 0, 0, 0};
+    *same = 0;
+    if (strcmp(ap, "NOTSET") == 0) {
+        if (attr_ints(nc, "pads", 4, 4, pads) < 0)
+            return 0;
+    } else if (strcmp(ap, "VALID") == 0) {
+    } else if (strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0) {
+        *same = 1;
+        for (int a = 0; a < 2; a++) {
+            int64_t out = (hw[a] + s[a] - 1) / s[a];
+            int64_t total = (out - 1) * s[a] + (k[a] - 1) * d[a] + 1 - hw[a];
+            if (total < 0)
+                total = 0;
+            int64_t small = total / 2, big = total - small;
+            pads[a] = ap[5] == 'U' ? small : big;
+            pads[a + 2] = ap[5] == 'U' ? big : small;
+        }
+    } else {
+        nerr(nc, "auto_pad='%s' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID", ap);
+        return 0;
+    }
+    for (int a = 0; a < 4; a++)
+        if (pads[a] < 0) {
+            nerr(nc, "pads must not be negative");
+            return 0;
+        }
+    beg[0] = pads[0], beg[1] = pads[1], end[0] = pads[2], end[1] = pads[3];
+    return 1;
+}
+
+static int64_t floordiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/* The symmetric padding the op kinds take, per axis, for ONNX pads
+ * (beg, end) and ceil_mode: the first pad, when it gives the output size
+ * ONNX gives (padded elements beyond the last window are never read, so the
+ * values agree).  Returns 0 with an error when no symmetric padding does. */
+static int symmetric_pads(nctx *nc, const int64_t *hw, const int64_t *k, const int64_t *s, const int64_t *d,
+                          const int64_t *beg, const int64_t *end, int ceil_mode, int same, int64_t *pad)
+{
+    for (int a = 0; a < 2; a++) {
+        int64_t span = (k[a] - 1) * d[a] + 1, want;
+        if (same) {
+            want = (hw[a] + s[a] - 1) / s[a];
+        } else {
+            int64_t num = hw[a] + beg[a] + end[a] - span;
+            want = (ceil_mode ? -floordiv(-num, s[a]) : floordiv(num, s[a])) + 1;
+            if (ceil_mode && want > 1 && (want - 1) * s[a] >= hw[a] + beg[a])
+                want--;   /* the last window must start inside the input or the leading pad */
+        }
+        int64_t got = floordiv(hw[a] + 2 * beg[a] - span, s[a]) + 1;
+        if (got != want || want < 1) {
+            int64_t floor_out = floordiv(hw[a] + beg[a] + end[a] - span, s[a]) + 1;
+            if (ceil_mode && floor_out != want && beg[a] == end[a])
+                nerr(nc, "ceil_mode=1 adds a partial window along axis %d (output %lld instead of %lld); pooling "
+                         "with a partial last window is not supported",
+                     a + 2, (long long)want, (long long)floor_out);
+            else
+                nerr(nc, "pads [%lld, %lld, %lld, %lld] (begin H, W, end H, W) pad axis %d unequally and the "
+                         "difference changes the output size; fusegen's conv2d and pool2d pad both sides "
+                         "equally",
+                     (long long)beg[0], (long long)beg[1], (long long)end[0], (long long)end[1], a + 2);
+            return 0;
+        }
+        pad[a] = beg[a];
+    }
+    return 1;
+}
+
+/* kernel_shape / strides / dilations of a 2-D window op; 0 on error. */
+static int window_attrs(nctx *nc, int64_t *k, int64_t *s, int64_t *d, int need_kernel)
+{
+    s[0] = s[1] = d[0] = d[1] = 1;
+    int nk = attr_ints(nc, "kernel_shape", 0, 8, k);
+    if (nk < 0 || attr_ints(nc, "strides", 0, 8, s) < 0 || attr_ints(nc, "dilations", 0, 8, d) < 0)
+        return 0;
+    if (need_kernel && nk == 0)
+        return nerr(nc, "needs attribute 'kernel_shape'"), 0;
+    const Onnx__AttributeProto *as = attr_get(nc, "strides"), *ad = attr_get(nc, "dilations");
+    if ((nk && nk != 2) || (as && as->n_ints != 2) || (ad && ad->n_ints != 2))
+        return nerr(nc, "only 2-D windows are supported (kernel_shape, strides and dilations of 2 values)"), 0;
+    for (int a = 0; a < 2; a++)
+        if (s[a] < 1 || d[a] < 1 || (nk && k[a] < 1))
+            return nerr(nc, "kernel_shape, strides and dilations must be positive"), 0;
+    return 1;
+}
+
+static int op_conv(nctx *nc)
+{
+    int x = x_in(nc), w = in_tensor(nc, 1), b = has_in(nc, 2) ? in_tensor(nc, 2) : -1;
+    if (x < 0 || w < 0 || (has_in(nc, 2) && b < 0))
+        return nc->bad ? -1 : (nerr(nc, "needs inputs X and W"), -1);
+    const fg_tensor *xt = T(nc, x), *wt = T(nc, w);
+    if (xt->rank != 4 || wt->rank != 4)
+        return nerr(nc, "only 2-D convolution is supported (input rank 4, weight rank 4; got %d and %d)", xt->rank,
+                    wt->rank), -1;
+    int64_t k[2] = {wt->shape[2], wt->shape[3]}, kk[2], s[2], d[2], beg[2], end[2], pad[2];
+    if (!window_attrs(nc, kk, s, d, 0))
+        return -1;
+    if (attr_get(nc, "kernel_shape") && (kk[0] != k[0] || kk[1] != k[1]))
+        return nerr(nc, "kernel_shape [%lld, %lld] differs from the weight's [%lld, %lld]", (long long)kk[0],
+                    (long long)kk[1], (long long)k[0], (long long)k[1]), -1;
+    int same;
+    if (!window_pads(nc, &xt->shape[2], k, s, d, beg, end, &same) ||
+        !symmetric_pads(nc, &xt->shape[2], k, s, d, beg, end, 0, same, pad))
+        return -1;
+    int64_t group = attr_int(nc, "group", 1);
+    if (nc->bad)
+        return -1;
+    aset as[4] = {{"stride", a_ints2(s[0], s[1])},
+                  {"padding", a_ints2(pad[0], pad[1])},
+                  {"dilation", a_ints2(d[0], d[1])},
+                  {"groups", a_int(group)}};
+    int ins[3] = {x, w, b};
+    return emit_out(nc, "conv2d", ins, 3, as, 4);
+}
+
+static int op_batch_norm(nctx *nc)
+{
+    int ins[5];
+    for (int i = 0; i < 5; i++)
+        if ((ins[i] = in_tensor(nc, i)) < 0)
+            return nc->bad ? -1 : (nerr(nc, "needs 5 inputs (X, scale, B, input_mean, input_var)"), -1);
+    if (attr_int(nc, "training_mode", 0))
+        return nerr(nc, "training_mode=1 is not supported (inference only)"), -1;
+    aset a = {"eps", a_float(attr_float(nc, "epsilon", 1e-5))};
+    return nc->bad ? -1 : emit_out(nc, "batch_norm", ins, 5, &a, 1);
+}
+
+/* AveragePool as a depthwise convolution with weights 1/(kh*kw): the
+ * divisor counts padded positions (count_include_pad=1) and dilations work. */
+static int avg_as_conv(nctx *nc, int x, const int64_t *k, const int64_t *s, const int64_t *d, const int64_t *pad)
+{
+    const fg_tensor *xt = T(nc, x);
+    int64_t C = xt->shape[1], shape[4] = {C, 1, k[0], k[1]}, n = C * k[0] * k[1];
+    float *v = fg_xmalloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)(1.0 / (double)(k[0] * k[1]));
+    char hint[300];
+    snprintf(hint, sizeof hint, "%s.avg_weight", nc->n->name && nc->n->name[0] ? nc->n->name : nc->n->op_type);
+    int w = new_weight(nc->L, NULL, hint, xt->dtype, 4, shape, v);
+    free(v);
+    aset as[4] = {{"stride", a_ints2(s[0], s[1])},
+                  {"padding", a_ints2(pad[0], pad[1])},
+                  {"dilation", a_ints2(d[0], d[1])},
+                  {"groups", a_int(C)}};
+    int ins[3] = {x, w, -1};
+    return emit_out(nc, "conv2d", ins, 3, as, 4);
+}
+
+static int pool(nctx *nc, int is_max)
+{
+    int x = x_in(nc);
+    if (x < 0)
+        return -1;
+    const fg_tensor *xt = T(nc, x);
+    if (xt->rank != 4)
+        return nerr(nc, "only 2-D pooling is supported (input rank 4, got %d)", xt->rank), -1;
+    int64_t k[2], s[2], d[2], beg[2], end[2], pad[2];
+    if (!window_attrs(nc, k, s, d, 1))
+        return -1;
+    int ceil_mode = (int)attr_int(nc, "ceil_mode", 0), same;
+    if (!window_pads(nc, &xt->shape[2], k, s, d, beg, end, &same) ||
+        !symmetric_pads(nc, &xt->shape[2], k, s, d, beg, end, ceil_mode, same, pad))
+        return -1;
+    int dilated = d[0] != 1 || d[1] != 1;
+    aset as[3] = {{"kernel", a_ints2(k[0], k[1])}, {"stride", a_ints2(s[0], s[1])},
+                  {"padding", a_ints2(pad[0], pad[1])}};
+    if (is_max) {
+        if (attr_int(nc, "storage_order", 0) != 0)
+            return nerr(nc, "storage_order=1 is not supported"), -1;
+        if (dilated)
+            return nerr(nc, "dilations other than 1 are not supported for MaxPool"), -1;
+        return nc->bad ? -1 : emit_out(nc, "max_pool2d", &x, 1, as, 3);
+    }
+    int include_pad = (int)attr_int(nc, "count_include_pad", 0), padded = pad[0] || pad[1];
+    if (nc->bad)
+        return -1;
+    if (!dilated && (!include_pad || !padded))
+        return emit_out(nc, "avg_pool2d", &x, 1, as, 3);
+    if (dilated && padded && !include_pad)
+        return nerr(nc, "dilations with pads and count_include_pad=0 are not supported for AveragePool"), -1;
+    return avg_as_conv(nc, x, k, s, d, pad);
+}
+
+static int op_maxpool(nctx *nc) { return pool(nc, 1); }
+static int op_avgpool(nctx *nc) { return pool(nc, 0); }
+
+static int op_global_avg(nctx *nc)
+{
+    int x = x_in(nc);
+    if (x >= 0 && T(nc, x)->rank != 4)
+        return nerr(nc, "only 2-D global pooling is supported (input rank 4, got %d)", T(nc, x)->rank), -1;
+    return x < 0 ? -1 : emit_out(nc, "global_avg_pool", &x, 1, NULL, 0);
+}
+
+/* GlobalMaxPool: a max pool whose window is the whole plane. */
+static int op_global_max(nctx *nc)
+{
+    int x = x_in(nc);
+    if (x < 0)
+        return -1;
+    const fg_tensor *xt = T(nc, x);
+    if (xt->rank != 4)
+        return nerr(nc, "only 2-D global pooling is supported (input rank 4, got %d)", xt->rank), -1;
+    aset as[3] = {{"kernel", a_ints2(xt->shape[2], xt->shape[3])}, {"stride", a_ints2(1, 1)},
+                  {"padding", a_ints2(0, 0)}};
+    return emit_out(nc, "max_pool2d", &x, 1, as, 3);
+}
+
+/* Output 0 is input 0 viewed with shape (rank r): a constant is re-shaped,
+ * a computed tensor keeps its shape (alias) or becomes [N, rest] (flatten);
+ * anything else is refused. */
+static int reshape_to(nctx *nc, int r, const int64_t *shape)
+{
+    char b1[128], b2[128];
+    value *v = in_value(nc, 0);
+    if (!v)
+        return nerr(nc, "input 0 is missing"), -1;
+    if (v->kind == V_CONST) {
+        konst *k = &nc->L->consts[v->idx];
+        int64_t n = k->numel, m = 1;
+        for (int d = 0; d < r; d++)
+            m *= shape[d];
+        if (m != n)
+            return nerr(nc, "cannot reshape a constant of %lld elements to %s", (long long)n,
+                        fg_shape_str(shape, r, b1, sizeof b1)), -1;
+        float *f = k->f ? memcpy(fg_xmalloc(sizeof(float) * (size_t)(n + 1)), k->f, sizeof(float) * (size_t)n) : NULL;
+        int64_t *iv =
+            k->i ? memcpy(fg_xmalloc(sizeof(int64_t) * (size_t)(n + 1)), k->i, sizeof(int64_t) * (size_t)n) : NULL;
+        int c = new_const(nc->L, nc->n->output[0], k->dtype, r, shape, f, iv);
+        def_output(nc, 0, V_CONST, c);
+        return 0;
+    }
+    int x = v->idx;
+    const fg_tensor *xt = T(nc, x);
+    int same = xt->rank == (r ? r : 1);
+    for (int d = 0; same && d < r; d++)
+        same = xt->shape[d] == shape[d];
+    if (r == 0 && same)
+        same = xt->shape[0] == 1;
+    if (same) {
+        alias_output(nc, 0);
+        return x;
+    }
+    if (r == 2 && xt->rank >= 2 && shape[0] == xt->shape[0])
+        return emit_out(nc, "flatten", &x, 1, NULL, 0);
+    return nerr(nc, "reshaping a computed tensor %s to %s is not supported: only no-op reshapes and [N, rest] "
+                    "(flatten) are", fg_shape_str(xt->shape, xt->rank, b1, sizeof b1),
+                fg_shape_str(shape, r, b2, sizeof b2)), -1;
+}
+
+/* The shape of input 0 (constant or tensor). */
+static int in0_shape(nctx *nc, int64_t *shape)
+{
+    value *v = in_value(nc, 0);
+    if (!v) {
+        nerr(nc, "input 0 is missing");
+        return -1;
+    }
+    if (v->kind == V_CONST) {
+        konst *k = &nc->L->consts[v->idx];
+        memcpy(shape, k->shape, sizeof(int64_t) * (size_t)k->rank);
+        return k->rank;
+    }
+    const fg_tensor *t = T(nc, v->idx);
+    memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->rank);
+    return t->rank;
+}
+
+/* An int64 list from constant input i (or attribute name for opsets before
+ * attr_until); returns the count, -1 on error, -2 when absent. */
+static int ints_in(nctx *nc, int i, const char *name, int attr_until, int64_t *out, int max)
+{
+    if (nc->L->opset < attr_until) {
+        int n = attr_ints(nc, name, 0, max, out);
+        return n == 0 ? -2 : n;
+    }
+    if (!has_in(nc, i))
+        return -2;
+    konst *k = in_const(nc, i);
+    if (!k)
+        return nerr(nc, "input '%s' must be a constant (an initializer or a Constant node)", name), -1;
+    if (!k->i)
+        return nerr(nc, "input '%s' must be int64", name), -1;
+    if (k->numel > max)
+        return nerr(nc, "input '%s' has %lld values, at most %d are supported", name, (long long)k->numel, max), -1;
+    memcpy(out, k->i, sizeof(int64_t) * (size_t)k->numel);
+    return (int)k->numel;
+}
+
+static int op_reshape(nctx *nc)
+{
+    int64_t in[FG_MAX_RANK], want[FG_MAX_RANK + 2], numel = 1;
+    int r = in0_shape(nc, in);
+    if (r < 0)
+        return -1;
+    int n = ints_in(nc, 1, "shape", 0, want, FG_MAX_RANK);
+    if (n == -2)
+        return nerr(nc, "needs input 'shape'"), -1;
+    if (n < 0)
+        return -1;
+    int allowzero = (int)attr_int(nc, "allowzero", 0), infer = -1;
+    int64_t known = 1;
+    for (int d = 0; d < r; d++)
+        numel *= in[d];
+    for (int d = 0; d < n; d++) {
+        if (want[d] == 0 && !allowzero) {
+            if (d >= r)
+                return nerr(nc, "shape[%d] = 0 copies a dimension the input does not have", d), -1;
+            want[d] = in[d];
+        }
+        if (want[d] == -1) {
+            if (infer >= 0)
+                return nerr(nc, "shape has more than one -1"), -1;
+            infer = d;
+            continue;
+        }
+        if (want[d] < 1)
+            return nerr(nc, "shape[%d] = %lld is not supported", d, (long long)want[d]), -1;
+        known *= want[d];
+    }
+    if (infer >= 0) {
+        if (known == 0 || numel % known)
+            return nerr(nc, "cannot infer the -1 dimension (%lld elements, %lld in the others)", (long long)numel,
+                        (long long)known), -1;
+        want[infer] = numel / known;
+    }
+    return reshape_to(nc, n, want);
+}
+
+static int op_flatten(nctx *nc)
+{
+    int64_t in[FG_MAX_RANK];
+    int r = in0_shape(nc, in);
+    if (r < 0)
+        return -1;
+    int64_t axis = attr_int(nc, "axis", 1);
+    if (axis < 0)
+        axis += r;
+    if (axis < 0 || axis > r)
+        return nerr(nc, "axis %lld out of range for rank %d", (long long)attr_int(nc, "axis", 1), r), -1;
+    int64_t shape[2] = {1, 1};
+    for (int d = 0; d < r; d++)
+        shape[d < axis ? 0 : 1] *= in[d];
+    return reshape_to(nc, 2, shape);
+}
+
+static int op_squeeze(nctx *nc, int un)
+{
+    int64_t in[FG_MAX_RANK], axes[FG_MAX_INTS], out[FG_MAX_RANK + FG_MAX_INTS];
+    int r = in0_shape(nc, in);
+    if (r < 0)
+        return -1;
+    int n = ints_in(nc, 1, "axes", 13, axes, FG_MAX_INTS);
+    if (n == -1)
+        return -1;
+    if (n == -2 && un)
+        return nerr(nc, "needs 'axes'"), -1;
+    int orank = un ? r + n : r, mark[FG_MAX_RANK + FG_MAX_INTS] = {0}, no = 0;
+    for (int j = 0; j < (n < 0 ? 0 : n); j++) {
+        int64_t a = axes[j] < 0 ? axes[j] + orank : axes[j];
+        if (a < 0 || a >= orank || mark[a])
+            return nerr(nc, "axis %lld out of range or repeated", (long long)axes[j]), -1;
+        if (!un && in[a] != 1)
+            return nerr(nc, "axis %lld has size %lld, not 1", (long long)axes[j], (long long)in[a]), -1;
+        mark[a] = 1;
+    }
+    if (un) {
+        if (orank > FG_MAX_RANK)
+            return nerr(nc, "result rank %d is more than %d", orank, FG_MAX_RANK), -1;
+        for (int d = 0, src = 0; d < orank; d++)
+            out[no++] = mark[d] ? 1 : in[src++];
+    } else {
+        for (int d = 0; d < r; d++)
+            if (!(n < 0 ? in[d] == 1 : mark[d]))
+                out[no++] = in[d];
+    }
+    return reshape_to(nc, no, out);
+}
+
+static int op_squeeze0(nctx *nc) { return op_squeeze(nc, 0); }
+static int op_unsqueeze(nctx *nc) { return op_squeeze(nc, 1); }
+
+static int op_identity(nctx *nc)
+{
+    if (!in_value(nc, 0))
+        return nerr(nc, "input 0 is missing"), -1;
+    alias_output(nc, 0);
+    return 0;
+}
+
+static int op_dropout(nctx *nc)
+{
+    if (has_in(nc, 2)) {
+        double tm = 0;
+        if (scalar_in(nc, 2, "training_mode", &tm) < 0)
+            return -1;
+        if (tm != 0)
+            return nerr(nc, "training_mode=true is not supported (inference only)"), -1;
+    }
+    return op_identity(nc);
+}
+
+static int op_matmul(nctx *nc)
+{
+    char b1[128], b2[128];
+    int a = in_tensor(nc, 0), b = in_tensor(nc, 1);
+    if (a < 0 || b < 0)
+        return nc->bad ? -1 : (nerr(nc, "needs inputs A and B"), -1);
+    const fg_tensor *at = T(nc, a), *bt = T(nc, b);
+    if ((at->rank != 2 && at->rank != 3) || bt->rank != 2)
+        return nerr(nc, "A %s and B %s: supported are A of rank 2 or 3 and B of rank 2 (batched A, shared B)",
+                    fg_shape_str(at->shape, at->rank, b1, sizeof b1), fg_shape_str(bt->shape, bt->rank, b2, sizeof b2)),
+               -1;
+    int ins[2] = {a, b};
+    return emit_out(nc, "matmul", ins, 2, NULL, 0);
+}
+
+/* A copy of constant k's values times s, as a weight of the given shape. */
+static int scaled_weight(nctx *nc, konst *k, double s, fg_dtype dt, int rank, const int64_t *shape, const char *sfx)
+{
+    float *v = fg_xmalloc(sizeof(float) * (size_t)(k->numel + 1));
+    for (int64_t i = 0; i < k->numel; i++)
+        v[i] = (float)((double)k->f[i] * s);
+    char hint[300];
+    snprintf(hint, sizeof hint, "%s%s", k->name, sfx);
+    int w = new_weight(nc->L, NULL, hint, dt, rank, shape, v);
+    free(v);
+    return w;
+}
+
+static int op_gemm(nctx *nc)
+{
+    int a = in_tensor(nc, 0);
+    if (a < 0 || !has_in(nc, 1))
+        return nc->bad ? -1 : (nerr(nc, "needs inputs A and B"), -1);
+    double alpha = attr_float(nc, "alpha", 1.0), beta = attr_float(nc, "beta", 1.0);
+    int ta = (int)attr_int(nc, "transA", 0), tb = (int)attr_int(nc, "transB", 0);
+    if (nc->bad)
+        return -1;
+    const fg_tensor *at = T(nc, a);
+    if (at->rank != 2)
+        return nerr(nc, "A must be rank 2, got %d", at->rank), -1;
+    konst *kb = in_const(nc, 1);
+    int b;
+    if (alpha != 1.0) {
+        if (!kb || !kb->f)
+            return nerr(nc, "alpha=%g needs a constant B (it is folded into B)", alpha), -1;
+        b = scaled_weight(nc, kb, alpha, at->dtype, kb->rank, kb->shape, ".alpha");
+    } else {
+        b = in_tensor(nc, 1);
+    }
+    if (b < 0)
+        return -1;
+    const fg_tensor *bt = T(nc, b);
+    if (bt->rank != 2)
+        return nerr(nc, "B must be rank 2, got %d", bt->rank), -1;
+    int64_t M = ta ? at->shape[1] : at->shape[0], N = tb ? bt->shape[0] : bt->shape[1];
+    int c = -1;
+    if (has_in(nc, 2) && beta != 0.0) {
+        konst *kc = in_const(nc, 2);
+        if (kc && kc->f && (kc->numel == 1 || beta != 1.0 || kc->rank == 0)) {
+            /* a scalar C is spread over [N]; beta is folded into C */
+            if (kc->numel == 1) {
+                float *v = fg_xmalloc(sizeof(float) * (size_t)N);
+                for (int64_t i = 0; i < N; i++)
+                    v[i] = (float)((double)kc->f[0] * beta);
+                char hint[300];
+                snprintf(hint, sizeof hint, "%s.n", kc->name);
+                c = new_weight(nc->L, NULL, hint, at->dtype, 1, &N, v);
+                free(v);
+            } else {
+                c = scaled_weight(nc, kc, beta, at->dtype, kc->rank, kc->shape, ".beta");
+            }
+        } else if (beta != 1.0) {
+            return nerr(nc, "beta=%g needs a constant C (it is folded into C)", beta), -1;
+        } else {
+            c = in_tensor(nc, 2);
+            if (c < 0)
+                return -1;
+        }
+        const fg_tensor *ct = T(nc, c);
+        int ok = (ct->rank == 1 && ct->shape[0] == N) ||
+                 (ct->rank == 2 && (ct->shape[0] == M || ct->shape[0] == 1) && (ct->shape[1] == N || ct->shape[1] == 1));
+        if (!ok)
+            return nerr(nc, "C of rank %d does not broadcast onto [%lld, %lld] as this importer supports ((N), (1, N), "
+                            "(M, 1), (M, N))", ct->rank, (long long)M, (long long)N), -1;
+    }
+    aset as[2] = {{"trans_a", a_bool(ta)}, {"trans_b", a_bool(tb)}};
+    int ins[3] = {a, b, c};
+    return emit_out(nc, "gemm", ins, 3, as, 2);
+}
+
+/* Constant: the value becomes a constant of the graph. */
+static int op_constant(nctx *nc)
+{
+    loader *L = nc->L;
+    if (nc->n->n_attribute != 1)
+        return nerr(nc, "needs exactly one value attribute"), -1;
+    const Onnx__AttributeProto *a = nc->n->attribute[0];
+    const char *nm = a->name ? a->name : "";
+    const char *out = nc->n->n_output ? nc->n->output[0] : "";
+    char what[320];
+    snprintf(what, sizeof what, "%s", nc->label);
+    int c = -1;
+    int64_t shape1 = 0;
+    if (strcmp(nm, "value") == 0 && attr_type(a) == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR && a->t) {
+        c = decode_tensor(L, a->t, out, what);
+        if (c < 0)
+            nc->bad = 1;
+    } else if (strcmp(nm, "value_float") == 0 && attr_type(a) == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT) {
+        float *f = fg_xmalloc(sizeof(float));
+        f[0] = a->f;
+        c = new_const(L, out, DT_FLOAT, 0, NULL, f, NULL);
+    } else if (strcmp(nm, "value_int") == 0 && attr_type(a) == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) {
+        int64_t *iv = fg_xmalloc(sizeof(int64_t));
+        iv[0] = a->i;
+        c = new_const(L, out, DT_INT64, 0, NULL, NULL, iv);
+    } else if (strcmp(nm, "value_floats") == 0 && attr_type(a) == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS) {
+        shape1 = (int64_t)a->n_floats;
+        float *f = fg_xmalloc(sizeof(float) * (a->n_floats + 1));
+        memcpy(f, a->floats, sizeof(float) * a->n_floats);
+        c = new_const(L, out, DT_FLOAT, 1, &shape1, f, NULL);
+    } else if (strcmp(nm, "value_ints") == 0 && attr_type(a) == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS) {
+        shape1 = (int64_t)a->n_ints;
+        int64_t *iv = fg_xmalloc(sizeof(int64_t) * (a->n_ints + 1));
+        memcpy(iv, a->ints, sizeof(int64_t) * a->n_ints);
+        c = new_const(L, out, DT_INT64, 1, &shape1, NULL, iv);
+    } else {
+        char b1[64];
+        return nerr(nc, "attribute '%s' is not supported (value, value_float(s), value_int(s))",
+                    esc(nm, b1, sizeof b1)), -1;
+    }
+    if (c < 0)
+        return -1;
+    def_output(nc, 0, V_CONST, c);
+    return 0;
+}
+
+/* ---- the operator table -------------------------------------------------------- */
+
+typedef struct onnx_op {
+    const char *type;
+    int (*fn)(nctx *nc);
+    const char *attrs;          /* attributes handled, space separated */
+    int min_in, max_in;
+    int nout;                   /* outputs defined; others must be unused */
+} onnx_op;
+
+static const onnx_op onnx_ops[] = {
+    {"Add", op_add, "", 2, 2, 1},
+    {"AveragePool", op_avgpool, "auto_pad ceil_mode count_include_pad dilations kernel_shape pads strides", 1, 1, 1},
+    {"BatchNormalization", op_batch_norm, "epsilon momentum training_mode", 5, 5, 1},
+    {"Clip", op_clip, "", 1, 3, 1},
+    {"Constant", op_constant, "value value_float value_floats value_int value_ints", 0, 0, 1},
+    {"Conv", op_conv, "auto_pad dilations group kernel_shape pads strides", 2, 3, 1},
+    {"Div", op_div, "", 2, 2, 1},
+    {"Dropout", op_dropout, "seed ratio", 1, 3, 1},
+    {"Elu", op_elu, "alpha", 1, 1, 1},
+    {"Erf", op_erf, "", 1, 1, 1},
+    {"Flatten", op_flatten, "axis", 1, 1, 1},
+    {"Gelu", op_gelu, "approximate", 1, 1, 1},
+    {"Gemm", op_gemm, "alpha beta transA transB", 2, 3, 1},
+    {"GlobalAveragePool", op_global_avg, "", 1, 1, 1},
+    {"GlobalMaxPool", op_global_max, "", 1, 1, 1},
+    {"HardSigmoid", op_hardsigmoid, "alpha beta", 1, 1, 1},
+    {"HardSwish", op_hardswish, "", 1, 1, 1},
+    {"Identity", op_identity, "", 1, 1, 1},
+    {"LeakyRelu", op_leaky_relu, "alpha", 1, 1, 1},
+    {"MatMul", op_matmul, "", 2, 2, 1},
+    {"MaxPool", op_maxpool, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides", 1, 1, 1},
+    {"Mul", op_mul, "", 2, 2, 1},
+    {"PRelu", op_prelu, "", 2, 2, 1},
+    {"Relu", op_relu, "", 1, 1, 1},
+    {"Reshape", op_reshape, "allowzero", 2, 2, 1},
+    {"Sigmoid", op_sigmoid, "", 1, 1, 1},
+    {"Softplus", op_softplus, "", 1, 1, 1},
+    {"Squeeze", op_squeeze0, "axes", 1, 2, 1},
+    {"Sub", op_sub, "", 2, 2, 1},
+    {"Tanh", op_tanh, "", 1, 1, 1},
+    {"Unsqueeze", op_unsqueeze, "axes", 1, 2, 1},
+};
+
+static const onnx_op *find_onnx_op(const Onnx__NodeProto *n)
+{
+    if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
+        return NULL;
+    for (size_t i = 0; i < FG_COUNTOF(onnx_ops); i++)
+        if (n->op_type && strcmp(onnx_ops[i].type, n->op_type) == 0)
+            return &onnx_ops[i];
+    return NULL;
+}
+
+static int word_in(const char *list, const char *w)
+{
+    size_t n = strlen(w);
+    for (const char *p = list; (p = strstr(p, w)) != NULL; p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0))
+            return 1;
+    return 0;
+}
+
+/* Converts node i.  Outputs of a node that failed, or that reads the
+ * output of one, stand for the unknown placeholder. */
+static void convert_node(loader *L, int i, const Onnx__NodeProto *n, const onnx_op *op)
+{
+    char b1[160];
+    nctx nc = {.L = L, .idx = i, .n = n};
+    snprintf(nc.label, sizeof nc.label, "node %d '%s' (%s)", i, esc(n->name, b1, sizeof b1), n->op_type);
+    int quiet = 0;
+    for (size_t j = 0; j < n->n_input; j++) {
+        if (!n->input[j] || !n->input[j][0])
+            continue;
+        value *v = vfind(L->values, n->input[j]);
+        if (!v) {
+            nerr(&nc, "input '%s' is not a graph input, an initializer or the output of an earlier node",
+                 esc(n->input[j], b1, sizeof b1));
+            continue;
+        }
+        if (v->kind == V_TENSOR && L->g->tensors[v->idx].rank < 0)
+            quiet = 1;   /* downstream of an error already reported */
+    }
+    int ni = nin(&nc);
+    if (!nc.bad && (ni < op->min_in || ni > op->max_in))
+        nerr(&nc, "has %d inputs; %s takes %d to %d", ni, op->type, op->min_in, op->max_in);
+    for (size_t j = 0; j < n->n_attribute; j++) {
+        const char *an = n->attribute[j]->name ? n->attribute[j]->name : "";
+        if (!word_in(op->attrs, an)) {
+            char b2[80];
+            nerr(&nc, "attribute '%s' is not supported", esc(an, b2, sizeof b2));
+        }
+        if (n->attribute[j]->ref_attr_name && n->attribute[j]->ref_attr_name[0])
+            nerr(&nc, "attribute references (ref_attr_name) are only valid in functions");
+    }
+    if (!nc.bad && !quiet)
+        op->fn(&nc);
+    for (int j = nc.nout_defined; !nc.bad && !quiet && j < (int)n->n_output; j++)
+        if (out_used(&nc, j))
+            nerr(&nc, "output %d ('%s') is used, but only the first output of %s is supported", j,
+                 esc(n->output[j], b1, sizeof b1), op->type);
+    if (nc.bad || quiet)
+        for (size_t j = 0; j < n->n_output; j++)
+            if (n->output[j] && n->output[j][0])
+                vset(&L->values, n->output[j], V_TENSOR, unknown_tensor(L));
+}
+
+/* ---- graph inputs, outputs, the model ------------------------------------------- */
+
+static int input_dim(loader *L, const char *iname, int axis, const Onnx__TensorShapeProto__Dimension *d,
+                     int64_t *out, int *used_dims)
+{
+    char b1[160];
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+        if (d->dim_value < 1 || d->dim_value > (1ll << 31))
+            return lerr(L, "graph input '%s': dimension %d is %lld; fusegen needs positive sizes",
+                        esc(iname, b1, sizeof b1), axis, (long long)d->dim_value), 0;
+        *out = d->dim_value;
+        return 1;
+    }
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param && d->dim_param[0]) {
+        *out = 1;
+        for (int k = 0; L->opts && k < L->opts->ndims; k++)
+            if (L->opts->dims[k].name && strcmp(L->opts->dims[k].name, d->dim_param) == 0) {
+                *out = L->opts->dims[k].value;
+                used_dims[k] = 1;
+            }
+        return 1;
+    }
+    return lerr(L, "graph input '%s': dimension %d has neither a size nor a name (dim_param)",
+                esc(iname, b1, sizeof b1), axis), 0;
+}
+
+static void load_inputs(loader *L, const Onnx__GraphProto *gp, int *used_dims)
+{
+    char b1[160];
+    int cap = 0;
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        const char *nm = vi->name ? vi->name : "";
+        if (!*nm) {
+            lerr(L, "graph input %zu has no name", i);
+            continue;
+        }
+        value *v = vfind(L->values, nm);
+        if (v && v->kind == V_CONST)
+            continue;   /* an input that is also an initializer: a weight */
+        if (v) {
+            lerr(L, "graph input '%s' is listed twice", esc(nm, b1, sizeof b1));
+            continue;
+        }
+        if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type) {
+            lerr(L, "graph input '%s' is not a tensor", esc(nm, b1, sizeof b1));
+            continue;
+        }
+        const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+        int et = tt->has_elem_type ? tt->elem_type : 0, dt = fg_dtype_of(et);
+        if (dt < 0) {
+            lerr(L, "graph input '%s' has element type %s; inputs must be float, float16 or bfloat16",
+                 esc(nm, b1, sizeof b1), dtype_onnx_name(et));
+            continue;
+        }
+        if (!tt->shape) {
+            lerr(L, "graph input '%s' has no shape", esc(nm, b1, sizeof b1));
+            continue;
+        }
+        if (tt->shape->n_dim > FG_MAX_RANK) {
+            lerr(L, "graph input '%s' has rank %zu; at most %d is supported", esc(nm, b1, sizeof b1),
+                 tt->shape->n_dim, FG_MAX_RANK);
+            continue;
+        }
+        fg_tensor t = {0};
+        t.dtype = (fg_dtype)dt;
+        t.layout = FG_LAYOUT_NCHW;
+        t.producer = -1;
+        t.is_input = 1;
+        t.loc = L->loc;
+        t.rank = tt->shape->n_dim ? (int)tt->shape->n_dim : 1;
+        t.shape[0] = 1;
+        int ok = 1;
+        int64_t numel = 1;
+        for (size_t d = 0; d < tt->shape->n_dim && ok; d++) {
+            ok = input_dim(L, nm, (int)d, tt->shape->dim[d], &t.shape[d], used_dims);
+            if (ok && (__builtin_mul_overflow(numel, t.shape[d], &numel) || numel > (1ll << 31))) {
+                lerr(L, "graph input '%s' has more than 2^31 elements", esc(nm, b1, sizeof b1));
+                ok = 0;
+            }
+        }
+        if (!ok)
+            continue;
+        t.name = unique_name(L, &L->tnames, nm);
+        int idx = add_tensor(L, &t, nm);
+        vset(&L->values, nm, V_TENSOR, idx);
+        *FG_PUSH(L->g->inputs, L->g->ninputs, cap) = idx;
+    }
+}
+
+/* A node copying tensor t (any rank) into a new tensor for graph output name. */
+static int copy_node(loader *L, int t, const char *name)
+{
+    const fg_opdef *op = fg_ctx_find_op(L->ctx, "identity");
+    if (!op) {
+        lerr(L, "graph output '%s' needs a copy, and op 'identity' is not in the loaded vocabulary (rules/onnx_ops.yaml)",
+             name);
+        return -1;
+    }
+    fg_node n = {0};
+    n.op = op;
+    n.ninputs = op->ninputs;
+    for (int i = 0; i < FG_MAX_INPUTS; i++)
+        n.inputs[i] = -1;
+    n.inputs[0] = t;
+    char hint[300];
+    snprintf(hint, sizeof hint, "%s.copy", name);
+    n.name = unique_name(L, &L->nnames, hint);
+    n.loc = L->loc;
+    fg_tensor o = {0};
+    o.name = unique_name(L, &L->tnames, name);
+    o.rank = -1;
+    o.producer = -1;
+    o.loc = L->loc;
+    n.output = add_tensor(L, &o, name);
+    int nd = fg_graph_add_node(L->g, &n);
+    return fg_shape_infer(L->ctx, L->g, nd) == FG_OK ? n.output : -1;
+}
+
+static void load_outputs(loader *L, const Onnx__GraphProto *gp)
+{
+    char b1[160];
+    int cap = 0;
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const char *nm = gp->output[i]->name ? gp->output[i]->name : "";
+        value *v = vfind(L->values, nm);
+        if (!v) {
+            lerr(L, "graph output '%s' is not produced by any node", esc(nm, b1, sizeof b1));
+            continue;
+        }
+        if (v->kind == V_CONST) {
+            lerr(L, "graph output '%s' is a constant; outputs must be computed", esc(nm, b1, sizeof b1));
+            continue;
+        }
+        int t = v->idx;
+        fg_tensor *tt = &L->g->tensors[t];
+        if (tt->rank < 0)
+            continue;   /* an error already reported */
+        const char *owner = L->tensor_onnx[t];
+        if (tt->is_input || tt->is_weight || tt->is_output || (owner && strcmp(owner, nm) != 0 && vfind(L->outs, owner))) {
+            t = copy_node(L, t, nm);   /* a graph output is a tensor of its own */
+        } else if (!owner || strcmp(owner, nm) != 0) {
+            /* an alias (Identity, Dropout, a no-op reshape) of a tensor made for
+             * a name that is not a graph output: the tensor takes this name */
+            tt->name = unique_name(L, &L->tnames, nm);
+            L->tensor_onnx[t] = nm;
+        }
+        if (t < 0)
+            continue;
+        L->g->tensors[t].is_output = 1;
+        vset(&L->values, nm, V_TENSOR, t);
+        *FG_PUSH(L->g->outputs, L->g->noutputs, cap) = t;
+    }
+}
+
+static int model_opset(loader *L, const Onnx__ModelProto *m)
+{
+    int found = 0;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = m->opset_import[i];
+        if (!o->domain || !o->domain[0] || strcmp(o->domain, "ai.onnx") == 0) {
+            L->opset = o->has_version ? (int)o->version : 0;
+            found = 1;
+        }
+    }
+    if (!found)
+        return lerr(L, "the model imports no opset of the default ONNX domain"), 0;
+    if (L->opset < FG_ONNX_OPSET_MIN || L->opset > FG_ONNX_OPSET_MAX)
+        return lerr(L, "opset %d is not supported: this importer knows opsets %d to %d", L->opset, FG_ONNX_OPSET_MIN,
+                    FG_ONNX_OPSET_MAX), 0;
+    return 1;
+}
+
+/* One error naming every unsupported operator type with its nodes. */
+static int check_ops(loader *L, const Onnx__GraphProto *gp)
+{
+    fg_buf b = {0};
+    int nbad = 0;
+    char *done = fg_xcalloc(gp->n_node + 1, 1);
+    char b1[160], b2[160];
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *n = gp->node[i];
+        if (done[i] || find_onnx_op(n))
+            continue;
+        const char *dom = n->domain && n->domain[0] ? n->domain : NULL;
+        fg_buf_printf(&b, "%s%s%s%s (", nbad++ ? "; " : "", dom ? esc(dom, b2, sizeof b2) : "", dom ? "." : "",
+                      esc(n->op_type, b1, sizeof b1));
+        int cnt = 0;
+        for (size_t j = i; j < gp->n_node; j++) {
+            const Onnx__NodeProto *m = gp->node[j];
+            const char *mdom = m->domain && m->domain[0] ? m->domain : NULL;
+            if (done[j] || find_onnx_op(m) || strcmp(m->op_type ? m->op_type : "", n->op_type ? n->op_type : "") ||
+                (!dom != !mdom) || (dom && strcmp(dom, mdom)))
+                continue;
+            done[j] = 1;
+            if (cnt < 8)
+                fg_buf_printf(&b, "%snode %zu '%s'", cnt ? ", " : "", j, esc(m->name, b1, sizeof b1));
+            cnt++;
+        }
+        if (cnt > 8)
+            fg_buf_printf(&b, " and %d more", cnt - 8);
+        fg_buf_put(&b, ")");
+    }
+    if (nbad)
+        lerr(L, "unsupported operator%s: %s (docs/onnx.md lists what is supported)", nbad > 1 ? "s" : "", b.s);
+    fg_buf_free(&b);
+    free(done);
+    return nbad == 0;
+}
+
+static void load_model(loader *L, const Onnx__ModelProto *m)
+{
+    char b1[160];
+    if (!m->graph) {
+        lerr(L, "the model has no graph");
+        return;
+    }
+    const Onnx__GraphProto *gp = m->graph;
+    L->g->name = unique_name(L, &L->nnames, gp->name && gp->name[0] ? gp->name : "onnx_model");
+    if (!model_opset(L, m) || !check_ops(L, gp))
+        return;
+    if (gp->n_sparse_initializer)
+        lerr(L, "sparse initializers are not supported");
+    /* names that something reads */
+    for (size_t i = 0; i < gp->n_node; i++)
+        for (size_t j = 0; j < gp->node[i]->n_input; j++)
+            if (gp->node[i]->input[j] && gp->node[i]->input[j][0])
+                vset(&L->used, gp->node[i]->input[j], V_TENSOR, 0);
+    for (size_t i = 0; i < gp->n_output; i++)
+        if (gp->output[i]->name) {
+            if (vfind(L->outs, gp->output[i]->name))
+                lerr(L, "graph output '%s' is listed twice", esc(gp->output[i]->name, b1, sizeof b1));
+            vset(&L->used, gp->output[i]->name, V_TENSOR, 0);
+            vset(&L->outs, gp->output[i]->name, V_TENSOR, 0);
+        }
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *t = gp->initializer[i];
+        char what[220];
+        snprintf(what, sizeof what, "initializer '%s'", esc(t->name, b1, sizeof b1));
+        if (!t->name || !t->name[0]) {
+            lerr(L, "initializer %zu has no name", i);
+            continue;
+        }
+        if (vfind(L->values, t->name)) {
+            lerr(L, "%s is given twice", what);
+            continue;
+        }
+        if (!vfind(L->used, t->name))
+            continue;   /* nothing reads it */
+        int c = decode_tensor(L, t, t->name, what);
+        if (c >= 0)
+            vset(&L->values, t->name, V_CONST, c);
+    }
+    int *used_dims = fg_xcalloc((size_t)(L->opts ? L->opts->ndims : 0) + 1, sizeof(int));
+    load_inputs(L, gp, used_dims);
+    for (int k = 0; L->opts && k < L->opts->ndims; k++)
+        if (!used_dims[k]) {
+            fg_buf names = {0};
+            for (size_t i = 0; i < gp->n_input; i++) {
+                const Onnx__ValueInfoProto *vi = gp->input[i];
+                if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+                    !vi->type->tensor_type || !vi->type->tensor_type->shape)
+                    continue;
+                const Onnx__TensorShapeProto *sp = vi->type->tensor_type->shape;
+                for (size_t d = 0; d < sp->n_dim; d++)
+                    if (sp->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+                        sp->dim[d]->dim_param && (!names.s || !strstr(names.s, sp->dim[d]->dim_param)))
+                        fg_buf_printf(&names, "%s'%s'", names.len ? ", " : "", esc(sp->dim[d]->dim_param, b1, sizeof b1));
+            }
+            lerr(L, "dimension '%s' is not a symbolic dimension of the model's inputs (%s%s)",
+                 esc(L->opts->dims[k].name, b1, sizeof b1), names.len ? "it has " : "it has none",
+                 names.len ? names.s : "");
+            fg_buf_free(&names);
+        }
+    free(used_dims);
+    if (L->ctx->nerrors != L->errs0)
+        return;
+    for (size_t i = 0; i < gp->n_node; i++)
+        convert_node(L, (int)i, gp->node[i], find_onnx_op(gp->node[i]));
+    load_outputs(L, gp);
+    if (L->g->noutputs == 0 && gp->n_output == 0)
+        lerr(L, "the model has no graph outputs");
+}
+
+static fg_status load(fg_context *ctx, const char *name, const void *data, size_t len, const char *base_dir,
+                      const char *path, const fg_onnx_options *opts, fg_graph **out)
+{
+    int errs0 = ctx->nerrors;
+    loader L = {0};
+    L.ctx = ctx;
+    L.file = fg_intern(ctx, name);
+    L.loc = (fg_loc){L.file, 0, 0};
+    L.base_dir = base_dir;
+    L.opts = opts;
+    L.unknown = -1;
+    for (int k = 0; opts && k < opts->ndims; k++)
+        if (!opts->dims[k].name || opts->dims[k].value < 1 || opts->dims[k].value > (1ll << 31))
+            return lerr(&L, "dimension %d of the options: needs a name and a value from 1 to 2^31", k);
+    if (!pb_depth_ok(&onnx__model_proto__descriptor, data, (const uint8_t *)data + len, 0))
+        return lerr(&L, "not a usable ONNX model: messages nest more than %d deep", PB_MAX_DEPTH);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);
+    if (!m)
+        return lerr(&L, "not a valid ONNX model (the protobuf message could not be decoded: corrupt or truncated)");
+    L.errs0 = errs0;
+    L.g = fg_xcalloc(1, sizeof *L.g);
+    L.g->path = path ? fg_intern(ctx, path) : NULL;
+    load_model(&L, m);
+    fg_graph_recount(L.g);
+    onnx__model_proto__free_unpacked(m, NULL);
+    vfree(&L.values);
+    vfree(&L.used);
+    vfree(&L.outs);
+    names_free(&L.tnames);
+    names_free(&L.nnames);
+    for (int i = 0; i < L.nconsts; i++) {
+        free(L.consts[i].f);
+        free(L.consts[i].i);
+    }
+    free(L.consts);
+    free(L.tensor_onnx);
+    if (ctx->nerrors != errs0) {
+        fg_graph_free(L.g);
+        return FG_ERR_INPUT;
+    }
+    *out = L.g;
+    return FG_OK;
+}
+
+FG_API fg_status fg_graph_load_onnx_memory(fg_context *ctx, const char *name, const void *data, size_t len,
+                                           const fg_onnx_options *o, fg_graph **out)
+{
+    if (out)
+        *out = NULL;
+    if (!ctx || !out || (!data && len))
+        return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_graph_load_onnx_memory: NULL argument")
+                   : FG_ERR_INPUT;
+    if (o && o->ndims && (o->ndims < 0 || !o->dims))
+        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_onnx_options: ndims %d without dims", o->ndims);
+    return load(ctx, name ? name : "<onnx>", data, len, o ? o->base_dir : NULL, NULL, o, out);
+}
+
+FG_API fg_status fg_graph_load_onnx(fg_context *ctx, const char *path, const fg_onnx_options *o, fg_graph **out)
+{
+    if (out)
+        *out = NULL;
+    if (!ctx || !out || !path)
+        return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_graph_load_onnx: NULL argument") : FG_ERR_INPUT;
+    if (o && o->ndims && (o->ndims < 0 || !o->dims))
+        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_onnx_options: ndims %d without dims", o->ndims);
+    char why[200];
+    size_t len = 0;
+    unsigned char *data = read_regular(path, FG_ONNX_FILE_MAX, &len, why, sizeof why);
+    if (!data)
+        return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0}, "cannot read model: %s", why);
+    /* external data lives beside the model */
+    char *dir = fg_xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        slash[slash == dir ? 1 : 0] = 0;
+    else
+        strcpy(dir, ".");
+    fg_status st = load(ctx, path, data, len, dir, path, o, out);
+    free(dir);
+    free(data);
+    return st;
+}
