@@ -2000,8 +2000,10 @@ static void load_model(loader *L, const Onnx__ModelProto *m)
             lerr(L, "%s is given twice", what);
             continue;
         }
-        if (!vfind(L->used, t->name))
-            continue;   /* nothing reads it */
+        if (!vfind(L->used, t->name)) {
+            vset(&L->values, t->name, V_CONST, -1);   /* nothing reads it: not decoded, but not an input */
+            continue;
+        }
         int c = decode_tensor(L, t, t->name, what);
         if (c >= 0)
             vset(&L->values, t->name, V_CONST, c);

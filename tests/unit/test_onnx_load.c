@@ -261,6 +261,22 @@ static void test_basic_graph(void **state)
     assert_int_equal(g->tensors[fg_graph_find_tensor(g, "y")].shape[0], 3);
     fg_graph_free(g);
 
+    /* initializers listed as graph inputs (IR < 4 style), used or not, are weights, not inputs */
+    mb_conv_relu(&b);
+    static const int64_t ud[1] = {2};
+    static const float uv[2] = {1, 2};
+    mb_init_raw(&b, "U", 1, ud, uv, sizeof uv);
+    Onnx__ValueInfoProto vw = b.vin, vu = b.vin, *ins3[3] = {&b.vin, &vw, &vu};
+    vw.name = "W";
+    vu.name = "U";
+    b.g.n_input = 3;
+    b.g.input = ins3;
+    assert_int_equal(mb_load(g_ctx, &b, NULL, NULL, &g), FG_OK);
+    assert_int_equal(g->ninputs, 1);
+    assert_true(g->tensors[fg_graph_find_tensor(g, "W")].is_weight);
+    assert_int_equal(fg_graph_find_tensor(g, "U"), -1);
+    fg_graph_free(g);
+
     /* fg_graph_parse recognises serialized ONNX */
     size_t len;
     uint8_t *buf = mb_pack(&b, &len);
