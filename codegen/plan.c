@@ -15,6 +15,7 @@
  */
 #include "plan.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -817,11 +818,62 @@ static void finish_notes(planner *P, fg_plan *p)
     }
 }
 
+/* ---- weights that cannot be right -------------------------------------- */
+
+/* Before planning: an inference batch norm's var + eps must be positive (an
+ * error at the node: sqrt of a negative or NaN would turn every output of
+ * the channel into NaN), and a weight holding NaN or inf gets one warning. */
+static fg_status check_weights(fg_context *ctx, const fg_graph *g)
+{
+    fg_status st = FG_OK;
+    for (int t = 0; t < g->ntensors; t++) {
+        const fg_tensor *x = &g->tensors[t];
+        if (!x->is_weight || !x->data)
+            continue;
+        int64_t n = fg_tensor_numel(x), bad = -1, nbad = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (!isfinite(x->data[i]) && nbad++ == 0)
+                bad = i;
+        if (nbad)
+            fg_diag_warn(ctx, x->loc, "weight '%s' has %lld non-finite value%s (the first at index %lld)", x->name,
+                         (long long)nbad, nbad == 1 ? "" : "s", (long long)bad);
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const fg_node *nd = &g->nodes[i];
+        if (nd->op->kind != FG_OPK_BATCH_NORM || fg_node_attr_num(nd, "training", 0) != 0)
+            continue;
+        int vs = fg_node_input(nd, "var");
+        int vt = vs >= 0 && vs < nd->ninputs ? nd->inputs[vs] : -1;
+        if (vt < 0 || !g->tensors[vt].is_weight || !g->tensors[vt].data)
+            continue;
+        double eps = fg_node_attr_num(nd, "eps", 1e-5);
+        int64_t n = fg_tensor_numel(&g->tensors[vt]);
+        double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof *v);
+        fg_tensor_values_f64(&g->tensors[vt], v);
+        for (int64_t k = 0; k < n; k++)
+            if (!(v[k] + eps > 0)) {
+                st = fg_diag_error(ctx, FG_ERR_INPUT, nd->loc,
+                                   "batch_norm '%s': var '%s' is %g at channel %lld; var + eps must be positive",
+                                   nd->name, g->tensors[vt].name, v[k], (long long)k);
+                break;
+            }
+        free(v);
+    }
+    return st;
+}
+
 /* ---- entry points ------------------------------------------------------ */
 
 FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out)
 {
+    if (!out)
+        return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_plan_build: out is NULL") : FG_ERR_INPUT;
     *out = NULL;
+    if (!ctx || !g)
+        return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_plan_build: graph is NULL") : FG_ERR_INPUT;
+    fg_status wst = check_weights(ctx, g);
+    if (wst != FG_OK)
+        return wst;
     double t_match = fg_now();
     fg_plan *p = fg_xcalloc(1, sizeof *p);
     p->source = g;

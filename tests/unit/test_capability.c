@@ -413,6 +413,38 @@ static void test_inferred_size_bounds(void **state)
     fg_context_free(ctx);
 }
 
+/* A batch norm whose var + eps is not positive is an error at the node; a
+ * weight holding NaN plans with a warning naming it. */
+static void test_bad_weights(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    const char *fmt = "graph: bn\nseed: 1\ninputs:\n  - { name: x, shape: [1, 2, 3, 3] }\n"
+                      "weights:\n  - { name: g, shape: [2], values: [1, %s] }\n  - { name: b, shape: [2] }\n"
+                      "  - { name: m, shape: [2] }\n  - { name: v, shape: [2], values: [1, %s] }\n"
+                      "nodes:\n  - { name: bn, op: batch_norm, inputs: [x, g, b, m, v] }\noutputs: [bn]\n";
+    char y[1024];
+    snprintf(y, sizeof y, fmt, "1", "-2");
+    fg_graph *g = parse(ctx, y);
+    fg_plan *p = NULL;
+    assert_int_equal(fg_plan_build(ctx, g, &p), FG_ERR_INPUT);
+    assert_null(p);
+    assert_true(tu_has_error(ctx, "g.yaml:11:5: error: batch_norm 'bn': var 'v' is -2 at channel 1; var + eps must "
+                                  "be positive"));
+    fg_graph_free(g);
+    fg_context_clear_errors(ctx);
+    snprintf(y, sizeof y, fmt, ".nan", "2");
+    g = parse(ctx, y);
+    p = plan(ctx, g);
+    int warned = 0;
+    for (int i = 0; i < ctx->nwarnings; i++)
+        warned |= strstr(ctx->warnings[i], "weight 'g' has 1 non-finite value (the first at index 1)") != NULL;
+    assert_true(warned);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_context_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -421,7 +453,7 @@ int main(void)
         cmocka_unit_test(test_gemm_bias_shapes),  cmocka_unit_test(test_registered_template),
         cmocka_unit_test(test_select_hook),       cmocka_unit_test(test_bad_template_doc),
         cmocka_unit_test(test_no_template_is_plan_error), cmocka_unit_test(test_rule_names_one_template),
-        cmocka_unit_test(test_inferred_size_bounds),
+        cmocka_unit_test(test_inferred_size_bounds),     cmocka_unit_test(test_bad_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
