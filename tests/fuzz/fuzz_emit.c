@@ -160,7 +160,13 @@ static void op_binary(gen *g)
     node_end(g, "", g->cur.d, g->cur.rank);
 }
 
-static int64_t conv_out(int64_t in, int k, int s, int p, int d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+/* Output size of a convolution or pooling window; 0 when the window does
+ * not fit (the numerator is negative: C division would round it to 0). */
+static int64_t conv_out(int64_t in, int k, int s, int p, int d)
+{
+    int64_t num = in + 2 * p - (int64_t)d * (k - 1) - 1;
+    return num < 0 ? 0 : num / s + 1;
+}
 
 static void op_conv(gen *g)
 {
@@ -412,6 +418,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_FAIL("fg_plan_build returned %s and %s plan", fg_status_name(st), p ? "a" : "no");
     if (st != FG_OK && g_verbose)
         fz_dump_errors(g_ctx, e0);
+    if (st == FG_OK && g_verbose) {
+        fprintf(stderr, "plan:");
+        for (int i = 0; i < p->ngroups; i++)
+            fprintf(stderr, " %s(%d)", p->groups[i].template_name ? p->groups[i].template_name : "-",
+                    p->groups[i].nnodes);
+        fputc('\n', stderr);
+    }
     for (int i = 0; p && i < fg_plan_group_count(p); i++) {
         fg_emit_opts eo = {.specialize = (flags & 1) ? 0 : 1};
         fg_kernel k;

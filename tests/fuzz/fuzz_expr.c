@@ -37,8 +37,11 @@ static int g_runs;
 static const char *const g_vars[NVARS] = {"x", "y", "alpha", "slope"};
 /* Substituted names: distinct identifiers that occur nowhere else. */
 static const char *const g_names[NVARS] = {"v_in0", "v_in1", "p_alpha", "s_slope"};
-static const char *const g_funcs[] = {"expf",  "logf", "log1pf", "expm1f", "tanhf",     "erff",   "sqrtf",
-                                      "fabsf", "fminf", "fmaxf", "powf",   "fg_rsqrtf", "floorf", "ceilf"};
+/* The functions the emitted text may call (expr.h); min and max under either
+ * spelling: the C library's, or the prelude's NaN-propagating fg_minf/fg_maxf. */
+static const char *const g_funcs[] = {"expf",   "logf",   "log1pf", "expm1f",    "tanhf",  "erff",
+                                      "sqrtf",  "fabsf",  "fminf",  "fmaxf",     "fg_minf", "fg_maxf",
+                                      "powf",   "fg_rsqrtf", "floorf", "ceilf"};
 
 static void at_exit_free(void)
 {
