@@ -109,6 +109,7 @@ int64_t fg_em_numel(const fg_emitter *em, int t);
 
 fg_status fg_emit_pointwise(fg_emitter *em);
 fg_status fg_emit_conv2d(fg_emitter *em);
+fg_status fg_emit_conv2d_tc(fg_emitter *em);
 fg_status fg_emit_gemm(fg_emitter *em);
 fg_status fg_emit_pool2d(fg_emitter *em);
 

@@ -28,6 +28,7 @@
 static const char *const tile_threads[] = {"threads", NULL};
 static const char *const tile_conv[] = {"threads", "tile_k", NULL};
 static const char *const tile_gemm[] = {"tile_m", "tile_n", "tile_k", NULL};
+static const char *const tile_conv_tc[] = {"tile_m", "tile_n", NULL};
 static const char *const tile_none[] = {NULL};
 
 #define BUILTIN(name_, family_, kinds_, dtypes_, prio_, tiles_, check_, emit_, summary_)                        \
@@ -44,6 +45,8 @@ static const fg_template builtins[] = {
     BUILTIN("conv2d_depthwise", "conv2d", KIND(FG_OPK_CONV2D), ALL_DTYPES, 10, tile_threads,
             fg_check_conv2d_depthwise, fg_emit_conv2d,
             "depthwise convolution (one input channel per group), one thread per output element"),
+    BUILTIN("conv2d_tc", "conv2d", KIND(FG_OPK_CONV2D), HALF_DTYPES, 20, tile_conv_tc, fg_check_conv2d_tc,
+            fg_emit_conv2d_tc, "fp16/bf16 NHWC implicit-GEMM convolution on tensor cores (C % 8 == 0, groups 1)"),
     BUILTIN("gemm", "gemm", KIND(FG_OPK_MATMUL), 1u << FG_DTYPE_F32, 0, tile_gemm, fg_check_gemm, fg_emit_gemm,
             "fp32 GEMM on shared-memory tiles (SIMT)"),
     BUILTIN("gemm_tc", "gemm", KIND(FG_OPK_MATMUL), HALF_DTYPES, 10, tile_none, fg_check_gemm_tc, fg_emit_gemm,

@@ -96,6 +96,7 @@ void fg_templates_free(fg_context *ctx);
 int fg_check_pointwise(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_conv2d(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_conv2d_depthwise(const fg_tcand *c, char *why, size_t whysz);
+int fg_check_conv2d_tc(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_gemm(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_gemm_tc(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_pool2d(const fg_tcand *c, char *why, size_t whysz);

@@ -15,7 +15,17 @@
  * of barriers.  Warp collectives: each lane deposits its operands in the
  * warp's slot; the last lane to arrive computes every lane's result and wakes
  * the others, which read their result before they can deposit again, so one
- * rendezvous suffices.
+ * rendezvous suffices.  ldmatrix is such a collective too: each lane deposits
+ * the 16-byte row it addresses and receives its fragments.
+ *
+ * cp.async: a copy's source is read when it is issued, but the 16 bytes are
+ * kept in the issuing thread's queue, tagged with its open group, and written
+ * to shared memory only when that thread's wait covers the group (wait_group
+ * N lands every committed group but the N most recent).  A kernel that reads
+ * a tile without the right wait therefore reads stale or poisoned (0xff)
+ * shared memory and fails its numerics, which on the device would be a race
+ * that usually goes unnoticed.  Copies still queued when a thread exits, or
+ * when the block ends, are dropped.
  */
 #define _GNU_SOURCE
 #include "emu_sched.h"
@@ -83,6 +93,7 @@ __asm__(".text\n"
 #define MAX_WARPS (MAX_THREADS / 32)
 #define WARP_IN 10
 #define WARP_OUT 4
+#define CPQ_MAX 128          /* outstanding cp.async copies per thread */
 
 enum { T_UNSTARTED, T_READY, T_RUNNING, T_BAR, T_WARP, T_EXITED };
 
@@ -103,8 +114,17 @@ typedef struct thread {
     unsigned lin;
     int state;
     int nsync;               /* barriers passed */
+    int ncp;                 /* cp.async copies queued (not landed) */
+    unsigned cp_group;       /* the open cp.async group: groups committed so far */
     worker *w;
 } thread;
+
+/* One queued cp.async copy. */
+typedef struct cpcopy {
+    void *dst;
+    unsigned group;
+    unsigned char data[16];
+} cpcopy;
 
 typedef struct warpslot {
     int arrived, nlanes, op, nin;
@@ -122,6 +142,7 @@ struct fg_emu_sched {
     int nused;                  /* workers used in this block */
     thread threads[MAX_THREADS];
     warpslot warps[MAX_WARPS];
+    cpcopy *cpq;                /* CPQ_MAX per thread, made on the first cp.async */
     int rq[MAX_THREADS];        /* ready queue (ring); each thread at most once */
     int rq_head, rq_len;
     int bar_wait[MAX_THREADS];
@@ -234,6 +255,7 @@ static void yield(fg_emu_sched *s, thread *t)
 static void thread_exit(fg_emu_sched *s, thread *t)
 {
     t->state = T_EXITED;
+    t->ncp = 0;             /* copies never waited for do not land */
     s->live--;
     if (s->nbar > 0 && s->nbar == s->live)
         release_barrier(s);
@@ -281,6 +303,8 @@ static const char *wop_name(int op)
     case FG_EMU_WOP_SHFL_IDX: return "fg_shfl_idx";
     case FG_EMU_WOP_MMA_F16: return "fg_mma_16816_f16";
     case FG_EMU_WOP_MMA_BF16: return "fg_mma_16816_bf16";
+    case FG_EMU_WOP_LDMATRIX_X4: return "fg_ldmatrix_x4";
+    case FG_EMU_WOP_LDMATRIX_X4_TRANS: return "fg_ldmatrix_x4_trans";
     default: return "an unknown warp collective";
     }
 }
@@ -326,6 +350,26 @@ static void warp_mma(warpslot *ws, int bf16)
     }
 }
 
+/* ldmatrix.x4 (PTX ISA, "Warp-level matrix load instruction: ldmatrix"):
+ * lane 8i + j deposited row j of matrix i (8 b16 elements, 4 words).  Lane l
+ * receives, in register i, matrix i's elements (l/4, 2(l%4)) and
+ * (l/4, 2(l%4) + 1), low half first; transposed, (2(l%4), l/4) and
+ * (2(l%4) + 1, l/4). */
+static void warp_ldmatrix(warpslot *ws, int trans)
+{
+    for (int lane = 0; lane < 32; lane++)
+        for (int i = 0; i < 4; i++) {
+            if (!trans) {
+                ws->out[lane][i] = ws->in[i * 8 + lane / 4][lane % 4];
+                continue;
+            }
+            int row = 2 * (lane % 4), col = lane / 4;
+            uint32_t lo = (ws->in[i * 8 + row][col / 2] >> (16 * (col % 2))) & 0xffffu;
+            uint32_t hi = (ws->in[i * 8 + row + 1][col / 2] >> (16 * (col % 2))) & 0xffffu;
+            ws->out[lane][i] = lo | hi << 16;
+        }
+}
+
 static void warp_compute(warpslot *ws)
 {
     int nl = ws->nlanes;
@@ -342,6 +386,8 @@ static void warp_compute(warpslot *ws)
         break;
     case FG_EMU_WOP_MMA_F16: warp_mma(ws, 0); break;
     case FG_EMU_WOP_MMA_BF16: warp_mma(ws, 1); break;
+    case FG_EMU_WOP_LDMATRIX_X4: warp_ldmatrix(ws, 0); break;
+    case FG_EMU_WOP_LDMATRIX_X4_TRANS: warp_ldmatrix(ws, 1); break;
     }
 }
 
@@ -352,9 +398,10 @@ static void api_warp(int op, int arg, const uint32_t *in, int nin, uint32_t *out
     warpslot *ws = &s->warps[t->info.warp];
     int lane = (int)t->info.lane;
     char msg[256];
-    if (op < FG_EMU_WOP_SHFL_XOR || op > FG_EMU_WOP_MMA_BF16 || nin > WARP_IN || nout > WARP_OUT || nin < 0 || nout < 0)
+    if (op < FG_EMU_WOP_SHFL_XOR || op > FG_EMU_WOP_LDMATRIX_X4_TRANS || nin > WARP_IN || nout > WARP_OUT || nin < 0 ||
+        nout < 0)
         api_fail("malformed warp collective call (prelude and runtime out of step)");
-    if ((op == FG_EMU_WOP_MMA_F16 || op == FG_EMU_WOP_MMA_BF16) && ws->nlanes != 32) {
+    if (op >= FG_EMU_WOP_MMA_F16 && ws->nlanes != 32) {
         snprintf(msg, sizeof msg, "%s needs a full warp, but warp %u has %d threads", wop_name(op), t->info.warp,
                  ws->nlanes);
         api_fail(msg);
@@ -381,6 +428,51 @@ static void api_warp(int op, int arg, const uint32_t *in, int nin, uint32_t *out
         ws->arrived = 0;
     }
     memcpy(out, ws->out[lane], (size_t)nout * 4);
+}
+
+/* ---- cp.async ---- */
+
+static void api_cp_async(void *dst, const void *src)
+{
+    fg_emu_sched *s = tls_sched;
+    thread *t = s->cur;
+    if (!s->cpq)
+        s->cpq = fg_xcalloc((size_t)MAX_THREADS * CPQ_MAX, sizeof *s->cpq);
+    if (t->ncp == CPQ_MAX)
+        api_fail("more than 128 cp.async copies outstanding in one thread (a wait is missing)");
+    cpcopy *c = &s->cpq[(size_t)t->lin * CPQ_MAX + (size_t)t->ncp++];
+    c->dst = dst;
+    c->group = t->cp_group;
+    if (src)
+        memcpy(c->data, src, sizeof c->data);
+    else
+        memset(c->data, 0, sizeof c->data);
+}
+
+static void api_cp_commit(void)
+{
+    tls_sched->cur->cp_group++;
+}
+
+static void api_cp_wait(int n)
+{
+    fg_emu_sched *s = tls_sched;
+    thread *t = s->cur;
+    if (n < 0) {            /* wait_all: commit, then wait for every group */
+        t->cp_group++;
+        n = 0;
+    }
+    if (!t->ncp)
+        return;
+    cpcopy *q = &s->cpq[(size_t)t->lin * CPQ_MAX];
+    int keep = 0;
+    for (int i = 0; i < t->ncp; i++) {
+        if ((long)q[i].group < (long)t->cp_group - n)
+            memcpy(q[i].dst, q[i].data, sizeof q[i].data);   /* lands, in issue order */
+        else
+            q[keep++] = q[i];
+    }
+    t->ncp = keep;
 }
 
 /* ---- workers ---- */
@@ -438,6 +530,9 @@ fg_emu_sched *fg_emu_sched_new(size_t stack_bytes)
     s->api.sync = api_sync;
     s->api.warp = api_warp;
     s->api.fail = api_fail;
+    s->api.cp_async = api_cp_async;
+    s->api.cp_commit = api_cp_commit;
+    s->api.cp_wait = api_cp_wait;
     return s;
 }
 
@@ -450,6 +545,7 @@ void fg_emu_sched_free(fg_emu_sched *s)
             munmap(s->workers[i]->map, s->workers[i]->mapsize);
             free(s->workers[i]);
         }
+    free(s->cpq);
     free(s);
 }
 
@@ -507,6 +603,8 @@ static int run_block(fg_emu_sched *s)
     for (int i = 0; i < n; i++) {
         s->threads[i].state = T_UNSTARTED;
         s->threads[i].nsync = 0;
+        s->threads[i].ncp = 0;
+        s->threads[i].cp_group = 0;
     }
     for (int w = 0; w < (n + 31) / 32; w++) {
         s->warps[w].arrived = 0;

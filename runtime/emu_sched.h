@@ -1,7 +1,9 @@
 /*
  * emu_sched.h -- the scheduler of the CPU emulation backend: runs the blocks
  * of a grid one after another and the threads of a block as cooperative
- * contexts (ucontext) that switch only at barriers and warp collectives.
+ * contexts (ucontext) that switch only at barriers and warp collectives.  It
+ * also holds each thread's outstanding cp.async copies, which land in shared
+ * memory only at the thread's matching wait.
  *
  * struct fg_emu_api is shared with the emulation prelude
  * (templates/prelude_emu.h), which declares the same layout; the kernel's
@@ -13,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FG_EMU_API_VERSION 1
+#define FG_EMU_API_VERSION 2
 
 /* Warp collective operations (same values in the prelude). */
 enum {
@@ -21,7 +23,9 @@ enum {
     FG_EMU_WOP_SHFL_DOWN,
     FG_EMU_WOP_SHFL_IDX,
     FG_EMU_WOP_MMA_F16,
-    FG_EMU_WOP_MMA_BF16
+    FG_EMU_WOP_MMA_BF16,
+    FG_EMU_WOP_LDMATRIX_X4,
+    FG_EMU_WOP_LDMATRIX_X4_TRANS
 };
 
 typedef struct fg_emu_tinfo {
@@ -36,6 +40,12 @@ typedef struct fg_emu_api {
     void (*sync)(void);
     void (*warp)(int op, int arg, const uint32_t *in, int nin, uint32_t *out, int nout);
     void (*fail)(const char *msg);
+    /* cp.async: queue a 16-byte copy (src NULL: zeros) in the running
+     * thread's open group; close the group; land all but the n most recent
+     * committed groups (n < 0: commit, then land everything). */
+    void (*cp_async)(void *dst, const void *src);
+    void (*cp_commit)(void);
+    void (*cp_wait)(int n);
 } fg_emu_api;
 
 typedef void (*fg_emu_entry)(const void *params);

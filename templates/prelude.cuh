@@ -2,10 +2,11 @@
 //
 // Every hardware-specific operation a generated kernel uses is defined here:
 // thread indices, barriers, warp shuffles, fp16/bf16 conversion, vector
-// access, async copies and tensor-core fragments.  templates/prelude_emu.h
-// defines the same names for the CPU emulation backend.  No toolkit header is
-// included: conversions, cp.async and mma are inline PTX, so NVRTC parses
-// only this file and the kernel.  Requires sm_80 or newer.
+// access, async copies, ldmatrix and tensor-core fragments.
+// templates/prelude_emu.h defines the same names for the CPU emulation
+// backend.  No toolkit header is included: conversions, cp.async, ldmatrix and
+// mma are inline PTX, so NVRTC parses only this file and the kernel.
+// Requires sm_80 or newer.
 #ifndef FUSEGEN_PRELUDE_CUH
 #define FUSEGEN_PRELUDE_CUH
 
@@ -22,6 +23,11 @@ struct fg_bf16 { unsigned short bits; };
 #define FG_DEVICE __device__ __forceinline__
 #define FG_SHARED __shared__
 #define FG_RESTRICT __restrict__
+#define FG_UNROLL _Pragma("unroll")
+
+// One 16-byte chunk: the element type of shared tiles that cp.async fills and
+// ldmatrix reads (both need 16-byte aligned addresses).
+struct alignas(16) fg_chunk16 { fg_u32 w[4]; };
 
 // ---- indices ---------------------------------------------------------------
 FG_DEVICE fg_u32 fg_tid_x() { return threadIdx.x; }
@@ -78,6 +84,23 @@ FG_DEVICE void fg_store(float *p, float v) { *p = v; }
 FG_DEVICE void fg_store(fg_half *p, float v) { *p = fg_f2h(v); }
 FG_DEVICE void fg_store(fg_bf16 *p, float v) { *p = fg_f2bf(v); }
 
+// Two consecutive elements in one store; p is aligned to 2 elements.
+struct alignas(8) fg_vec2f { float x, y; };
+FG_DEVICE void fg_store2(float *p, float a, float b)
+{
+    fg_vec2f q;
+    q.x = a; q.y = b;
+    *reinterpret_cast<fg_vec2f *>(p) = q;
+}
+FG_DEVICE void fg_store2(fg_half *p, float a, float b)
+{
+    *reinterpret_cast<fg_u32 *>(p) = (fg_u32)fg_f2h(a).bits | ((fg_u32)fg_f2h(b).bits << 16);
+}
+FG_DEVICE void fg_store2(fg_bf16 *p, float a, float b)
+{
+    *reinterpret_cast<fg_u32 *>(p) = (fg_u32)fg_f2bf(a).bits | ((fg_u32)fg_f2bf(b).bits << 16);
+}
+
 // Four consecutive elements; p is aligned to 4 elements.
 struct alignas(16) fg_vec4f { float x, y, z, w; };
 struct alignas(8) fg_vec4h { unsigned short x, y, z, w; };
@@ -130,13 +153,50 @@ FG_DEVICE void fg_store4(fg_bf16 *p, const float v[4])
 FG_DEVICE float fg_rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
 // ---- asynchronous copy global -> shared (sm_80+) ---------------------------
+// A copy is issued into the current group; fg_cp_async_commit closes the
+// group; fg_cp_async_wait_group<N>() waits until at most N of this thread's
+// committed groups are still in flight (so every older one has landed);
+// fg_cp_async_wait_all() commits and waits for everything.  Other threads see
+// the data only after the wait and a barrier.  Both addresses 16-byte aligned.
 FG_DEVICE void fg_cp_async16(void *smem_dst, const void *gmem_src)
 {
     const fg_u32 dst = (fg_u32)__cvta_generic_to_shared(smem_dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem_src) : "memory");
 }
+// valid: copy 16 bytes; otherwise write 16 zero bytes and read nothing
+// (src-size 0; gmem_src must still be a valid global address).
+FG_DEVICE void fg_cp_async16_zfill(void *smem_dst, const void *gmem_src, bool valid)
+{
+    const fg_u32 dst = (fg_u32)__cvta_generic_to_shared(smem_dst);
+    const fg_u32 src_size = valid ? 16u : 0u;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem_src), "r"(src_size)
+                 : "memory");
+}
 FG_DEVICE void fg_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> FG_DEVICE void fg_cp_async_wait_group() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 FG_DEVICE void fg_cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// ---- ldmatrix: four 8x8 b16 matrices from shared memory to a warp ------------
+// Lane l gives the address of row l % 8 of matrix l / 8 (16 bytes, 16-byte
+// aligned).  r[i] of lane l holds matrix i's elements (l / 4, 2 * (l % 4))
+// and (l / 4, 2 * (l % 4) + 1), low half first: the PTX m16n8k16 A / B
+// fragment layout when the tile's rows run along M (A) or N (B) with K
+// contiguous.  _trans delivers the transposed matrices: (2 * (l % 4), l / 4)
+// and (2 * (l % 4) + 1, l / 4).  Full warp, converged.
+FG_DEVICE void fg_ldmatrix_x4(fg_u32 r[4], const void *smem_row)
+{
+    const fg_u32 a = (fg_u32)__cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+FG_DEVICE void fg_ldmatrix_x4_trans(fg_u32 r[4], const void *smem_row)
+{
+    const fg_u32 a = (fg_u32)__cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
 
 // ---- tensor cores: mma.sync m16n8k16, f32 accumulate -----------------------
 FG_DEVICE fg_u32 fg_pack_half2(fg_half lo, fg_half hi) { return (fg_u32)lo.bits | ((fg_u32)hi.bits << 16); }

@@ -26,14 +26,16 @@ struct fg_bf16 { unsigned short bits; };
 
 /* ---- the runtime interface (mirror of runtime/emu_sched.h) ---- */
 
-#define FG_EMU_API_VERSION 1
+#define FG_EMU_API_VERSION 2
 
 enum {
     FG_EMU_WOP_SHFL_XOR = 1,
     FG_EMU_WOP_SHFL_DOWN,
     FG_EMU_WOP_SHFL_IDX,
     FG_EMU_WOP_MMA_F16,
-    FG_EMU_WOP_MMA_BF16
+    FG_EMU_WOP_MMA_BF16,
+    FG_EMU_WOP_LDMATRIX_X4,
+    FG_EMU_WOP_LDMATRIX_X4_TRANS
 };
 
 struct fg_emu_tinfo {
@@ -51,6 +53,13 @@ struct fg_emu_api {
     void (*warp)(int op, int arg, const fg_u32 *in, int nin, fg_u32 *out, int nout);
     /* Aborts the launch with a message (does not return). */
     void (*fail)(const char *msg);
+    /* cp.async: queues a 16-byte copy (src NULL: 16 zero bytes) in the
+     * running thread's open group; commit closes the group; wait(n) lands
+     * every copy of the thread's committed groups but the n most recent
+     * (n < 0: commit, then land everything). */
+    void (*cp_async)(void *dst, const void *src);
+    void (*cp_commit)(void);
+    void (*cp_wait)(int n);
 };
 
 static fg_emu_api *fg_emu_api_;
@@ -78,6 +87,10 @@ extern "C" __attribute__((visibility("default"))) void fg_emu_shared_range(char 
 #define FG_DEVICE static inline
 #define FG_SHARED static __attribute__((section("fg_shared"), aligned(16)))
 #define FG_RESTRICT __restrict__
+#define FG_UNROLL
+
+/* One 16-byte chunk: the element type of shared tiles for cp.async / ldmatrix. */
+struct alignas(16) fg_chunk16 { fg_u32 w[4]; };
 
 /* extern "C" void name(const void *params): the body for the current thread;
  * name__fg_max_threads lets the runtime check the launch bound. */
@@ -257,19 +270,65 @@ template <typename T> static inline void fg_store4(T *p, const float v[4])
         fg_store(p + i, v[i]);
 }
 
+template <typename T> static inline void fg_store2(T *p, float a, float b)
+{
+    fg_emu_check_align(p, 2 * sizeof(T), "fg_store2: pointer not aligned to 2 elements");
+    fg_store(p, a);
+    fg_store(p + 1, b);
+}
+
+/* ---- ldmatrix ---- */
+
+/* ldmatrix: each lane deposits the 16 bytes of the row it addresses; the
+ * runtime hands every lane its fragments (PTX ldmatrix layout, runtime/emu_sched.c). */
+static inline void fg_emu_ldmatrix(int op, fg_u32 r[4], const void *smem_row, const char *misaligned)
+{
+    fg_emu_check_align(smem_row, 16, misaligned);
+    fg_u32 in[4];
+    memcpy(in, smem_row, 16);
+    fg_emu_api_->warp(op, 0, in, 4, r, 4);
+}
+
+static inline void fg_ldmatrix_x4(fg_u32 r[4], const void *smem_row)
+{
+    fg_emu_ldmatrix(FG_EMU_WOP_LDMATRIX_X4, r, smem_row, "fg_ldmatrix_x4: row address not 16-byte aligned");
+}
+
+static inline void fg_ldmatrix_x4_trans(fg_u32 r[4], const void *smem_row)
+{
+    fg_emu_ldmatrix(FG_EMU_WOP_LDMATRIX_X4_TRANS, r, smem_row,
+                    "fg_ldmatrix_x4_trans: row address not 16-byte aligned");
+}
+
 /* ---- math ---- */
 
 static inline float fg_rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
-/* ---- asynchronous copy: a plain copy here ---- */
+/* ---- asynchronous copy: queued per thread, lands at the wait ----
+ * The source is read when the copy is issued; the destination is written only
+ * when the issuing thread's fg_cp_async_wait_group / wait_all covers the
+ * copy's group, so a missing or too weak wait reads stale or poisoned shared
+ * memory, as it may on the device. */
 
 static inline void fg_cp_async16(void *smem_dst, const void *gmem_src)
 {
     fg_emu_check_align(smem_dst, 16, "fg_cp_async16: shared destination not 16-byte aligned");
     fg_emu_check_align(gmem_src, 16, "fg_cp_async16: global source not 16-byte aligned");
-    memcpy(smem_dst, gmem_src, 16);
+    fg_emu_api_->cp_async(smem_dst, gmem_src);
 }
-static inline void fg_cp_async_commit() {}
-static inline void fg_cp_async_wait_all() {}
+static inline void fg_cp_async16_zfill(void *smem_dst, const void *gmem_src, bool valid)
+{
+    fg_emu_check_align(smem_dst, 16, "fg_cp_async16_zfill: shared destination not 16-byte aligned");
+    if (valid)
+        fg_emu_check_align(gmem_src, 16, "fg_cp_async16_zfill: global source not 16-byte aligned");
+    fg_emu_api_->cp_async(smem_dst, valid ? gmem_src : NULL);
+}
+static inline void fg_cp_async_commit() { fg_emu_api_->cp_commit(); }
+template <int N> static inline void fg_cp_async_wait_group()
+{
+    static_assert(N >= 0 && N <= 7, "cp.async.wait_group takes 0..7");
+    fg_emu_api_->cp_wait(N);
+}
+static inline void fg_cp_async_wait_all() { fg_emu_api_->cp_wait(-1); }
 
 #endif /* FG_PRELUDE_EMU_H */

@@ -1,7 +1,8 @@
 /*
  * test_emit_nvrtc.c -- every kernel the shipped rules produce on the example
  * graphs, whole networks included (and a coverage graph of pooling, flatten,
- * depthwise, batched / transposed gemm and pointwise chains) compiles under
+ * depthwise, batched / transposed gemm, pointwise chains and convolutions
+ * that the tensor-core template takes in fp16 / bf16 NHWC) compiles under
  * NVRTC for sm_80 and sm_90, for fp32 / fp16 / bf16 and NCHW / NHWC,
  * specialized and not, with an empty log: no errors and no warnings.
  * Identical sources are compiled once, through the JIT's own compile path
@@ -30,6 +31,7 @@ static const char coverage_graph[] =
     "  - { name: m, shape: [3, 7, 13] }\n"
     "  - { name: q, shape: [3, 13] }\n"
     "  - { name: r, shape: [3, 1] }\n"
+    "  - { name: x16, shape: [2, 16, 9, 9] }\n"
     "weights:\n"
     "  - { name: dw.w, shape: [12, 1, 3, 3] }\n"
     "  - { name: gc.w, shape: [6, 3, 1, 3] }\n"
@@ -40,6 +42,9 @@ static const char coverage_graph[] =
     "  - { name: bn.beta, shape: [6] }\n"
     "  - { name: bn.mean, shape: [6] }\n"
     "  - { name: bn.var, shape: [6], init: positive }\n"
+    "  - { name: tc.w, shape: [13, 16, 3, 3] }\n"
+    "  - { name: tc2.w, shape: [24, 16, 1, 1] }\n"
+    "  - { name: tc2.b, shape: [24] }\n"
     "nodes:\n"
     "  - { name: mp, op: max_pool2d, inputs: [x], attrs: { kernel: [3, 3], stride: [2, 2], padding: [1, 1] } }\n"
     "  - { name: lr, op: leaky_relu, inputs: [mp], attrs: { alpha: 0.2 } }\n"
@@ -56,7 +61,10 @@ static const char coverage_graph[] =
     "  - { name: mt, op: matmul, inputs: [q, fct], attrs: { trans_b: true } }\n"
     "  - { name: ad, op: add, inputs: [mt, r] }\n"
     "  - { name: th, op: tanh, inputs: [ad] }\n"
-    "outputs: [fl, dw, sq, sg, th]\n";
+    "  - { name: tc, op: conv2d, inputs: [x16, tc.w], attrs: { stride: [2, 2], padding: [1, 1], dilation: [2, 2] } }\n"
+    "  - { name: tc2, op: conv2d, inputs: [x16, tc2.w, tc2.b] }\n"
+    "  - { name: tc2r, op: relu, inputs: [tc2] }\n"
+    "outputs: [fl, dw, sq, sg, th, tc, tc2r]\n";
 
 typedef struct seen {
     fg_hash128 *h;
@@ -177,8 +185,12 @@ static void test_examples_compile(void **state)
             }
         }
     }
-    printf("nvrtc: %d graphs + coverage, %d distinct kernels, %d compiles clean, %d with a warning or no binary\n",
-           graphs, nkernels, clean, nfailed);
+    int ntc = 0;
+    for (int i = 0; i < nkernels; i++)
+        ntc += kernels[i].template_name && strcmp(kernels[i].template_name, "conv2d_tc") == 0;
+    printf("nvrtc: %d graphs + coverage, %d distinct kernels (%d conv2d_tc), %d compiles clean, %d with a warning or "
+           "no binary\n", graphs, nkernels, ntc, clean, nfailed);
+    assert_true(ntc > 0);
     assert_true(graphs >= 6);
     assert_int_equal(clean, 2 * nkernels);
     assert_int_equal(nfailed, 0);

@@ -1,0 +1,171 @@
+// ---- template conv2d_tc.cuh: implicit-GEMM convolution on tensor cores -------
+// NHWC, fp16 / bf16, groups 1, C a multiple of 8.  The GEMM: row m = output
+// pixel (n, oh, ow), M = N*OH*OW; column = output channel k, K of them;
+// reduction index kk = (r*S + s)*C + c over RSC = R*S*C.  kk runs along C
+// within one filter tap, which is how an input pixel (NHWC) and a weight row
+// ([K, R, S, C], the NHWC weight layout) are stored: A and B are read in
+// place, 16 bytes (8 channels of one tap) at a time.
+//
+// A block computes a BM x BN output tile with WARPS_M x WARPS_N warps; a
+// warp computes a WM x WN patch as MI x NI mma.sync m16n8k16 fragments with
+// fp32 accumulators.  The reduction advances BK = 32 at a time through a
+// 3-stage cp.async pipeline: while tile kt is multiplied, tiles kt+1 and kt+2
+// are in flight.  Copies past the image (padding), past M, K or RSC are
+// zero-filled (src-size 0).  Shared tiles are rows of four 16-byte chunks,
+// chunk q of row i stored at q ^ ((i >> 1) & 3): the 8 rows one ldmatrix
+// phase reads, and the chunks one warp's cp.async writes, hit distinct banks.
+// Fragments come from ldmatrix.x4 (both operands have kk contiguous, so no
+// .trans); the epilogue runs on the accumulators, pairs of channels stored
+// together.
+FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
+{
+{{SHAPES}}
+    const int BM = {{BM}}, BN = {{BN}}, BK = 32, STAGES = 3, THREADS = {{THREADS}};
+    const int WARPS_M = {{WARPS_M}}, WARPS_N = {{WARPS_N}};
+    const int WM = BM / WARPS_M, WN = BN / WARPS_N;   // one warp's patch
+    const int MI = WM / 16, NI = WN / 8;              // its fragments
+    const int A_ITERS = BM * 4 / THREADS, B_ITERS = BN * 4 / THREADS;   // chunks per thread and tile
+    FG_SHARED fg_chunk16 a_s[STAGES * BM * 4];   // [stage][m][chunk], swizzled
+    FG_SHARED fg_chunk16 b_s[STAGES * BN * 4];   // [stage][k][chunk], swizzled
+
+    const int tid = (int)fg_tid_x();
+    const int lane = (int)fg_lane();
+    const int warp = (int)fg_warp();
+    const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
+    const int m0 = (int)fg_bid_x() * BM;
+    const int n0 = (int)fg_bid_y() * BN;
+
+    // The loader: this thread copies chunk q of rows tid / 4 + i * THREADS / 4
+    // of both tiles.  Per A row, the image and the window's corner; per B row,
+    // the weight row.
+    const int q = tid & 3;
+    const {{T}} *a_img[A_ITERS];
+    int a_ih0[A_ITERS], a_iw0[A_ITERS];
+    bool a_ok[A_ITERS];
+    FG_UNROLL
+    for (int i = 0; i < A_ITERS; i++) {
+        const int m = m0 + tid / 4 + i * (THREADS / 4);
+        const int ow = m % (int)OW, oh = m / (int)OW % (int)OH, n = m / (int)(OW * OH);
+        a_ok[i] = m < M;
+        a_img[i] = p.{{X}} + (a_ok[i] ? (fg_i64)n * (H * W * C) : 0);
+        a_ih0[i] = oh * (int)SH - (int)PH;
+        a_iw0[i] = ow * (int)SW - (int)PW;
+    }
+    const {{T}} *b_row[B_ITERS];
+    bool b_ok[B_ITERS];
+    FG_UNROLL
+    for (int j = 0; j < B_ITERS; j++) {
+        const int k = n0 + tid / 4 + j * (THREADS / 4);
+        b_ok[j] = k < K;
+        b_row[j] = p.{{WGT}} + (b_ok[j] ? (fg_i64)k * RSC : 0);
+    }
+
+    // Issues the copies of reduction tile kt into stage `stage`.
+    auto load_tile = [&](int stage, int kt) {
+        const int kk = kt * BK + q * 8;
+        const bool kk_ok = kk < RSC;
+        const int c = kk % (int)C, rs = kk / (int)C;
+        const int s = rs % (int)S, r = rs / (int)S;
+        FG_UNROLL
+        for (int i = 0; i < A_ITERS; i++) {
+            const int row = tid / 4 + i * (THREADS / 4);
+            const int ih = a_ih0[i] + r * (int)DH, iw = a_iw0[i] + s * (int)DW;
+            const bool ok = kk_ok && a_ok[i] && ih >= 0 && ih < H && iw >= 0 && iw < W;
+            const {{T}} *src = ok ? a_img[i] + (ih * (int)W + iw) * (int)C + c : p.{{X}};
+            fg_cp_async16_zfill(&a_s[(stage * BM + row) * 4 + (q ^ ((row >> 1) & 3))], src, ok);
+        }
+        FG_UNROLL
+        for (int j = 0; j < B_ITERS; j++) {
+            const int row = tid / 4 + j * (THREADS / 4);
+            const bool ok = kk_ok && b_ok[j];
+            fg_cp_async16_zfill(&b_s[(stage * BN + row) * 4 + (q ^ ((row >> 1) & 3))], ok ? b_row[j] + kk : p.{{WGT}},
+                                ok);
+        }
+    };
+
+    float acc[MI][NI][4];
+    FG_UNROLL
+    for (int mi = 0; mi < MI; mi++)
+        FG_UNROLL
+        for (int ni = 0; ni < NI; ni++)
+            FG_UNROLL
+            for (int e = 0; e < 4; e++)
+                acc[mi][ni][e] = 0.0f;
+
+    const int KT = (int)((RSC + BK - 1) / BK);
+    FG_UNROLL
+    for (int st = 0; st < STAGES - 1; st++) {
+        if (st < KT)
+            load_tile(st, st);
+        fg_cp_async_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        fg_cp_async_wait_group<STAGES - 2>();   // this thread's copies of tile kt have landed
+        fg_sync();                              // everyone's have; stage (kt - 1) % STAGES is free
+        if (kt + STAGES - 1 < KT)
+            load_tile((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
+        fg_cp_async_commit();                   // possibly empty: the group count stays in step
+        const int stage = kt % STAGES;
+        FG_UNROLL
+        for (int ks = 0; ks < BK / 16; ks++) {
+            fg_u32 af[MI][4], bf[NI][2];
+            // A: lane l addresses row l % 16 of the m16 x k16 block, chunk l / 16
+            FG_UNROLL
+            for (int mi = 0; mi < MI; mi++) {
+                const int row = warp_m * WM + mi * 16 + (lane & 15);
+                const int ch = ks * 2 + (lane >> 4);
+                fg_ldmatrix_x4(af[mi], &a_s[(stage * BM + row) * 4 + (ch ^ ((row >> 1) & 3))]);
+            }
+            // B: two n8 fragments per ldmatrix; lane l addresses column
+            // (l & 7) + 8 * (l >> 4), chunk (l >> 3) & 1
+            FG_UNROLL
+            for (int nj = 0; nj < NI / 2; nj++) {
+                const int row = warp_n * WN + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
+                const int ch = ks * 2 + ((lane >> 3) & 1);
+                fg_u32 t[4];
+                fg_ldmatrix_x4(t, &b_s[(stage * BN + row) * 4 + (ch ^ ((row >> 1) & 3))]);
+                bf[2 * nj][0] = t[0];
+                bf[2 * nj][1] = t[1];
+                bf[2 * nj + 1][0] = t[2];
+                bf[2 * nj + 1][1] = t[3];
+            }
+            FG_UNROLL
+            for (int mi = 0; mi < MI; mi++)
+                FG_UNROLL
+                for (int ni = 0; ni < NI; ni++)
+                    {{MMA}}(acc[mi][ni], af[mi], bf[ni], acc[mi][ni]);
+        }
+    }
+    // (the groups still open are empty: nothing is left in flight)
+
+    // C fragment: e = 0, 1 -> row group, columns tig*2 + {0, 1}; e = 2, 3 -> row group + 8
+    const int group = lane >> 2, tig = lane & 3;
+    FG_UNROLL
+    for (int mi = 0; mi < MI; mi++)
+        FG_UNROLL
+        for (int h = 0; h < 2; h++) {
+            const int m = m0 + warp_m * WM + mi * 16 + h * 8 + group;
+            if (m >= M)
+                continue;
+            const fg_i64 ow = m % (int)OW, oh = m / (int)OW % (int)OH, n = m / (int)(OW * OH);
+            FG_UNROLL
+            for (int ni = 0; ni < NI; ni++) {
+                const fg_i64 k = n0 + warp_n * WN + ni * 8 + tig * 2;
+                if (k >= K)
+                    continue;
+                const float v0 = fg_epilogue(p, acc[mi][ni][h * 2], n, k, oh, ow);
+{{#PAIR}}
+                // K is even: channel k + 1 exists and the pair is 4-byte aligned
+                const float v1 = fg_epilogue(p, acc[mi][ni][h * 2 + 1], n, k + 1, oh, ow);
+                fg_store2(p.{{Y}} + off_y(p, n, k, oh, ow), v0, v1);
+{{/PAIR}}
+{{^PAIR}}
+                fg_store(p.{{Y}} + off_y(p, n, k, oh, ow), v0);
+                if (k + 1 < K) {
+                    const float v1 = fg_epilogue(p, acc[mi][ni][h * 2 + 1], n, k + 1, oh, ow);
+                    fg_store(p.{{Y}} + off_y(p, n, k + 1, oh, ow), v1);
+                }
+{{/PAIR}}
+            }
+        }
+}

@@ -1,0 +1,459 @@
+/*
+ * test_conv_tc.c -- the tensor-core implicit-GEMM convolution (template
+ * conv2d_tc): which convolutions it takes and why it refuses the others, and
+ * its numerics in emulation against the host reference of the unfused graph
+ * on odd shapes (N 1 and 2; C 8, 16, 24, 32, 40; K 8, 13, 24, 72, 136; H, W
+ * 1, 7, 13, 14; 1x1 and 3x3; stride 1 and 2; padding 0, 1, 2; dilation 2)
+ * with the shipped epilogues (bias + relu, BN folded, residual add), fp16 and
+ * bf16, every block tile, specialized and not.  Then the pipeline's
+ * synchronization: the same kernel with its cp.async wait weakened by one
+ * group, or removed, or without its barrier, must fail the numerics (the
+ * emulator lands a copy only at its wait).
+ *
+ * The runner is small and self-contained: each case plans to one kernel,
+ * which is emitted (optionally mutated), built for the emulator and launched
+ * on buffers of its own (inputs and weights rounded to the dtype for the
+ * reference too, so the comparison measures the kernel; output poisoned with
+ * NaN).  Seed: FUSEGEN_SEED, else fixed; printed.  Tolerances (relative L2):
+ * fp16 5e-3, bf16 2e-2 -- fp32 accumulation, so the error is about the
+ * output's own rounding (2^-11, 2^-8) and a BN fold's rounded weights.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+#include "emu.h"
+#include "plan.h"
+#include "reference.h"
+#include "tensor_convert.h"
+#include "testutil.h"
+
+static uint64_t seed = 20240901;
+static char *cache_dir;
+
+static double tol_of(fg_dtype d) { return d == FG_DTYPE_F16 ? 5e-3 : 2e-2; }
+
+/* ---- cases ---------------------------------------------------------------- */
+
+typedef struct tc_case {
+    const char *name;
+    const char *rule;     /* the rule the one group must come from ("-": a lone conv) */
+    const char *body;     /* the graph after its header */
+} tc_case;
+
+#define BN_WEIGHTS(K)                                                                                  \
+    "  - { name: g, shape: [" #K "], init: positive }\n  - { name: be, shape: [" #K "] }\n"         \
+    "  - { name: mu, shape: [" #K "], uniform: [-0.2, 0.2] }\n  - { name: v, shape: [" #K "], init: positive }\n"
+
+static const tc_case cases[] = {
+    {"n1_c8_k8_7x7_3x3_p1_bias_relu", "conv_act",
+     "inputs: [{ name: x, shape: [1, 8, 7, 7] }]\n"
+     "weights: [{ name: w, shape: [8, 8, 3, 3] }, { name: b, shape: [8] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
+     "  - { name: y, op: relu, inputs: [c] }\n"
+     "outputs: [y]\n"},
+    {"n2_c16_k24_13x13_1x1_s2_bn", "conv_bn",
+     "inputs: [{ name: x, shape: [2, 16, 13, 13] }]\n"
+     "weights:\n  - { name: w, shape: [24, 16, 1, 1] }\n" BN_WEIGHTS(24)
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w], attrs: { stride: [2, 2] } }\n"
+     "  - { name: y, op: batch_norm, inputs: [c, g, be, mu, v] }\n"
+     "outputs: [y]\n"},
+    {"n2_c40_k72_14x14_3x3_s2_p1_bn_relu", "conv_bn_act",
+     "inputs: [{ name: x, shape: [2, 40, 14, 14] }]\n"
+     "weights:\n  - { name: w, shape: [72, 40, 3, 3] }\n  - { name: b, shape: [72] }\n" BN_WEIGHTS(72)
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { stride: [2, 2], padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [c, g, be, mu, v] }\n"
+     "  - { name: y, op: relu, inputs: [bn] }\n"
+     "outputs: [y]\n"},
+    {"n1_c40_k24_13x7_3x3_d2_p2_residual_relu", "conv_add_act",
+     "inputs: [{ name: x, shape: [1, 40, 13, 7] }, { name: res, shape: [1, 24, 13, 7] }]\n"
+     "weights: [{ name: w, shape: [24, 40, 3, 3] }, { name: b, shape: [24] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [2, 2], dilation: [2, 2] } }\n"
+     "  - { name: a, op: add, inputs: [c, res] }\n"
+     "  - { name: y, op: relu, inputs: [a] }\n"
+     "outputs: [y]\n"},
+    {"n2_c16_k72_7x7_3x3_p1_bn_residual_relu", "conv_bn_add_act",
+     "inputs: [{ name: x, shape: [2, 16, 7, 7] }, { name: res, shape: [2, 72, 7, 7] }]\n"
+     "weights:\n  - { name: w, shape: [72, 16, 3, 3] }\n" BN_WEIGHTS(72)
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [c, g, be, mu, v] }\n"
+     "  - { name: a, op: add, inputs: [bn, res] }\n"
+     "  - { name: y, op: relu, inputs: [a] }\n"
+     "outputs: [y]\n"},
+    {"n1_c8_k13_13x1_1x1_odd_k", "conv_act",
+     "inputs: [{ name: x, shape: [1, 8, 13, 1] }]\n"
+     "weights: [{ name: w, shape: [13, 8, 1, 1] }, { name: b, shape: [13] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b] }\n"
+     "  - { name: y, op: relu, inputs: [c] }\n"
+     "outputs: [y]\n"},
+    {"n2_c8_k8_1x1_pixel_3x3_p1", "-",
+     "inputs: [{ name: x, shape: [2, 8, 1, 1] }]\n"
+     "weights: [{ name: w, shape: [8, 8, 3, 3] }]\n"
+     "nodes:\n"
+     "  - { name: y, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n"
+     "outputs: [y]\n"},
+    {"n1_c24_k8_14x14_3x3_s2_d2_p0", "conv_act",
+     "inputs: [{ name: x, shape: [1, 24, 14, 14] }]\n"
+     "weights: [{ name: w, shape: [8, 24, 3, 3] }, { name: b, shape: [8] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { stride: [2, 2], dilation: [2, 2] } }\n"
+     "  - { name: y, op: relu, inputs: [c] }\n"
+     "outputs: [y]\n"},
+    {"n2_c32_k136_14x14_3x3_p1_bias_relu", "conv_act",
+     "inputs: [{ name: x, shape: [2, 32, 14, 14] }]\n"
+     "weights: [{ name: w, shape: [136, 32, 3, 3] }, { name: b, shape: [136] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
+     "  - { name: y, op: relu, inputs: [c] }\n"
+     "outputs: [y]\n"},
+};
+
+static const tc_case *find_case(const char *name)
+{
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        if (strcmp(cases[i].name, name) == 0)
+            return &cases[i];
+    fail_msg("no case %s", name);
+    return NULL;
+}
+
+/* ---- the runner ----------------------------------------------------------- */
+
+/* A source mutation: replace the first `from` by `to` (must be found). */
+typedef struct mutation {
+    const char *from, *to;
+} mutation;
+
+typedef struct tc_result {
+    double rel;           /* relative L2 error, NaN included as +inf */
+    int64_t nan_left;     /* output elements still NaN */
+    char tile[96];        /* the "tile:" header line of the kernel */
+} tc_result;
+
+static fg_graph *parse_case(fg_context *ctx, const tc_case *c, fg_dtype dt, fg_layout lay)
+{
+    char *text = NULL;
+    fg_buf b = {0};
+    fg_buf_printf(&b, "graph: %s\nseed: %" PRIu64 "\ndtype: %s\nlayout: %s\n%s", c->name, seed,
+                  fg_dtype_name(dt), fg_layout_name(lay), c->body);
+    text = fg_buf_take(&b);
+    fg_graph *g = NULL;
+    fg_status st = fg_graph_parse(ctx, c->name, text, strlen(text), &g);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    free(text);
+    return g;
+}
+
+/* Plans case c (fp16 or bf16, NHWC) to one conv2d_tc kernel, runs it in
+ * emulation and compares with the reference. */
+static void run_case(fg_context *ctx, const tc_case *c, fg_dtype dt, int specialize, const mutation *mut,
+                     tc_result *res)
+{
+    memset(res, 0, sizeof *res);
+    fg_graph *src = parse_case(ctx, c, dt, FG_LAYOUT_NHWC);
+    /* weights rounded to the dtype for the reference as well */
+    for (int t = 0; t < src->ntensors; t++)
+        if (src->tensors[t].is_weight && src->tensors[t].data) {
+            float *d = fg_tensor_own(&src->tensors[t]);
+            for (int64_t i = 0; i < fg_tensor_numel(&src->tensors[t]); i++)
+                d[i] = (float)fg_round_to_dtype(d[i], dt);
+        }
+    fg_plan *p = NULL;
+    fg_status st = fg_plan_build(ctx, src, &p);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    assert_int_equal(p->ngroups, 1);
+    const fg_group *grp = &p->groups[0];
+    assert_string_equal(grp->template_name, "conv2d_tc");
+    const char *rule = grp->rule >= 0 ? ctx->rules[grp->rule]->name : "-";
+    assert_string_equal(rule, c->rule);
+    const fg_graph *pg = p->graph;
+
+    double **ref = fg_xcalloc((size_t)src->ntensors + 1, sizeof *ref);
+    fg_reference_random_inputs(src, seed ^ fg_hash64(c->name, strlen(c->name)), ref);
+    for (int t = 0; t < src->ntensors; t++)
+        if (src->tensors[t].is_input)
+            for (int64_t i = 0; i < fg_tensor_numel(&src->tensors[t]); i++)
+                ref[t][i] = fg_round_to_dtype(ref[t][i], dt);
+
+    fg_kernel k;
+    fg_emit_opts eo = {.specialize = specialize};
+    st = fg_emit_group(ctx, p, 0, &eo, &k);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    const char *tl = strstr(k.source, "//   tile:");
+    assert_non_null(tl);
+    tl += strlen("//   tile:");
+    tl += strspn(tl, " ");
+    snprintf(res->tile, sizeof res->tile, "%.*s", (int)strcspn(tl, "\n"), tl);
+    if (mut) {
+        char *at = strstr(k.source, mut->from);
+        assert_non_null(at);
+        fg_buf b = {0};
+        fg_buf_putn(&b, k.source, (size_t)(at - k.source));
+        fg_buf_put(&b, mut->to);
+        fg_buf_put(&b, at + strlen(mut->from));
+        free(k.source);
+        k.source = fg_buf_take(&b);
+    }
+    st = fg_emu_build(ctx, &k);
+    if (st) {
+        tu_dump_errors(ctx);
+        fprintf(stderr, "%s\n", k.source);
+    }
+    assert_int_equal(st, FG_OK);
+
+    uint64_t args[FG_MAX_KPARAMS];
+    void *bufs[FG_MAX_KPARAMS] = {0};
+    int out_slot = -1;
+    for (int j = 0; j < k.nparams; j++) {
+        const fg_kparam *kp = &k.params[j];
+        if (kp->kind != FG_KPARAM_TENSOR) {
+            args[j] = (uint64_t)kp->value;
+            continue;
+        }
+        const fg_tensor *tt = &pg->tensors[kp->tensor];
+        int64_t n = fg_tensor_numel(tt);
+        size_t bytes = (size_t)n * fg_dtype_size(tt->dtype);
+        bufs[j] = fg_xmalloc(bytes + 16);   /* malloc: 16-byte aligned, as the executor's buffers */
+        if (kp->writes) {
+            memset(bufs[j], 0xff, bytes);   /* NaN in every dtype */
+            out_slot = j;
+        } else if (tt->is_input) {
+            int si = fg_graph_find_tensor(src, tt->name);
+            assert_true(si >= 0);
+            fg_tensor_pack(tt, tt->layout, ref[si], bufs[j]);
+        } else {
+            assert_true(tt->is_weight);
+            double *v = fg_xmalloc((size_t)n * sizeof *v);
+            fg_tensor_values_f64(tt, v);
+            fg_tensor_pack(tt, tt->layout, v, bufs[j]);
+            free(v);
+        }
+        args[j] = (uint64_t)(uintptr_t)bufs[j];
+    }
+    assert_true(out_slot >= 0);
+    st = fg_emu_launch(ctx, &k, args);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+
+    assert_int_equal(fg_reference_run(ctx, src, ref), FG_OK);
+    const fg_tensor *ot = &pg->tensors[k.params[out_slot].tensor];
+    int so = fg_graph_find_tensor(src, ot->name);
+    int64_t n = fg_tensor_numel(ot);
+    double *got = fg_xmalloc((size_t)n * sizeof *got), max_abs;
+    fg_tensor_unpack(ot, ot->layout, bufs[out_slot], got);
+    for (int64_t i = 0; i < n; i++)
+        res->nan_left += isnan(got[i]);
+    res->rel = fg_rel_l2(got, ref[so], n, &max_abs);
+    if (isnan(res->rel))
+        res->rel = INFINITY;
+    free(got);
+    for (int j = 0; j < k.nparams; j++)
+        free(bufs[j]);
+    fg_kernel_free(&k);
+    fg_reference_free(src, ref);
+    free(ref);
+    fg_plan_free(p);
+    fg_graph_free(src);
+}
+
+/* Runs one case in fp16 and bf16 and checks the tolerance. */
+static void check_case(fg_context *ctx, const tc_case *c, int specialize)
+{
+    for (int d = FG_DTYPE_F16; d <= FG_DTYPE_BF16; d++) {
+        tc_result r;
+        run_case(ctx, c, (fg_dtype)d, specialize, NULL, &r);
+        print_message("  %-44s %s%s  rel_l2 %.2e (tolerance %.0e)  tile %s\n", c->name, fg_dtype_name((fg_dtype)d),
+                      specialize ? "" : " unspecialized", r.rel, tol_of((fg_dtype)d), r.tile);
+        assert_int_equal(r.nan_left, 0);
+        assert_true(r.rel <= tol_of((fg_dtype)d));
+    }
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *s = getenv("FUSEGEN_SEED");
+    if (s && *s)
+        seed = strtoull(s, NULL, 0);
+    printf("test_conv_tc: seed %" PRIu64 " (FUSEGEN_SEED overrides)\n", seed);
+    cache_dir = tu_tmpdir();
+    setenv("FUSEGEN_CACHE_DIR", cache_dir, 1);
+    unsetenv("FUSEGEN_EMU_ASAN");
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(cache_dir);
+    free(cache_dir);
+    return 0;
+}
+
+static void test_numerics(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        check_case(ctx, &cases[i], 1);
+    fg_context_free(ctx);
+}
+
+static void test_numerics_unspecialized(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    check_case(ctx, find_case("n2_c40_k72_14x14_3x3_s2_p1_bn_relu"), 0);
+    check_case(ctx, find_case("n1_c8_k13_13x1_1x1_odd_k"), 0);
+    fg_context_free(ctx);
+}
+
+/* Every block tile, chosen by a tile hook, on a case with 9 reduction tiles,
+ * 392 pixels and 136 channels (partial tiles along both M and N). */
+static void test_every_tile(void **state)
+{
+    (void)state;
+    static const int tiles[][2] = {{64, 64}, {64, 128}, {128, 64}, {128, 128}};
+    for (size_t i = 0; i < sizeof tiles / sizeof *tiles; i++) {
+        char *dir = tu_vocab_dir();
+        char rules[512], lua[160];
+        snprintf(rules, sizeof rules,
+                 "rule: conv_act\nhooks: tiles.lua\nmatch:\n  - conv: { op: conv2d }\n  - act: { op: relu }\n"
+                 "kernel:\n  template: conv2d\n  params: tiles\n  epilogue:\n    - bias: conv.bias\n"
+                 "    - apply: act\n");
+        snprintf(lua, sizeof lua, "function tiles(group)\n  return { tile_m = %d, tile_n = %d }\nend\n", tiles[i][0],
+                 tiles[i][1]);
+        free(tu_write(dir, "rules.yaml", rules));
+        free(tu_write(dir, "tiles.lua", lua));
+        fg_context *ctx = tu_ctx_empty();
+        fg_status st = fg_rules_load(ctx, dir);
+        if (st)
+            tu_dump_errors(ctx);
+        assert_int_equal(st, FG_OK);
+        const tc_case *c = find_case("n2_c32_k136_14x14_3x3_p1_bias_relu");
+        check_case(ctx, c, 1);
+        tc_result r;
+        run_case(ctx, c, FG_DTYPE_F16, 1, NULL, &r);
+        char want[32];
+        snprintf(want, sizeof want, "%d x %d x 32", tiles[i][0], tiles[i][1]);
+        assert_non_null(strstr(r.tile, want));
+        fg_context_free(ctx);
+        tu_rmtree(dir);
+        free(dir);
+    }
+}
+
+/* A weakened or missing wait, or a missing barrier, reads tiles that have not
+ * landed: the emulator turns that into wrong numbers (NaN from the poisoned
+ * shared memory, or a stale stage).  The unmutated kernel passes. */
+static void test_missing_wait_fails(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    const tc_case *c = find_case("n2_c40_k72_14x14_3x3_s2_p1_bn_relu");
+    static const char wait[] = "fg_cp_async_wait_group<STAGES - 2>();";
+    static const mutation muts[] = {
+        {wait, "fg_cp_async_wait_group<STAGES - 1>();"},   /* one group too weak */
+        {wait, ";"},                                       /* no wait at all */
+        {"        fg_sync();                              // everyone's", "        // everyone's"},
+    };
+    static const char *const what[] = {"wait_group<STAGES - 1>", "no wait", "no barrier"};
+    tc_result r;
+    run_case(ctx, c, FG_DTYPE_F16, 1, NULL, &r);
+    assert_true(r.rel <= tol_of(FG_DTYPE_F16));
+    for (size_t i = 0; i < sizeof muts / sizeof *muts; i++) {
+        run_case(ctx, c, FG_DTYPE_F16, 1, &muts[i], &r);
+        print_message("  mutation %-24s rel_l2 %.2e, %" PRId64 " NaN outputs\n", what[i], r.rel, r.nan_left);
+        assert_true(r.rel > 100 * tol_of(FG_DTYPE_F16));
+    }
+    fg_context_free(ctx);
+}
+
+/* Refusals: the direct conv2d runs these, and --explain says why. */
+static void check_refused(const char *body, fg_dtype dt, fg_layout lay, const char *reason)
+{
+    fg_context *ctx = tu_ctx_shipped();
+    tc_case c = {"refused", "-", body};
+    fg_graph *g = parse_case(ctx, &c, dt, lay);
+    fg_plan *p = NULL;
+    fg_status st = fg_plan_build(ctx, g, &p);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    assert_int_equal(p->ngroups, 1);
+    assert_string_equal(p->groups[0].template_name, "conv2d");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    fg_plan_print_opts o = {1};
+    fg_plan_print(ctx, p, &o, f);
+    fclose(f);
+    if (!strstr(text, reason))
+        fail_msg("expected \"%s\" in:\n%s", reason, text);
+    free(text);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_context_free(ctx);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    static const char conv_c12[] =
+        "inputs: [{ name: x, shape: [1, 12, 7, 7] }]\n"
+        "weights: [{ name: w, shape: [8, 12, 3, 3] }, { name: b, shape: [8] }]\n"
+        "nodes:\n  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
+        "  - { name: y, op: relu, inputs: [c] }\noutputs: [y]\n";
+    static const char conv_c16[] =
+        "inputs: [{ name: x, shape: [1, 16, 7, 7] }]\n"
+        "weights: [{ name: w, shape: [8, 16, 3, 3] }, { name: b, shape: [8] }]\n"
+        "nodes:\n  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
+        "  - { name: y, op: relu, inputs: [c] }\noutputs: [y]\n";
+    static const char conv_g2[] =
+        "inputs: [{ name: x, shape: [1, 16, 7, 7] }]\n"
+        "weights: [{ name: w, shape: [8, 8, 3, 3] }, { name: b, shape: [8] }]\n"
+        "nodes:\n  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1], groups: 2 } }\n"
+        "  - { name: y, op: relu, inputs: [c] }\noutputs: [y]\n";
+    check_refused(conv_c12, FG_DTYPE_F16, FG_LAYOUT_NHWC,
+                  "conv2d_tc refused: C = 12 is not a multiple of 8 (16-byte loads along C)");
+    check_refused(conv_c16, FG_DTYPE_BF16, FG_LAYOUT_NCHW,
+                  "conv2d_tc refused: x is NCHW (reads 8 channels at a time, so NHWC only)");
+    check_refused(conv_g2, FG_DTYPE_F16, FG_LAYOUT_NHWC, "conv2d_tc refused: groups 2 (one group only");
+    check_refused(conv_c16, FG_DTYPE_F32, FG_LAYOUT_NHWC, "conv2d_tc refused: dtype fp32 (takes fp16, bf16)");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_numerics),
+        cmocka_unit_test(test_numerics_unspecialized),
+        cmocka_unit_test(test_every_tile),
+        cmocka_unit_test(test_missing_wait_fails),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
