@@ -34,7 +34,7 @@ static const struct {
 } fn_table[] = {
     {"exp", 1, "expf"},     {"log", 1, "logf"},     {"log1p", 1, "log1pf"}, {"expm1", 1, "expm1f"},
     {"tanh", 1, "tanhf"},   {"erf", 1, "erff"},     {"sqrt", 1, "sqrtf"},   {"rsqrt", 1, "fg_rsqrtf"},
-    {"abs", 1, "fabsf"},    {"min", 2, "fminf"},    {"max", 2, "fmaxf"},    {"pow", 2, "powf"},
+    {"abs", 1, "fabsf"},    {"min", 2, "fg_minf"},  {"max", 2, "fg_maxf"},  {"pow", 2, "powf"},
     {"sigmoid", 1, NULL},   {"floor", 1, "floorf"}, {"ceil", 1, "ceilf"},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(fn_table) == F_COUNT, "fn_table out of sync");
@@ -543,6 +543,13 @@ int fg_expr_uses(const fg_expr *e, int var)
 
 /* ---- evaluator --------------------------------------------------------- */
 
+/* min and max propagate NaN (as ONNX and PyTorch do): NaN when either
+ * argument is NaN, else the smaller / larger, the first argument when the
+ * two compare equal (so max(-0, 0) is -0).  The preludes' fg_minf / fg_maxf
+ * are the same in float. */
+static double nan_min(double a, double b) { return b < a || b != b ? b : a; }
+static double nan_max(double a, double b) { return b > a || b != b ? b : a; }
+
 static double ev(const fg_expr *e, int i, const double *v)
 {
     const node *n = &e->n[i];
@@ -582,8 +589,8 @@ static double ev(const fg_expr *e, int i, const double *v)
         case F_SQRT: return sqrt(a);
         case F_RSQRT: return 1.0 / sqrt(a);
         case F_ABS: return fabs(a);
-        case F_MIN: return fmin(a, ev(e, n->b, v));
-        case F_MAX: return fmax(a, ev(e, n->b, v));
+        case F_MIN: return nan_min(a, ev(e, n->b, v));
+        case F_MAX: return nan_max(a, ev(e, n->b, v));
         case F_POW: return pow(a, ev(e, n->b, v));
         case F_SIGMOID: return 1.0 / (1.0 + exp(-a));
         case F_FLOOR: return floor(a);

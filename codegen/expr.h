@@ -10,7 +10,8 @@
  *   unary := ('-'|'!'|'+') unary | atom
  *   atom  := number | true | false | ident | ident '(' args ')' | '(' cond ')'
  * Functions: exp log log1p expm1 tanh erf sqrt rsqrt abs min max pow
- * sigmoid floor ceil.  Booleans are 1.0 / 0.0.
+ * sigmoid floor ceil.  Booleans are 1.0 / 0.0.  min and max propagate NaN
+ * (NaN when either argument is NaN), in the evaluator and in the emitted C.
  */
 #ifndef FG_EXPR_H
 #define FG_EXPR_H
@@ -39,7 +40,7 @@ double fg_expr_eval(const fg_expr *e, const double *vals);
 /* Appends C (CUDA device and host C++) text computing e in float precision;
  * names[i] is the text substituted for variable i (an identifier or a
  * literal).  Uses only expf, logf, log1pf, expm1f, tanhf, erff, sqrtf, fabsf,
- * fminf, fmaxf, powf, floorf, ceilf and the prelude's fg_rsqrtf. */
+ * powf, floorf, ceilf and the prelude's fg_rsqrtf, fg_minf and fg_maxf. */
 void fg_expr_emit_c(const fg_expr *e, const char *const *names, fg_buf *out);
 
 /* Nonzero when variable var occurs in e. */

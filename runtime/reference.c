@@ -215,7 +215,9 @@ static void run_pool(const fg_graph *g, const fg_node *nd, double **vals, double
                         if (ih < 0 || ih >= H || iw < 0 || iw >= W)
                             continue;
                         double v = x[(nc * H + ih) * W + iw];
-                        acc = is_max ? (v > acc ? v : acc) : acc + v;
+                        /* max: NaN propagates (PyTorch's max_pool2d); a
+                         * window of -inf gives -inf */
+                        acc = is_max ? (v > acc || isnan(v) ? v : acc) : acc + v;
                         cnt++;
                     }
                 y[(nc * OH + oh) * OW + ow] = cnt == 0 ? 0.0 : is_max ? acc : acc / (double)cnt;

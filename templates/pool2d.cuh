@@ -1,7 +1,10 @@
 // ---- template pool2d.cuh: max / average pooling --------------------------------
 // One thread per output element, in the output's memory order (grid-stride
 // loop).  Padding is skipped: an average divides by the number of elements
-// inside the input, and an empty window gives 0.
+// inside the input, and an empty window gives 0.  The first element of the
+// window starts the reduction (the initial value stands for an empty window), so
+// the max of a window of -inf is -inf; a NaN in the window makes the result
+// NaN, for max as for average (PyTorch's max_pool2d semantics).
 FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 {
 {{SHAPES}}
@@ -19,7 +22,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
                 if (iw < 0 || iw >= W)
                     continue;
                 const float xv = fg_load(p.{{X}} + off_x(p, n, c, ih, iw));
-                acc = {{REDUCE}};
+                acc = (count == 0 || fg_isnanf(xv)) ? xv : ({{REDUCE}});
                 count++;
             }
         }

@@ -152,6 +152,14 @@ FG_DEVICE void fg_store4(fg_bf16 *p, const float v[4])
 // ---- math ------------------------------------------------------------------
 FG_DEVICE float fg_rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
+// ---- NaN-propagating min / max (the expression language's min and max) ----
+// NaN when either argument is NaN, as in ONNX and PyTorch (fminf / fmaxf
+// would return the other argument); else the smaller / larger, the first
+// argument when the two compare equal (fg_maxf(-0, 0) is -0).
+FG_DEVICE bool fg_isnanf(float x) { return x != x; }
+FG_DEVICE float fg_minf(float a, float b) { return (b < a || fg_isnanf(b)) ? b : a; }
+FG_DEVICE float fg_maxf(float a, float b) { return (b > a || fg_isnanf(b)) ? b : a; }
+
 // ---- asynchronous copy global -> shared (sm_80+) ---------------------------
 // A copy is issued into the current group; fg_cp_async_commit closes the
 // group; fg_cp_async_wait_group<N>() waits until at most N of this thread's

@@ -304,6 +304,13 @@ static inline void fg_ldmatrix_x4_trans(fg_u32 r[4], const void *smem_row)
 
 static inline float fg_rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
+/* ---- NaN-propagating min / max (the expression language's min and max) ----
+ * Same as the device prelude: NaN when either argument is NaN, else the
+ * smaller / larger, the first argument when the two compare equal. */
+static inline bool fg_isnanf(float x) { return x != x; }
+static inline float fg_minf(float a, float b) { return (b < a || fg_isnanf(b)) ? b : a; }
+static inline float fg_maxf(float a, float b) { return (b > a || fg_isnanf(b)) ? b : a; }
+
 /* ---- asynchronous copy: queued per thread, lands at the wait ----
  * The source is read when the copy is issued; the destination is written only
  * when the issuing thread's fg_cp_async_wait_group / wait_all covers the

@@ -52,7 +52,10 @@ FG_DEVICE float fg_epilogue(const fg_params_fg_k0_max_pool2d &p, float v, fg_i64
 // ---- template pool2d.cuh: max / average pooling --------------------------------
 // One thread per output element, in the output's memory order (grid-stride
 // loop).  Padding is skipped: an average divides by the number of elements
-// inside the input, and an empty window gives 0.
+// inside the input, and an empty window gives 0.  The first element of the
+// window starts the reduction (the initial value stands for an empty window), so
+// the max of a window of -inf is -inf; a NaN in the window makes the result
+// NaN, for max as for average (PyTorch's max_pool2d semantics).
 FG_KERNEL(fg_k0_max_pool2d, fg_params_fg_k0_max_pool2d, 128)
 {
     const fg_i64 N = p.dim_N;
@@ -84,7 +87,7 @@ FG_KERNEL(fg_k0_max_pool2d, fg_params_fg_k0_max_pool2d, 128)
                 if (iw < 0 || iw >= W)
                     continue;
                 const float xv = fg_load(p.x + off_x(p, n, c, ih, iw));
-                acc = xv > acc ? xv : acc;
+                acc = (count == 0 || fg_isnanf(xv)) ? xv : (xv > acc ? xv : acc);
                 count++;
             }
         }

@@ -108,7 +108,7 @@ static void test_functions(void **state)
 static const struct act {
     const char *name, *src;
 } acts[] = {
-    {"relu", "x > 0 ? x : 0"},
+    {"relu", "max(x, 0)"},
     {"leaky_relu", "x > 0 ? x : alpha * x"},
     {"relu6", "min(max(x, 0), 6)"},
     {"clip", "min(max(x, lo), hi)"},
@@ -117,7 +117,7 @@ static const struct act {
     {"silu", "x * sigmoid(x)"},
     {"gelu", "0.5 * x * (1 + erf(x * 0.7071067811865476))"},
     {"gelu_tanh", "0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))"},
-    {"hardswish", "x * min(max(x + 3, 0), 6) / 6"},
+    {"hardswish", "x <= -3 ? 0 : (x >= 3 ? x : x * (x + 3) / 6)"},
     {"hardsigmoid", "min(max(x / 6 + 0.5, 0), 1)"},
     {"elu", "x > 0 ? x : alpha * (exp(x) - 1)"},
     {"softplus", "x > 20 ? x : log1p(exp(x))"},
@@ -156,6 +156,53 @@ static void test_activations(void **state)
         }
         fg_expr_free(e);
     }
+    fg_context_free(ctx);
+}
+
+/* NaN, infinities, signed zeros and huge finite values: min and max
+ * propagate NaN, every shipped activation gives NaN for NaN, and none
+ * overflows for a large finite input whose result is finite. */
+static void test_special_values(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_empty();
+    double v[NV] = {0};
+    static const struct { const char *src; double x, y, want; } mm[] = {
+        {"max(x, y)", NAN, 1, NAN},   {"max(x, y)", 1, NAN, NAN},   {"min(x, y)", NAN, 1, NAN},
+        {"min(x, y)", 1, NAN, NAN},   {"max(x, y)", -INFINITY, NAN, NAN}, {"max(x, y)", 2, 1, 2},
+        {"min(x, y)", 2, 1, 1},       {"max(x, y)", -INFINITY, -1e300, -1e300},
+        {"min(x, y)", INFINITY, 3, 3},
+    };
+    for (size_t i = 0; i < FG_COUNTOF(mm); i++) {
+        v[0] = mm[i].x, v[1] = mm[i].y;
+        assert_close(eval_src(ctx, mm[i].src, v), mm[i].want, 0, mm[i].src);
+    }
+    /* equal arguments: the first one, so max(-0, 0) is -0 and max(0, -0) is 0 */
+    v[0] = -0.0, v[1] = 0.0;
+    assert_true(signbit(eval_src(ctx, "max(x, y)", v)) && signbit(eval_src(ctx, "min(x, y)", v)));
+    assert_false(signbit(eval_src(ctx, "max(y, x)", v)));
+    for (int i = 0; i < (int)FG_COUNTOF(acts); i++) {
+        fg_expr *e = parse_ok(ctx, acts[i].src);
+        double w[NV] = {NAN, 0, 0, 0.1, -0.5, 2};
+        if (!isnan(fg_expr_eval(e, w)))
+            fail_msg("%s(NaN) is %g, not NaN", acts[i].name, fg_expr_eval(e, w));
+        for (int sg = -1; sg <= 1; sg += 2) {
+            w[0] = sg * 1e38;
+            double r = fg_expr_eval(e, w);
+            if (!isfinite(r))
+                fail_msg("%s(%g) overflows to %g", acts[i].name, w[0], r);
+        }
+        fg_expr_free(e);
+    }
+    /* hardswish as PyTorch defines it: x for x >= 3, 0 for x <= -3 */
+    fg_expr *hs = parse_ok(ctx, acts[9].src);
+    static const double hx[][2] = {{1e38, 1e38}, {-1e38, 0}, {INFINITY, INFINITY}, {-INFINITY, 0}, {3, 3}, {-3, 0},
+                                   {1, 4.0 / 6}};
+    for (size_t k = 0; k < FG_COUNTOF(hx); k++) {
+        double w[NV] = {hx[k][0]};
+        assert_close(fg_expr_eval(hs, w), hx[k][1], 1e-15, "hardswish");
+    }
+    fg_expr_free(hs);
     fg_context_free(ctx);
 }
 
@@ -345,7 +392,7 @@ static void test_emit_golden(void **state)
     fg_context *ctx = tu_ctx_empty();
     golden(ctx, "x > 0 ? x : alpha * x", "((x > 0.0f) ? x : (alpha * x))");
     golden(ctx, "x * sigmoid(x)", "(x * (1.0f / (1.0f + expf(-x))))");
-    golden(ctx, "min(max(x, 0), 6) - -1.5", "(fminf(fmaxf(x, 0.0f), 6.0f) - (-1.5f))");
+    golden(ctx, "min(max(x, 0), 6) - -1.5", "(fg_minf(fg_maxf(x, 0.0f), 6.0f) - (-1.5f))");
     golden(ctx, "(x > 0 && !(y < 1)) + rsqrt(z)", "((((x > 0.0f) && (!(y < 1.0f))) ? 1.0f : 0.0f) + fg_rsqrtf(z))");
     golden(ctx, "x ? 1 : 0.01", "((x != 0.0f) ? 1.0f : 0.01f)");
     /* names that are not plain identifiers are parenthesised */
@@ -368,15 +415,19 @@ static void compile_and_compare(const char *compiler, const char *ext)
         "x > 1 ? (x < 2.5 ? 1 : 2) : !x + (x <= -1) * 3 + (x != 0.5)",
         "sqrt(abs(x)) * exp(-x * x) + (true ? lo : hi) - (false || x >= 3)",
     };
-    static const float xs[] = {-8, -3, -1.5f, -1, -0.1f, 0, 0.2f, 1, 2.5f, 3, 5, 7};
+    static const float xs[] = {-8, -3, -1.5f, -1, -0.1f, 0, 0.2f, 1, 2.5f, 3, 5, 7, NAN, INFINITY, -INFINITY, -0.0f};
     enum { NE = FG_COUNTOF(acts) + FG_COUNTOF(extra) };
     const char *srcs[NE];
     for (int i = 0; i < NE; i++) srcs[i] = i < (int)FG_COUNTOF(acts) ? acts[i].src : extra[i - FG_COUNTOF(acts)];
 
     fg_context *ctx = tu_ctx_empty();
     fg_buf prog = {0};
+    /* the preludes' definitions (templates/prelude.cuh, prelude_emu.h) */
     fg_buf_put(&prog, "#include <math.h>\n#include <stdio.h>\n"
-                      "static float fg_rsqrtf(float v) { return 1.0f / sqrtf(v); }\n");
+                      "static float fg_rsqrtf(float v) { return 1.0f / sqrtf(v); }\n"
+                      "static int fg_isnanf(float x) { return x != x; }\n"
+                      "static float fg_minf(float a, float b) { return (b < a || fg_isnanf(b)) ? b : a; }\n"
+                      "static float fg_maxf(float a, float b) { return (b > a || fg_isnanf(b)) ? b : a; }\n");
     for (int i = 0; i < NE; i++) {
         fg_buf_printf(&prog, "static float f%d(float x, float y, float z, float alpha, float lo, float hi)\n{\n"
                              "    (void)y; (void)z; (void)alpha; (void)lo; (void)hi;\n    return ", i);
@@ -416,8 +467,10 @@ static void compile_and_compare(const char *compiler, const char *ext)
             fg_expr *e = parse_ok(ctx, srcs[i]);
             double want = fg_expr_eval(e, v);
             fg_expr_free(e);
-            /* 1e-6 relative; an absolute floor of 1e-6 where the value comes from cancellation */
-            int ok = fabs(got - want) <= 1e-6 * fmax(fabs(want), 1.0);
+            /* 1e-6 relative; an absolute floor of 1e-6 where the value comes from cancellation;
+             * NaN where the evaluator gives NaN, the same infinity */
+            int ok = isnan(want) ? isnan(got) : isinf(want) ? got == want
+                                                              : fabs(got - want) <= 1e-6 * fmax(fabs(want), 1.0);
             if (!ok)
                 fprintf(stderr, "%s at x=%g: emitted %.9g, evaluator %.17g\n", srcs[i], xs[k], got, want);
             assert_true(ok);
@@ -453,7 +506,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_precedence),     cmocka_unit_test(test_functions),
-        cmocka_unit_test(test_activations),    cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_activations),    cmocka_unit_test(test_special_values),
+        cmocka_unit_test(test_errors),
         cmocka_unit_test(test_robust),         cmocka_unit_test(test_uses),
         cmocka_unit_test(test_float_literal),  cmocka_unit_test(test_emit_golden),
         cmocka_unit_test(test_emit_compile_c), cmocka_unit_test(test_emit_compile_cxx),
