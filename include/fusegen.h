@@ -202,6 +202,17 @@ FG_API void fg_plan_free(fg_plan *p);
 FG_API int fg_plan_group_count(const fg_plan *p);
 
 
+/* ---- a plan as text -------------------------------------------------------
+ * What `fusegen plan` prints, for bindings that cannot pass a FILE *:
+ * fg_plan_text gives the group table and the summary line (explain nonzero:
+ * also the near misses and the templates considered, as --explain), and
+ * fg_plan_dot_text the Graphviz graph of --dot.  *out receives a
+ * NUL-terminated string from malloc, to be released with fg_string_free;
+ * it is NULL when the call fails.  ctx is the context that built p. */
+FG_API fg_status fg_plan_text(fg_context *ctx, const fg_plan *p, int explain, char **out);
+FG_API fg_status fg_plan_dot_text(fg_context *ctx, const fg_plan *p, char **out);
+FG_API void fg_string_free(char *s);
+
 /* ---- compiling and running plans (runtime/) -----------------------------
  * fg_plan_compile emits one kernel per group, compiles them (NVRTC for CUDA,
  * the host C++ compiler for emulation; both through the kernel cache), uploads
