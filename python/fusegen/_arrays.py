@@ -214,10 +214,8 @@ def is_cuda_array(obj: Any) -> bool:
             kind = dev()[0]
         except Exception:  # noqa: BLE001 - a producer that cannot say is not a CUDA array
             kind = None
-        if kind in (KDL_CUDA, KDL_CUDA_MANAGED):
-            return True
-        if kind is not None and not hasattr(obj, "__cuda_array_interface__"):
-            return False
+        if kind is not None:
+            return kind in (KDL_CUDA, KDL_CUDA_MANAGED)   # a DLPack device that is not CUDA: host
     try:
         return hasattr(obj, "__cuda_array_interface__")
     except Exception:  # noqa: BLE001 - e.g. a CPU tensor whose property raises

@@ -10,7 +10,7 @@ small ONNX models run in emulation against onnxruntime (fp32 relative L2
 <= 1e-5, fp16 <= 1e-2), fp16 and bf16 inputs, caller-provided outputs,
 NHWC tensors, plan.groups / explain / dot, kernel sources,
 fusegen.kernel on conv + batch norm + relu, device="cuda" without a GPU,
-and the recognition of CUDA arrays (DLPack, __cuda_array_interface__)
+examples/python/run_onnx.py, and the recognition of CUDA arrays (DLPack, __cuda_array_interface__)
 with stand-in objects: the zero-copy CUDA path itself needs a GPU and
 PyTorch or CuPy and is not run here.
 
@@ -416,6 +416,17 @@ class TestRun(Base):
         with self.assertRaises(fusegen.Error) as cm:
             self.ctx.load_bytes(b"\x08\x07garbage", "broken.onnx")
         self.assertEqual(cm.exception.file, "broken.onnx")
+
+    @needs_onnx
+    def test_example_script(self):
+        """examples/python/run_onnx.py on its built-in model."""
+        env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
+        r = subprocess.run([sys.executable, os.path.join(SRC, "examples", "python", "run_onnx.py")], env=env,
+                           capture_output=True, text=True, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr)
+        self.assertIn("near misses", r.stdout)
+        self.assertIn("---- the CUDA source of fg_k", r.stdout)
+        self.assertEqual(r.stdout.splitlines()[-1], "OK")
 
     @needs_onnx
     def test_fp16_onnx_against_onnxruntime(self):
