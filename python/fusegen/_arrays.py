@@ -12,12 +12,12 @@ import numpy as np
 
 from . import _lib
 
+BFLOAT16: Optional[np.dtype]
 try:  # bfloat16 for NumPy, where installed
-    import ml_dtypes as _ml_dtypes
+    import ml_dtypes
 
-    BFLOAT16: Optional[np.dtype] = np.dtype(_ml_dtypes.bfloat16)
+    BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 except ImportError:  # pragma: no cover - depends on the environment
-    _ml_dtypes = None
     BFLOAT16 = None
 
 FG_F32, FG_F16, FG_BF16 = 0, 1, 2

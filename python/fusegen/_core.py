@@ -190,7 +190,7 @@ class Context:
                  cache_dir: Optional[PathLike] = None, precision: Optional[str] = None, *,
                  arch: Optional[str] = None, jobs: int = 0, cache: bool = True,
                  log: Optional[LogFunction] = None):
-        self._ptr = C.c_void_p()
+        self._ptr: Optional[C.c_void_p] = C.c_void_p()
         self._children: List[Tuple[int, "weakref.ref[Any]"]] = []
         lib = self._lib = _lib.load()
         if rules is None or isinstance(rules, (str, bytes, os.PathLike)):
@@ -398,7 +398,7 @@ class _Owned:
 
     def __init__(self, ctx: Context, ptr: C.c_void_p):
         self.context = ctx
-        self._ptr = ptr
+        self._ptr: Optional[C.c_void_p] = ptr
         ctx._adopt(self._rank, self)
 
     def _handle(self) -> C.c_void_p:
@@ -431,8 +431,9 @@ class _Owned:
 
 
 class Graph(_Owned):
-    """A loaded model graph (YAML or ONNX), shapes inferred.  Plan it with
-    Context.plan; it must stay open while plans made from it are used."""
+    """A loaded model graph (YAML or ONNX), shapes inferred; made by
+    Context.load / load_bytes / parse.  Plan it with Context.plan; it must
+    stay open while plans made from it are used."""
     _rank = 2
 
     def __init__(self, ctx: Context, ptr: C.c_void_p, source: str):
@@ -451,7 +452,7 @@ class Graph(_Owned):
 
 
 class Plan(_Owned):
-    """The fused groups of a graph.
+    """The fused groups of a graph; made by Context.plan.
 
     groups:    list of Group (rule, its file:line, nodes, template, epilogue)
     str(plan): the table `fusegen plan` prints; explain() adds the near
@@ -497,7 +498,7 @@ class Plan(_Owned):
         out = C.c_void_p()
         self.context._check(getattr(lib, fname)(self.context._live(), self._handle(), *args, C.byref(out)))
         try:
-            return C.string_at(out.value).decode("utf-8", "replace")
+            return C.string_at(out.value).decode("utf-8", "replace") if out.value else ""
         finally:
             lib.fg_string_free(out)
 
@@ -548,7 +549,8 @@ def _split_epilogue(s: str) -> List[str]:
 # ---- executables --------------------------------------------------------------------
 
 class Executable(_Owned):
-    """A compiled plan, ready to run.
+    """A compiled plan, ready to run; made by Context.compile or
+    fusegen.compile.
 
     device:   "cuda" or "emu" (never "auto").
     inputs, outputs: lists of TensorInfo (name, shape, dtype, layout, nbytes).
@@ -686,9 +688,9 @@ class Executable(_Owned):
         lib = self.context._lib
         binds, keep, post = [], [], []
         for t in self.inputs:
-            buf = self._host_input(t, feeds[t.name])
-            keep.append(buf)
-            binds.append(_lib.Binding(t.name.encode(), buf.ctypes.data))
+            inp = self._host_input(t, feeds[t.name])
+            keep.append(inp)
+            binds.append(_lib.Binding(t.name.encode(), inp.ctypes.data))
         for t in self.outputs:
             dst = outs.get(t.name)
             dt, lay = _lib.DTYPES.index(t.dtype), _lib.LAYOUTS.index(t.layout)
@@ -704,7 +706,7 @@ class Executable(_Owned):
             direct = (dst is not None and dst.flags.c_contiguous and
                       dst.dtype == A.storage_dtype(dt) == A.numpy_dtype(dt) and
                       not (lay == A.FG_NHWC and len(t.shape) == 4))
-            buf = dst if direct else np.empty(t.physical_shape, dtype=A.storage_dtype(dt))
+            buf = dst if direct and dst is not None else np.empty(t.physical_shape, dtype=A.storage_dtype(dt))
             keep.append(buf)
             binds.append(_lib.Binding(t.name.encode(), buf.ctypes.data))
             post.append((t, dst, buf, direct))
@@ -872,7 +874,8 @@ def _chain_steps(chain: Sequence[Any]) -> List[Tuple[str, str, Optional[str]]]:
 
 
 class Kernel(_Owned):
-    """One fused kernel made from a chain of ops (fusegen.kernel).
+    """One fused kernel made from a chain of ops; made by fusegen.kernel or
+    Context.kernel.
 
     source:  the generated CUDA source.
     exec:    its Executable (inputs ["x"], outputs ["y"], kernels, ...).

@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 import threading
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 # ---- enums (fusegen.h) ------------------------------------------------------
 
@@ -200,6 +200,9 @@ class Lib:
             f.restype, f.argtypes = res, args
             setattr(self, fname, f)
         self.version = cdll.fg_version().decode()
+
+    def __getattr__(self, name: str) -> Any:   # the fg_* functions are set in __init__
+        raise AttributeError("libfusegen (%s) has no function %s" % (self.__dict__.get("path"), name))
 
     def has(self, fname: str) -> bool:
         return fname not in self.missing

@@ -346,6 +346,21 @@ class TestPlan(Base):
         self.assertTrue(dot.startswith('digraph "resnet_basic_block"'))
         self.assertIn("cluster_g1", dot)
 
+    def test_text_functions_check_arguments(self):
+        """fg_plan_text / fg_plan_dot_text given NULLs: FG_ERR_INPUT, *out NULL."""
+        lib = fusegen._lib.load()
+        plan = self.ctx.plan(EXAMPLE)
+        out = C.c_void_p(1234)
+        self.assertEqual(lib.fg_plan_text(None, plan._handle(), 0, C.byref(out)), 1)
+        self.assertEqual(lib.fg_plan_text(self.ctx._ptr, None, 1, C.byref(out)), 1)
+        self.assertIsNone(out.value)
+        self.assertEqual(lib.fg_plan_dot_text(self.ctx._ptr, plan._handle(), None), 1)
+        self.assertEqual(lib.fg_plan_dot_text(self.ctx._ptr, None, C.byref(out)), 1)
+        errs = self.ctx._take_errors()
+        self.assertEqual([e.message for e in errs], ["fg_plan_text: plan is NULL", "fg_plan_dot_text: out is NULL",
+                                                     "fg_plan_dot_text: plan is NULL"])
+        lib.fg_string_free(None)
+
     def test_kernel_sources(self):
         exe = self.ctx.compile(self.ctx.plan(EXAMPLE))
         self.assertEqual(exe.device, "emu")
