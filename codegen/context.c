@@ -10,6 +10,7 @@
 
 #include "expr.h"
 #include "hook.h"
+#include "rewrite.h"
 #include "template.h"
 
 /* Nonzero when dir/ops.yaml exists. */
@@ -100,6 +101,7 @@ FG_API void fg_context_free(fg_context *ctx)
         free(ctx->rules[i]);
     }
     free(ctx->rules);
+    fg_rewrites_free(ctx);
     fg_diag_free(ctx);
     fg_env_free(&ctx->env);
     free(ctx->rules_dir);

@@ -1,7 +1,7 @@
 /*
  * context.h -- the fg_context: settings (resolved once at init, env.h),
  * recorded errors and warnings, interned strings (diag.c), the loaded
- * vocabulary (op definitions), fusion rules and Lua hook state, and the
+ * vocabulary (op definitions), fusion and rewrite rules and Lua hook state, and the
  * runtime's per-context state (kernel cache, JIT, device), owned by the
  * runtime and reached through an opaque pointer here.  codegen/ never calls
  * runtime/: the runtime registers its own teardown with fg_ctx_on_free.
@@ -16,6 +16,7 @@
 #include "util.h"
 
 struct fg_hooks;     /* hook.h: Lua state for the rule hooks */
+struct fg_rewrite;   /* rewrite.h */
 struct fg_runtime;   /* runtime: cache, JIT, device */
 
 typedef struct fg_intern_entry fg_intern_entry;
@@ -45,6 +46,8 @@ struct fg_context {
     int nops, ops_cap;
     fg_rule **rules;               /* fusion rules, load order */
     int nrules, rules_cap;
+    struct fg_rewrite **rewrites;  /* rewrite rules (rewrite.h), load order */
+    int nrewrites, rewrites_cap;
     struct fg_hooks *hooks;        /* NULL until a .lua file is loaded */
     struct fg_template **templates; /* templates registered by rules directories (template.h) */
     int ntemplates, templates_cap;

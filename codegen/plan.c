@@ -25,6 +25,7 @@
 #include "fold.h"
 #include "hook.h"
 #include "kind.h"
+#include "rewrite.h"
 #include "shape.h"
 #include "template.h"
 #include "util.h"
@@ -801,11 +802,11 @@ static int better(const fg_context *ctx, int ra, const pmatch *a, int rb, const 
     return ra < rb;
 }
 
-/* Keeps the notes whose nodes did not end up in one group; drops repeats. */
+/* Keeps the notes whose nodes did not end up in one group; drops repeats.
+ * They follow the notes already in p (the rewrites applied). */
 static void finish_notes(planner *P, fg_plan *p)
 {
-    p->notes = fg_xmalloc((size_t)(P->nnotes ? P->nnotes : 1) * sizeof *p->notes);
-    p->nnotes = 0;
+    p->notes = fg_xrealloc(p->notes, (size_t)(p->nnotes + P->nnotes + 1) * sizeof *p->notes);
     for (int i = 0; i < P->nnotes; i++) {
         pnote *nt = &P->notes[i];
         int keep = !(nt->parent >= 0 && P->member[nt->child] == P->member[nt->parent]);
@@ -881,6 +882,12 @@ FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out
     if (!p->graph) {
         free(p);
         return fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "could not copy graph %s", g->name ? g->name : "");
+    }
+    /* Rewrite rules turn subgraphs back into ops (rewrite.h), on the copy. */
+    fg_status rst = fg_rewrite_graph(ctx, p->graph, &p->notes, &p->nnotes);
+    if (rst != FG_OK) {
+        fg_plan_free(p);
+        return rst;
     }
     planner P;
     memset(&P, 0, sizeof P);

@@ -1,7 +1,7 @@
 /*
  * rules_dir.c -- fg_rules_load: loads a rules directory.  Order: the op
  * definitions and template variants of every *.yaml (sorted by name), then every *.lua hook file
- * (sorted), then the rules of every *.yaml, so a rule may use any op or hook
+ * (sorted), then the rules and rewrites of every *.yaml, so a rule may use any op or hook
  * of the directory.  Every error of every file is reported; loading goes on.
  * Only regular files of at most 16 MiB whose names are plain (letters,
  * digits, '.', '_', '-', '+': names reach generated source as provenance) are
@@ -18,6 +18,7 @@
 #include "hook.h"
 #include "input_file.h"
 #include "load.h"
+#include "rewrite.h"
 #include "template.h"
 
 typedef struct yaml_file {
@@ -59,6 +60,12 @@ static void load_docs(fg_context *ctx, const yaml_file *f, const char *dir, pass
                 /* a registered template variant (template.h): before the rules that name it */
                 if (p == PASS_OPS)
                     fg_template_load(ctx, m, f->hash);
+                continue;
+            }
+            if (m->kind == FG_YNODE_MAP && fg_ymap_key(m, "rewrite") != NULL && !is_op && !is_rule) {
+                /* a rewrite rule (rewrite.h): with the rules, after every op */
+                if (p == PASS_RULES)
+                    fg_rewrite_load(ctx, m, f->hash);
                 continue;
             }
             if (m->kind != FG_YNODE_MAP || is_op == is_rule) {

@@ -418,6 +418,14 @@ def extra_checks(run, tmp, failed):
     run.lib.free_graph(g)
     _, rel, _ = compare(outs["y"], ort_run(mlp.model("fp32"), feeds)["y"])
     expect(rel <= TOL["fp32"], "fg_graph_load_onnx_memory (rel %.1e)" % rel, failed)
+    # the erf form of GELU is rewritten to one gelu op, which fuses into the
+    # gemm of its matmul and bias (rules/rewrites.yaml)
+    mpath = os.path.join(tmp, "mlp.onnx")
+    onnx.save(mlp.model("fp32"), mpath)
+    rc, out = cli("plan", mpath, "--dim", "batch=2", "--dim", "seq=6", "--explain")
+    expect(rc == 0 and "rewrite gelu_erf_div_c" in out and "apply(gelu)" in out
+           and out.count("matmul_bias_act") >= 2 and "kernels: 2" in out,
+           "fusegen plan mlp.onnx: GELU rewritten, matmul + bias + gelu fused", failed)
     noext = os.path.join(tmp, "model_without_extension")
     with open(noext, "wb") as f:
         f.write(blk.model("fp32").SerializeToString())

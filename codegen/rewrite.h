@@ -1,0 +1,113 @@
+/*
+ * rewrite.h -- rewrite rules (`rewrite:` documents of a rules directory,
+ * docs/rules.md#rewrite-rules): a pattern over a small DAG of nodes, with
+ * attribute and constant predicates, and one replacement op.  Exporters
+ * write activations as subgraphs (x * sigmoid(x), the erf form of GELU);
+ * rewrites turn them back into ops before fusion.
+ *
+ * fg_rewrite_load (called by rules_dir.c in the rules pass) checks a
+ * document and adds the rewrite to the context; fg_rewrite_graph (called by
+ * fg_plan_build on the plan's copy of the graph, before matching) applies
+ * the context's rewrites until none applies.  The rewrites belong to the
+ * context (fg_rewrites_free).
+ */
+#ifndef FG_REWRITE_H
+#define FG_REWRITE_H
+
+#include "ir.h"
+#include "yaml_doc.h"
+
+#define FG_RW_MAX_STEPS 16      /* steps of one pattern */
+#define FG_RW_MAX_VARS 4        /* external inputs of one pattern (`inputs:`) */
+#define FG_RW_MAX_CAPS 8        /* constants captured with `as:` */
+
+/* What one input of a pattern step must be. */
+typedef enum fg_rw_arg_kind {
+    FG_RW_ARG_VAR = 0,     /* an external input of the match (`x`): any tensor, the same one at every use */
+    FG_RW_ARG_STEP,        /* the output of an earlier step's node */
+    FG_RW_ARG_CONST,       /* a constant (a weight): `{ const: 0.5, tol: 1e-6 }` or `{ const: any }` */
+    FG_RW_ARG_ABSENT,      /* `~`: an optional input that must be absent */
+    FG_RW_ARG_KIND_COUNT
+} fg_rw_arg_kind;
+
+typedef struct fg_rw_arg {
+    fg_rw_arg_kind kind;
+    int index;             /* VAR: input index; STEP: step index */
+    int any;               /* CONST: any constant (no value test) */
+    double value, tol;     /* CONST: every element within tol of value */
+    int per_channel;       /* CONST: one value per channel of the step's output (docs/rules.md) */
+    int capture;           /* CONST: index into captures (`as:`), or -1 */
+    fg_loc loc;
+} fg_rw_arg;
+
+typedef struct fg_rw_step {
+    const char *name;                      /* interned */
+    int nops;
+    const fg_opdef *ops[FG_MAX_STEP_OPS];  /* alternation */
+    unsigned commutes;                     /* bit i: ops[i] takes its two inputs in either order */
+    struct fg_expr *where;                 /* attribute predicate or NULL */
+    const char *where_src;
+    int nwhere_vars;
+    const char *where_vars[FG_MAX_WHERE_VARS];
+    int nargs;
+    fg_rw_arg args[FG_MAX_INPUTS];
+    fg_loc loc;
+} fg_rw_step;
+
+/* One input of the replacement node. */
+typedef enum fg_rw_rep_kind {
+    FG_RW_REP_VAR = 0,     /* an external input of the match */
+    FG_RW_REP_CAPTURE,     /* a captured constant */
+    FG_RW_REP_FILL,        /* `{ fill: v, like: cap }`: a new [C] weight of v, C from the capture */
+    FG_RW_REP_ABSENT,      /* `~`: an absent optional input */
+    FG_RW_REP_KIND_COUNT
+} fg_rw_rep_kind;
+
+typedef struct fg_rw_rep_arg {
+    fg_rw_rep_kind kind;
+    int index;             /* VAR: input index; CAPTURE, FILL: capture index */
+    double fill;           /* FILL */
+    fg_loc loc;
+} fg_rw_rep_arg;
+
+typedef struct fg_rewrite {
+    const char *name;                      /* interned, unique among rewrites */
+    int nvars;
+    const char *vars[FG_RW_MAX_VARS];      /* `inputs:` (default [x]) */
+    int ncaps;
+    const char *caps[FG_RW_MAX_CAPS];      /* `as:` names, in pattern order */
+    int cap_per_channel[FG_RW_MAX_CAPS];   /* the capture was declared per_channel */
+    int nsteps;                            /* the last step is the root: its node is replaced */
+    fg_rw_step steps[FG_RW_MAX_STEPS];
+    const fg_opdef *op;                    /* the replacement op (pointwise or batch_norm) */
+    int nargs;
+    fg_rw_rep_arg args[FG_MAX_INPUTS];
+    fg_attr_value attrs[FG_MAX_ATTRS];     /* parallel to op->attrs, defaults filled in */
+    fg_loc loc;                            /* the `rewrite:` line */
+    uint64_t file_hash;
+} fg_rewrite;
+
+/* Loads one rewrite from a mapping with a `rewrite:` key (ops must be
+ * loaded) and adds it to the context.  Every problem is reported at its key
+ * or value; a document with an error is not added.  Returns FG_OK or
+ * FG_ERR_INPUT. */
+fg_status fg_rewrite_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash);
+
+/* Applies the context's rewrites to g in place, in passes over the nodes in
+ * graph order (each node tried as the root of each rewrite, in load order)
+ * until a pass changes nothing; at most 4 * nodes + 64 applications (then
+ * one warning).  A match applies only when every matched node but the root
+ * has an output read by matched nodes alone that is not a graph output, and
+ * the replacement computes the root's output shape and dtype.  The
+ * replacement takes the root's place, name, location and output tensor; the
+ * other matched nodes are removed (tensors keep their indices; their
+ * outputs are left without producer or consumer), and producers and
+ * consumer counts are recomputed.  One line per application is appended to
+ * (*notes)[*nnotes...] (malloc'd strings, the array grown with realloc):
+ * "rewrite NAME (FILE:LINE): node, node, ... -> op root". */
+fg_status fg_rewrite_graph(fg_context *ctx, fg_graph *g, char ***notes, int *nnotes);
+
+/* Frees the context's rewrites (fg_context_free). */
+void fg_rewrites_free(fg_context *ctx);
+
+#endif /* FG_REWRITE_H */

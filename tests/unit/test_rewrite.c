@@ -1,0 +1,532 @@
+/* test_rewrite.c -- rewrite rules (codegen/rewrite.c, rules/rewrites.yaml).
+ * Every shipped rewrite fires on a graph written in the ops ONNX import
+ * produces (and a shipped rewrite without a case here fails the test); the
+ * plan then fuses the replacement (matmul + bias + GELU into one gemm
+ * kernel, conv + SiLU, conv + per-channel scale and shift folded like a
+ * batch norm); the plan computes, in emulation, what the ORIGINAL unfused
+ * graph computes on the host reference.  Must-not-fire cases: a second
+ * consumer of an intermediate, a constant outside its tolerance, a graph
+ * output in the middle, another tensor where x must be, a non-commutative
+ * op with swapped inputs, a broadcast that grows the output.  Rewrite
+ * documents with errors give located messages; a user directory's rewrite
+ * with two inputs, attribute predicates and replacement attributes works
+ * with no C change; two rewrites that undo each other stop at the bound. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "reference.h"
+#include "rewrite.h"
+#include "testutil.h"
+
+static fg_context *g_ctx;
+static char *g_cache;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!getenv("FUSEGEN_CACHE_DIR")) {
+        g_cache = tu_tmpdir();
+        setenv("FUSEGEN_CACHE_DIR", g_cache, 1);
+    }
+    g_ctx = tu_ctx_shipped();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    fg_context_free(g_ctx);
+    if (g_cache)
+        tu_rmtree(g_cache);
+    free(g_cache);
+    return 0;
+}
+
+/* An activation x, a matrix a, the constants exporters write, per-channel
+ * vectors and a matmul weight. */
+static const char *HEADER =
+    "graph: rw\nseed: 5\n"
+    "inputs: [ { name: x, shape: [2, 8, 5, 3] }, { name: a, shape: [5, 8] } ]\n"
+    "weights:\n"
+    "  - { name: c_sqrt2, shape: [1], values: [1.4142135] }\n"
+    "  - { name: c_isqrt2, shape: [1], values: [0.70710678] }\n"
+    "  - { name: c_one, shape: [1], values: [1.0] }\n"
+    "  - { name: c_half, shape: [1], values: [0.5] }\n"
+    "  - { name: c_three, shape: [1], values: [3.0] }\n"
+    "  - { name: c_six, shape: [1], values: [6.0] }\n"
+    "  - { name: c_sixth, shape: [1], values: [0.16666667] }\n"
+    "  - { name: c_kappa, shape: [1], values: [0.044715] }\n"
+    "  - { name: c_beta, shape: [1], values: [0.7978845608] }\n"
+    "  - { name: c_bad, shape: [1], values: [1.5] }\n"
+    "  - { name: c_halves, shape: [2, 5, 6], uniform: [0.5, 0.5] }\n"
+    "  - { name: c_hw, shape: [1, 1, 5, 3] }\n"
+    "  - { name: s, shape: [1, 8, 1, 1], init: positive }\n"
+    "  - { name: t, shape: [8, 1, 1] }\n"
+    "  - { name: w, shape: [8, 8, 3, 3] }\n"
+    "  - { name: m, shape: [8, 6] }\n  - { name: mb, shape: [6] }\n"
+    "nodes:\n";
+
+#define PW(n, op, ins) "  - { name: " n ", op: " op ", inputs: [" ins "] }\n"
+
+/* The front of the erf form on X: d, e, a (a = 1 + erf(d)). */
+#define ERF_DIV(X) PW("d", "div", X ", c_sqrt2") PW("e", "erf", "d") PW("a1", "add", "c_one, e")
+#define ERF_MUL(X) PW("d", "mul", "c_isqrt2, " X) PW("e", "erf", "d") PW("a1", "add", "e, c_one")
+/* The tails: (x*0.5)*a, x*(a*0.5), (x*a)*0.5. */
+#define TAIL_A(X) PW("h", "mul", "c_half, " X) PW("y", "mul", "a1, h")
+#define TAIL_B(X) PW("h", "mul", "a1, c_half") PW("y", "mul", X ", h")
+#define TAIL_C(X) PW("h", "mul", "a1, " X) PW("y", "mul", "h, c_half")
+/* The tanh form's front (x * (x * x) written both ways round). */
+#define TANH_FRONT(X)                                                                                               \
+    PW("sq", "mul", X ", " X) PW("cu", "mul", "sq, " X) PW("k", "mul", "c_kappa, cu") PW("s1", "add", "k, " X)      \
+        PW("i", "mul", "c_beta, s1") PW("th", "tanh", "i") PW("a1", "add", "th, c_one")
+#define HS_FRONT(X) PW("p", "add", "c_three, " X) PW("r", "relu6", "p")
+
+typedef struct rw_case {
+    const char *rewrite;   /* shipped rewrite that must fire */
+    const char *nodes;     /* nodes and outputs; the rewritten root is node y */
+    const char *op;        /* the op y becomes */
+    int removed;           /* nodes the rewrite removes */
+} rw_case;
+
+static const rw_case CASES[] = {
+    {"silu", PW("sg", "sigmoid", "x") PW("y", "mul", "sg, x") "outputs: [y]\n", "silu", 1},
+    {"gelu_erf_div_a", ERF_DIV("x") TAIL_A("x") "outputs: [y]\n", "gelu", 4},
+    {"gelu_erf_div_b", ERF_DIV("x") TAIL_B("x") "outputs: [y]\n", "gelu", 4},
+    {"gelu_erf_div_c", ERF_DIV("x") TAIL_C("x") "outputs: [y]\n", "gelu", 4},
+    {"gelu_erf_mul_a", ERF_MUL("x") TAIL_A("x") "outputs: [y]\n", "gelu", 4},
+    {"gelu_erf_mul_b", ERF_MUL("x") TAIL_B("x") "outputs: [y]\n", "gelu", 4},
+    {"gelu_erf_mul_c", ERF_MUL("x") TAIL_C("x") "outputs: [y]\n", "gelu", 4},
+    {"gelu_tanh_a", TANH_FRONT("x") TAIL_A("x") "outputs: [y]\n", "gelu_tanh", 8},
+    {"gelu_tanh_b", TANH_FRONT("x") TAIL_B("x") "outputs: [y]\n", "gelu_tanh", 8},
+    {"gelu_tanh_c", TANH_FRONT("x") TAIL_C("x") "outputs: [y]\n", "gelu_tanh", 8},
+    {"hardswish_div", HS_FRONT("x") PW("h", "mul", "r, x") PW("y", "div", "h, c_six") "outputs: [y]\n", "hardswish", 3},
+    {"hardswish_mul", HS_FRONT("x") PW("h", "mul", "x, r") PW("y", "mul", "c_sixth, h") "outputs: [y]\n", "hardswish",
+     3},
+    {"hardswish_gate_div", HS_FRONT("x") PW("h", "div", "r, c_six") PW("y", "mul", "h, x") "outputs: [y]\n",
+     "hardswish", 3},
+    {"hardswish_gate_mul", HS_FRONT("x") PW("h", "mul", "r, c_sixth") PW("y", "mul", "x, h") "outputs: [y]\n",
+     "hardswish", 3},
+    {"hardswish_hardsigmoid", PW("h", "hardsigmoid", "x") PW("y", "mul", "h, x") "outputs: [y]\n", "hardswish", 1},
+    {"hardswish_hardsigmoid_ab",
+     "  - { name: h, op: hardsigmoid_ab, inputs: [x], attrs: { alpha: 0.16666667, beta: 0.5 } }\n" PW("y", "mul",
+                                                                                                      "x, h")
+         "outputs: [y]\n",
+     "hardswish", 1},
+    {"scale_shift", PW("h", "mul", "s, x") PW("y", "add", "t, h") "outputs: [y]\n", "batch_norm", 1},
+};
+
+static fg_graph *parse_nodes(fg_context *ctx, const char *nodes)
+{
+    fg_buf b = {0};
+    fg_buf_put(&b, HEADER);
+    fg_buf_put(&b, nodes);
+    fg_graph *g = NULL;
+    fg_status st = fg_graph_parse(ctx, "rw.yaml", b.s, b.len, &g);
+    if (st != FG_OK) {
+        tu_dump_errors(ctx);
+        fprintf(stderr, "%s", b.s);
+    }
+    assert_int_equal(st, FG_OK);
+    fg_buf_free(&b);
+    return g;
+}
+
+static fg_plan *plan_of(fg_context *ctx, const fg_graph *g)
+{
+    fg_plan *p = NULL;
+    fg_status st = fg_plan_build(ctx, g, &p);
+    if (st != FG_OK)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    return p;
+}
+
+/* Number of plan notes that start with "rewrite NAME (" (NULL: any rewrite). */
+static int rewrite_notes(const fg_plan *p, const char *name)
+{
+    char pre[128];
+    snprintf(pre, sizeof pre, "rewrite %s (", name ? name : "");
+    int n = 0;
+    for (int i = 0; i < p->nnotes; i++)
+        n += strncmp(p->notes[i], pre, name ? strlen(pre) : 8) == 0;
+    return n;
+}
+
+/* Compiles p for emulation and compares it with the reference of g. */
+static void check_numerics(fg_context *ctx, const fg_graph *g, const fg_plan *p, int want_kernels, double tol)
+{
+    fg_exec *e = NULL;
+    fg_compile_options co = {.device = FG_DEVICE_EMU};
+    fg_status st = fg_plan_compile(ctx, p, &co, &e);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    if (want_kernels > 0)
+        assert_int_equal(fg_exec_kernel_count(e), want_kernels);
+    tu_exec_vs_reference(ctx, g, e, 77, tol);
+    fg_exec_free(e);
+}
+
+/* Every shipped rewrite has a case, and each case fires, leaves the source
+ * graph alone, and computes what the unfused graph computes. */
+static void test_shipped_rewrites_fire(void **state)
+{
+    (void)state;
+    for (int r = 0; r < g_ctx->nrewrites; r++) {
+        int have = 0;
+        for (size_t c = 0; c < FG_COUNTOF(CASES) && !have; c++)
+            have = strcmp(CASES[c].rewrite, g_ctx->rewrites[r]->name) == 0;
+        if (!have)
+            fail_msg("shipped rewrite %s has no case in test_rewrite.c", g_ctx->rewrites[r]->name);
+    }
+    for (size_t c = 0; c < FG_COUNTOF(CASES); c++) {
+        const rw_case *k = &CASES[c];
+        print_message("  %s\n", k->rewrite);
+        fg_graph *g = parse_nodes(g_ctx, k->nodes);
+        int n0 = g->nnodes;
+        fg_plan *p = plan_of(g_ctx, g);
+        if (rewrite_notes(p, k->rewrite) != 1) {
+            for (int i = 0; i < p->nnotes; i++)
+                fprintf(stderr, "  note: %s\n", p->notes[i]);
+            fail_msg("rewrite %s did not fire once", k->rewrite);
+        }
+        assert_int_equal(rewrite_notes(p, NULL), 1);
+        assert_int_equal(g->nnodes, n0);   /* the caller's graph is untouched */
+        assert_int_equal(p->graph->nnodes, n0 - k->removed);
+        int y = fg_graph_find_node(p->graph, "y");
+        assert_true(y >= 0);
+        assert_string_equal(p->graph->nodes[y].op->name, k->op);
+        assert_int_equal(p->graph->nodes[y].inputs[0], fg_graph_find_tensor(g, "x"));
+        assert_int_equal(p->graph->nodes[y].loc.line, g->nodes[fg_graph_find_node(g, "y")].loc.line);
+        assert_int_equal(p->ngroups, 1);
+        check_numerics(g_ctx, g, p, 1, 1e-5);
+        fg_plan_free(p);
+        fg_graph_free(g);
+    }
+}
+
+/* The explain line names the rule file and line and the replaced nodes. */
+static void test_explain_line(void **state)
+{
+    (void)state;
+    fg_graph *g = parse_nodes(g_ctx, ERF_DIV("x") TAIL_C("x") "outputs: [y]\n");
+    fg_plan *p = plan_of(g_ctx, g);
+    assert_int_equal(rewrite_notes(p, "gelu_erf_div_c"), 1);
+    const char *note = p->notes[0];
+    assert_non_null(strstr(note, "rewrites.yaml:"));
+    assert_non_null(strstr(note, "): d, e, a1, h, y -> gelu y"));
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&txt, &len);
+    fg_plan_print_opts o = {.explain = 1};
+    fg_plan_print(g_ctx, p, &o, f);
+    fclose(f);
+    assert_non_null(strstr(txt, "rewrite gelu_erf_div_c ("));
+    free(txt);
+    fg_plan_free(p);
+    fg_graph_free(g);
+}
+
+/* After the rewrite the fusion rules take the op: matmul + bias + GELU is
+ * one gemm kernel, conv + SiLU one conv kernel, a per-channel scale and
+ * shift folds into the conv like a batch norm. */
+static void test_rewrite_then_fuse(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *nodes, *first, *want;
+    } cases[] = {
+        {PW("mm", "matmul", "a, m") PW("fc", "add", "mb, mm") ERF_DIV("fc") TAIL_C("fc") "outputs: [y]\n", "mm",
+         "matmul_bias_act:mm,fc,y"},
+        {PW("mm", "matmul", "a, m") PW("fc", "add", "mm, mb") ERF_MUL("fc") TAIL_A("fc") "outputs: [y]\n", "mm",
+         "matmul_bias_act:mm,fc,y"},
+        {PW("mm", "matmul", "a, m") PW("fc", "add", "mm, mb") TANH_FRONT("fc") TAIL_C("fc") "outputs: [y]\n", "mm",
+         "matmul_bias_act:mm,fc,y"},
+        {"  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n" PW("sg", "sigmoid", "c")
+             PW("y", "mul", "c, sg") "outputs: [y]\n",
+         "c", "conv_act:c,y"},
+        {"  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n" PW("h", "mul", "c, s")
+             PW("y", "add", "h, t") PW("act", "relu", "y") "outputs: [act]\n",
+         "c", "conv_bn_act:c,y,act"},
+        {"  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n" HS_FRONT("c")
+             PW("h", "mul", "c, r") PW("y", "div", "h, c_six") "outputs: [y]\n",
+         "c", "conv_act:c,y"},
+    };
+    for (size_t i = 0; i < FG_COUNTOF(cases); i++) {
+        fg_graph *g = parse_nodes(g_ctx, cases[i].nodes);
+        fg_plan *p = plan_of(g_ctx, g);
+        assert_int_equal(rewrite_notes(p, NULL), 1);
+        assert_string_equal(tu_group_desc(g_ctx, p, cases[i].first), cases[i].want);
+        assert_int_equal(p->ngroups, 1);
+        check_numerics(g_ctx, g, p, 1, 1e-5);
+        fg_plan_free(p);
+        fg_graph_free(g);
+    }
+}
+
+/* Graphs the shipped rewrites must leave alone. */
+static void test_must_not_fire(void **state)
+{
+    (void)state;
+    static const char *const cases[] = {
+        /* erf's output also feeds another node */
+        ERF_DIV("x") TAIL_C("x") PW("z", "tanh", "e") "outputs: [y, z]\n",
+        /* a graph output in the middle */
+        ERF_DIV("x") TAIL_C("x") "outputs: [y, a1]\n",
+        /* a constant outside its tolerance: x / 1.5 */
+        PW("d", "div", "x, c_bad") PW("e", "erf", "d") PW("a1", "add", "c_one, e") TAIL_C("x") "outputs: [y]\n",
+        /* 0.5 where 1 must be */
+        PW("d", "div", "x, c_sqrt2") PW("e", "erf", "d") PW("a1", "add", "c_half, e") TAIL_C("x") "outputs: [y]\n",
+        /* div is not commutative: sqrt(2) / x */
+        PW("d", "div", "c_sqrt2, x") PW("e", "erf", "d") PW("a1", "add", "c_one, e") TAIL_C("x") "outputs: [y]\n",
+        /* x * sigmoid(relu(x)): another tensor where x must be */
+        PW("r", "relu", "x") PW("sg", "sigmoid", "r") PW("y", "mul", "sg, x") "outputs: [y]\n",
+        /* the sigmoid also feeds the output */
+        PW("sg", "sigmoid", "x") PW("y", "mul", "sg, x") "outputs: [y, sg]\n",
+        /* hardsigmoid_ab with another slope */
+        "  - { name: h, op: hardsigmoid_ab, inputs: [x], attrs: { alpha: 0.2, beta: 0.5 } }\n" PW("y", "mul", "x, h")
+            "outputs: [y]\n",
+        /* the scale is not per channel (one value per H, W position) */
+        "  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n" PW("h", "mul", "c, c_hw")
+            PW("y", "add", "h, t") "outputs: [y]\n",
+    };
+    for (size_t i = 0; i < FG_COUNTOF(cases); i++) {
+        fg_graph *g = parse_nodes(g_ctx, cases[i]);
+        fg_plan *p = plan_of(g_ctx, g);
+        if (rewrite_notes(p, NULL) != 0)
+            fail_msg("case %zu: a rewrite fired: %s", i, p->notes[0]);
+        assert_int_equal(p->graph->nnodes, g->nnodes);
+        fg_plan_free(p);
+        fg_graph_free(g);
+    }
+}
+
+/* A broadcast that would grow the output: (a * (1 + erf(a / sqrt 2))) *
+ * [2, 5, 6] halves is [2, 5, 6], gelu(a) only [5, 6]. */
+static void test_broadcast_refused(void **state)
+{
+    (void)state;
+    fg_graph *g = parse_nodes(g_ctx, PW("mm", "matmul", "a, m") ERF_DIV("mm") PW("h", "mul", "a1, mm")
+                                         PW("y", "mul", "h, c_halves") "outputs: [y]\n");
+    fg_plan *p = plan_of(g_ctx, g);
+    assert_int_equal(rewrite_notes(p, NULL), 0);
+    fg_plan_free(p);
+    fg_graph_free(g);
+}
+
+/* Writes a rules directory: the shipped vocabulary, onnx_ops.yaml, and
+ * extra.yaml holding text. */
+static char *rules_dir_with(const char *text)
+{
+    char *dir = tu_vocab_dir();
+    char *ops = fg_read_file(tu_src("rules/onnx_ops.yaml"), NULL);
+    assert_non_null(ops);
+    free(tu_write(dir, "onnx_ops.yaml", ops));
+    free(ops);
+    free(tu_write(dir, "extra.yaml", text));
+    return dir;
+}
+
+static fg_context *ctx_for(const char *dir, fg_status want)
+{
+    fg_context *ctx = tu_ctx_empty();
+    fg_status st = fg_rules_load(ctx, dir);
+    if (st != want)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, want);
+    return ctx;
+}
+
+/* A user directory's rewrites: two inputs (the order kept through a
+ * non-commutative sub), attribute predicates, replacement attributes, a new
+ * op; no C change. */
+static void test_user_rewrites(void **state)
+{
+    (void)state;
+    char *dir = rules_dir_with("op: relu_diff\nkind: pointwise\ninputs: [a, b]\nexpr: \"max(a - b, 0)\"\n"
+                               "---\n"
+                               "rewrite: clip_pair\n"
+                               "match:\n"
+                               "  - c1: { op: clip_min, inputs: [x], where: \"lo == 0\" }\n"
+                               "  - c2: { op: clip_max, inputs: [c1], where: \"hi == 6\" }\n"
+                               "replace: { op: clip, inputs: [x], attrs: { lo: 0.0, hi: 6.0 } }\n"
+                               "---\n"
+                               "rewrite: relu_of_diff\n"
+                               "inputs: [x, y]\n"
+                               "match:\n"
+                               "  - d: { op: sub, inputs: [x, y] }\n"
+                               "  - r: { op: relu, inputs: [d] }\n"
+                               "replace: { op: relu_diff, inputs: [x, y] }\n");
+    fg_context *ctx = ctx_for(dir, FG_OK);
+    assert_int_equal(ctx->nrewrites, 2);
+    static const char *G = "graph: u\ninputs: [ { name: x, shape: [2, 4, 3, 3] }, { name: z, shape: [2, 4, 3, 3] } ]\n"
+                           "nodes:\n"
+                           "  - { name: c1, op: clip_min, inputs: [x], attrs: { lo: 0.0 } }\n"
+                           "  - { name: c2, op: clip_max, inputs: [c1], attrs: { hi: 6.0 } }\n"
+                           "  - { name: d, op: sub, inputs: [c2, z] }\n"
+                           "  - { name: r, op: relu, inputs: [d] }\n"
+                           "  - { name: k1, op: clip_min, inputs: [z], attrs: { lo: 1.0 } }\n"
+                           "  - { name: k2, op: clip_max, inputs: [k1], attrs: { hi: 6.0 } }\n"
+                           "outputs: [r, k2]\n";
+    fg_graph *g = NULL;
+    assert_int_equal(fg_graph_parse(ctx, "u.yaml", G, strlen(G), &g), FG_OK);
+    fg_plan *p = plan_of(ctx, g);
+    assert_int_equal(rewrite_notes(p, "clip_pair"), 1);   /* not k1, k2: lo is 1 */
+    assert_int_equal(rewrite_notes(p, "relu_of_diff"), 1);
+    const fg_node *c2 = &p->graph->nodes[fg_graph_find_node(p->graph, "c2")];
+    assert_string_equal(c2->op->name, "clip");
+    assert_true(fg_node_attr_num(c2, "lo", -1) == 0.0 && fg_node_attr_num(c2, "hi", -1) == 6.0);
+    const fg_node *r = &p->graph->nodes[fg_graph_find_node(p->graph, "r")];
+    assert_string_equal(r->op->name, "relu_diff");
+    assert_int_equal(r->inputs[0], fg_graph_find_tensor(g, "c2"));
+    assert_int_equal(r->inputs[1], fg_graph_find_tensor(g, "z"));
+    assert_int_equal(fg_graph_find_node(p->graph, "k1") >= 0, 1);
+    check_numerics(ctx, g, p, 0, 1e-5);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_context_free(ctx);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* Two rewrites that undo each other stop at the bound with a warning. */
+static void test_rewrite_bound(void **state)
+{
+    (void)state;
+    char *dir = rules_dir_with("rewrite: there\nmatch:\n  - r: { op: relu, inputs: [x] }\n"
+                               "replace: { op: sigmoid, inputs: [x] }\n---\n"
+                               "rewrite: back\nmatch:\n  - s: { op: sigmoid, inputs: [x] }\n"
+                               "replace: { op: relu, inputs: [x] }\n");
+    fg_context *ctx = ctx_for(dir, FG_OK);
+    static const char *G = "graph: b\ninputs: [ { name: x, shape: [4] } ]\nnodes:\n"
+                           "  - { name: r, op: relu, inputs: [x] }\noutputs: [r]\n";
+    fg_graph *g = NULL;
+    assert_int_equal(fg_graph_parse(ctx, "b.yaml", G, strlen(G), &g), FG_OK);
+    int w0 = ctx->nwarnings;
+    fg_plan *p = plan_of(ctx, g);
+    assert_int_equal(p->nnotes, 4 * 1 + 64);
+    assert_int_equal(ctx->nwarnings, w0 + 1);
+    assert_non_null(strstr(ctx->warnings[w0], "rewrites stopped after 68 applications"));
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_context_free(ctx);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* Located errors for bad rewrite documents: one error each, at the
+ * offending key or value; in one file, every one is reported. */
+static void test_bad_documents(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"rewrite: a\nmatch:\n  - s: { op: sigmoud, inputs: [x] }\nreplace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:3:14: error: unknown op 'sigmoud' (did you mean 'sigmoid'?)"},
+        {"rewrite: a\nmatch:\n  - s: { op: sigmoid, inputs: [x] }\nreplace: { op: silu, inputs: [y] }\n",
+         "extra.yaml:4:31: error: replacement input 'y' is not bound by the pattern (it may read: x)"},
+        {"rewrite: a\nmatch:\n  - s: { op: sigmoid, inputs: [m] }\n  - m: { op: mul, inputs: [x, s] }\n"
+         "replace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:3:32: error: step 's' consumes step 'm', which comes later"},
+        {"rewrite: a\nmatch:\n  - s: { op: sigmoid, inputs: [s] }\n  - m: { op: mul, inputs: [x, s] }\n"
+         "replace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:3:32: error: step 's' consumes its own output (a cycle)"},
+        {"rewrite: a\nmatch:\n  - s: { op: sigmoid, inputs: [x] }\n  - m: { op: mul, inputs: [x, ss] }\n"
+         "replace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:4:31: error: unknown name 'ss' in step 'm': not an input of the rewrite (inputs: x) nor an "
+         "earlier step (did you mean 's'?)"},
+        {"rewrite: a\nmatch:\n  - s: { op: sigmoid, inputs: [x] }\n  - m: { op: mul, inputs: [x, x] }\n"
+         "replace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:3:5: error: step 's' feeds no later step"},
+        {"rewrite: a\ninputs: [x, y]\nmatch:\n  - s: { op: sigmoid, inputs: [x] }\nreplace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:1:1: error: input 'y' of rewrite 'a' is read by no step"},
+        {"rewrite: a\nmatch:\n  - m: { op: mul, inputs: [x, { const: any, tol: 0.1 }] }\n"
+         "replace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:3:50: error: `tol` needs a numeric `const`, not `any`"},
+        {"rewrite: a\nmatch:\n  - m: { op: mul, inputs: [x, { const: half }] }\nreplace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:3:40: error: const must be a finite number or `any`, got string 'half'"},
+        {"rewrite: a\nmatch:\n  - s: { op: sigmoid, inputs: [x] }\nreplace: { op: conv2d, inputs: [x] }\n",
+         "extra.yaml:4:16: error: replacement op 'conv2d' is of kind conv2d; a rewrite replaces with an element-wise op"},
+        {"rewrite: a\nmatch:\n  - s: { op: mul, inputs: [x] }\nreplace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:3:27: error: step 's' gives 1 input but op 'mul' takes 2"},
+        {"rewrite: a\nmatch:\n  - m: { op: mul, inputs: [x, { const: any, as: k }] }\n"
+         "replace: { op: batch_norm, inputs: [x, k, k, k, { fill: 1.0, like: k }] }\n",
+         "extra.yaml:4:68: error: `like: k`: capture 'k' is not `per_channel: true`"},
+        {"rewrite: a\nmatch:\n  - s: { op: sigmoid, inputs: [x], wher: \"1\" }\nreplace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:3:36: error: unknown key 'wher' in a rewrite step (did you mean 'where'?)"},
+        {"rewrite: a\nmatch:\n  - s: { op: leaky_relu, inputs: [x], where: \"alpah > 0\" }\n"
+         "replace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:3:47: error: unknown variable 'alpah' in expression (did you mean 'alpha'?)"},
+        {"rewrite: a\nmatch:\n  - s: { op: sigmoid, inputs: [x] }\nreplace: { op: leaky_relu, inputs: [x], "
+         "attrs: { alhpa: 0.1 } }\n",
+         "extra.yaml:4:50: error: unknown attribute 'alhpa' (did you mean 'alpha'?)"},
+        {"rewrite: silu\nmatch:\n  - s: { op: sigmoid, inputs: [x] }\nreplace: { op: silu, inputs: [x] }\n"
+         "---\nrewrite: silu\nmatch:\n  - s: { op: sigmoid, inputs: [x] }\nreplace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:6:1: error: duplicate rewrite 'silu' (first defined at "},
+    };
+    /* one at a time: the message and its location */
+    fg_buf all = {0};
+    for (size_t i = 0; i < FG_COUNTOF(cases); i++) {
+        char *dir = rules_dir_with(cases[i].text);
+        fg_context *ctx = ctx_for(dir, FG_ERR_INPUT);
+        if (!tu_has_error(ctx, cases[i].want))
+            fail_msg("case %zu: no error containing: %s", i, cases[i].want);
+        if (fg_context_error_count(ctx) != 1) {   /* no follow-on errors */
+            tu_dump_errors(ctx);
+            fail_msg("case %zu: %d errors", i, fg_context_error_count(ctx));
+        }
+        assert_int_equal(ctx->nrewrites, i + 1 == FG_COUNTOF(cases) ? 1 : 0);
+        fg_context_free(ctx);
+        tu_rmtree(dir);
+        free(dir);
+        if (i + 1 < FG_COUNTOF(cases))
+            fg_buf_printf(&all, "%s---\n", cases[i].text);
+    }
+    /* all in one file: every error is reported */
+    char *dir = rules_dir_with(all.s);
+    fg_context *ctx = ctx_for(dir, FG_ERR_INPUT);
+    assert_int_equal(fg_context_error_count(ctx), (int)FG_COUNTOF(cases) - 1);
+    assert_int_equal(ctx->nrewrites, 0);
+    fg_context_free(ctx);
+    tu_rmtree(dir);
+    free(dir);
+    fg_buf_free(&all);
+}
+
+/* Planning twice gives the same rewrites and groups. */
+static void test_deterministic(void **state)
+{
+    (void)state;
+    fg_graph *g = parse_nodes(g_ctx, PW("mm", "matmul", "a, m") PW("fc", "add", "mb, mm") ERF_DIV("fc") TAIL_C("fc")
+                                         PW("sg", "sigmoid", "y") PW("o", "mul", "y, sg") "outputs: [o]\n");
+    fg_plan *p1 = plan_of(g_ctx, g), *p2 = plan_of(g_ctx, g);
+    assert_int_equal(p1->nnotes, p2->nnotes);
+    assert_int_equal(rewrite_notes(p1, NULL), 2);   /* gelu, then silu on its output */
+    for (int i = 0; i < p1->nnotes; i++)
+        assert_string_equal(p1->notes[i], p2->notes[i]);
+    assert_string_equal(tu_group_desc(g_ctx, p1, "mm"), "matmul_bias_act:mm,fc,y");
+    fg_plan_free(p1);
+    fg_plan_free(p2);
+    fg_graph_free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shipped_rewrites_fire), cmocka_unit_test(test_explain_line),
+        cmocka_unit_test(test_rewrite_then_fuse),     cmocka_unit_test(test_must_not_fire),
+        cmocka_unit_test(test_broadcast_refused),     cmocka_unit_test(test_user_rewrites),
+        cmocka_unit_test(test_rewrite_bound),         cmocka_unit_test(test_bad_documents),
+        cmocka_unit_test(test_deterministic),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
