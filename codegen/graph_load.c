@@ -17,17 +17,18 @@
 #include "load.h"
 #include "onnx_load.h"
 #include "shape.h"
+#include "weights_file.h"
 
 static const char *const graph_keys[] = {"graph", "seed", "dtype", "layout", "inputs", "weights", "nodes", "outputs"};
 static const char *const input_keys[] = {"name", "shape", "dtype", "layout"};
-static const char *const weight_keys[] = {"name", "shape", "dtype", "layout", "init", "uniform", "values"};
+static const char *const weight_keys[] = {"name", "shape", "dtype", "layout", "init", "uniform", "values", "file", "tensor"};
 static const char *const node_keys[] = {"name", "op", "inputs", "attrs", "output"};
 static const char *const init_names[] = {"fan_in", "positive", "uniform", "zeros", "ones"};
 
 /* Weights are held in memory as fp32: 2^28 elements is 1 GiB. */
 #define FG_MAX_WEIGHT_NUMEL (1ll << 28)
 
-typedef enum init_kind { INIT_FAN_IN = 0, INIT_POSITIVE, INIT_UNIFORM, INIT_ZEROS, INIT_ONES, INIT_VALUES } init_kind;
+typedef enum init_kind { INIT_FAN_IN = 0, INIT_POSITIVE, INIT_UNIFORM, INIT_ZEROS, INIT_ONES, INIT_VALUES, INIT_FILE } init_kind;
 
 typedef struct name_ent {
     UT_hash_handle hh;
@@ -60,6 +61,7 @@ typedef struct loader {
     int nwinit, winit_cap;
     raw_node *raw;
     int nraw, raw_cap;
+    struct open_wfile *wfiles;   /* .safetensors files opened for `file:` weights */
 } loader;
 
 static int table_find(name_ent *t, const char *name)
@@ -173,8 +175,10 @@ static int parse_tensor(loader *L, const fg_ynode *m, fg_tensor *t, const char *
         return 0;
     t->name = fg_intern(L->ctx, name);
     if (!(v = fg_ymap_get(m, "shape"))) {
-        fg_diag_error(L->ctx, FG_ERR_INPUT, m->loc, "%s '%s' has no `shape`", what, t->name);
-        ok = 0;
+        if (!(strcmp(what, "weight") == 0 && fg_ymap_get(m, "file"))) {   /* a file gives the shape */
+            fg_diag_error(L->ctx, FG_ERR_INPUT, m->loc, "%s '%s' has no `shape`", what, t->name);
+            ok = 0;
+        }
     } else {
         ok = parse_shape(L, v, t);
     }
@@ -206,6 +210,173 @@ static void parse_inputs(loader *L, const fg_ynode *seq)
     }
 }
 
+/* ---- weights from files (`file:`, docs/graphs.md) -------------------------- */
+
+/* A .safetensors file opened for this graph (weights may share one). */
+typedef struct open_wfile {
+    struct open_wfile *next;
+    char *path;                 /* resolved */
+    fg_safetensors *st;
+} open_wfile;
+
+static void close_weight_files(loader *L)
+{
+    while (L->wfiles) {
+        open_wfile *f = L->wfiles;
+        L->wfiles = f->next;
+        fg_safetensors_close(f->st);
+        free(f->path);
+        free(f);
+    }
+}
+
+/* Resolves rel against the directory of the graph file: a relative path
+ * that stays inside that directory once ".", ".." and symbolic links are
+ * resolved.  Returns the malloc'd real path, or NULL with a reason. */
+static char *resolve_weight_path(const char *graph_path, const char *rel, char *why, size_t whysz)
+{
+    if (!*rel || rel[0] == '/') {
+        snprintf(why, whysz, "%s", *rel ? "is an absolute path; a weight file lies in the graph's directory"
+                                        : "is empty");
+        return NULL;
+    }
+    char *dir = fg_xstrdup(graph_path), *slash = strrchr(dir, '/');
+    if (slash)
+        slash[slash == dir ? 1 : 0] = 0;
+    else
+        strcpy(dir, ".");
+    char *joined = fg_path_join(dir, rel), *res = NULL;
+    char *rdir = realpath(dir, NULL), *rfile = rdir ? realpath(joined, NULL) : NULL;
+    if (!rdir || !rfile) {
+        snprintf(why, whysz, "%s", strerror(errno));
+    } else {
+        size_t n = strlen(rdir);
+        if (strcmp(rdir, "/") != 0 && (strncmp(rfile, rdir, n) != 0 || rfile[n] != '/'))
+            snprintf(why, whysz, "leaves the graph's directory (it resolves to %s); refused", rfile);
+        else
+            res = fg_xstrdup(rfile);
+    }
+    free(rdir);
+    free(rfile);
+    free(joined);
+    free(dir);
+    return res;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Reads the tensor that m's `file:` (and, for .safetensors, `tensor:`, by
+ * default the weight's name) names into t->data, exactly as stored.  The
+ * shape comes from the file unless `shape:` is given, which must then agree;
+ * the file's dtype must be the weight's (its `dtype:`, else the graph's),
+ * except that a bf16 weight reads a float32 .npy (NumPy has no bfloat16),
+ * rounded to bf16.  Returns 1, or 0 after reporting a located error. */
+static int load_weight_file(loader *L, const fg_ynode *m, fg_tensor *t)
+{
+    const fg_ynode *f = fg_ymap_get(m, "file"), *tv = fg_ymap_get(m, "tensor"), *sv = fg_ymap_get(m, "shape"),
+                   *dv = fg_ymap_get(m, "dtype");
+    const char *rel, *tname = t->name;
+    char why[400], shown[300];
+    if (!f) {
+        fg_diag_error(L->ctx, FG_ERR_INPUT, fg_ymap_key(m, "tensor")->loc,
+                      "weight '%s': `tensor` names a tensor of a .safetensors `file`, and there is no `file`", t->name);
+        return 0;
+    }
+    if (!fg_yget_str(L->ctx, f, "file", &rel))
+        return 0;
+    int npy = ends_with(rel, ".npy"), st = ends_with(rel, ".safetensors");
+    if (!npy && !st) {
+        fg_diag_error(L->ctx, FG_ERR_INPUT, f->loc, "weight '%s': file '%s' is neither .npy nor .safetensors", t->name,
+                      rel);
+        return 0;
+    }
+    if (tv && npy) {
+        fg_diag_error(L->ctx, FG_ERR_INPUT, fg_ymap_key(m, "tensor")->loc,
+                      "weight '%s': `tensor` applies to .safetensors files; an .npy file holds one tensor", t->name);
+        return 0;
+    }
+    if (tv && !fg_yget_str(L->ctx, tv, "tensor", &tname))
+        return 0;
+    if (!L->g->path) {
+        fg_diag_error(L->ctx, FG_ERR_INPUT, f->loc,
+                      "weight '%s': `file:` needs a graph read from a file (fg_graph_load), not from text", t->name);
+        return 0;
+    }
+    char *real = resolve_weight_path(L->g->path, rel, why, sizeof why);
+    if (!real) {
+        fg_diag_error(L->ctx, FG_ERR_INPUT, f->loc, "weight '%s': file '%s' %s", t->name, rel, why);
+        return 0;
+    }
+    fg_file_tensor ft;
+    int rc;
+    if (npy) {
+        rc = fg_npy_read(real, FG_MAX_WEIGHT_NUMEL, &ft, why, sizeof why);
+    } else {
+        open_wfile *o = L->wfiles;
+        while (o && strcmp(o->path, real) != 0)
+            o = o->next;
+        if (!o) {
+            fg_safetensors *sf = fg_safetensors_open(real, why, sizeof why);
+            if (sf) {
+                o = fg_xcalloc(1, sizeof *o);
+                o->path = fg_xstrdup(real);
+                o->st = sf;
+                o->next = L->wfiles;
+                L->wfiles = o;
+            }
+        }
+        rc = o ? fg_safetensors_read(o->st, tname, FG_MAX_WEIGHT_NUMEL, &ft, why, sizeof why) : -1;
+        if (!o || !tv)
+            tv = f;   /* where a failure is reported */
+    }
+    free(real);
+    if (rc) {
+        fg_diag_error(L->ctx, FG_ERR_INPUT, npy ? f->loc : tv->loc, "weight '%s': %s: %s", t->name, rel, why);
+        return 0;
+    }
+    snprintf(shown, sizeof shown, "%s%s%s%s", rel, st ? " (tensor '" : "", st ? tname : "", st ? "')" : "");
+    int ok = 1;
+    if (sv && t->rank > 0) {
+        int same = t->rank == ft.rank;
+        for (int i = 0; same && i < ft.rank; i++)
+            same = t->shape[i] == ft.shape[i];
+        if (!same) {
+            char a[128], b[128];
+            fg_diag_error(L->ctx, FG_ERR_INPUT, sv->loc, "weight '%s' has shape %s but %s holds %s", t->name,
+                          fg_shape_str(t->shape, t->rank, a, sizeof a), shown, fg_shape_str(ft.shape, ft.rank, b, sizeof b));
+            ok = 0;
+        }
+    } else if (!sv) {
+        t->rank = ft.rank;
+        memcpy(t->shape, ft.shape, sizeof t->shape);
+    }
+    if (ok && ft.dtype != t->dtype) {
+        if (npy && t->dtype == FG_DTYPE_BF16 && ft.dtype == FG_DTYPE_F32) {
+            int64_t n = fg_tensor_numel(t);
+            for (int64_t i = 0; i < n; i++)
+                ft.data[i] = fg_file_round_bf16(ft.data[i]);
+        } else {
+            static const char *const npy_names[] = {"float32", "float16", "bfloat16"};
+            static const char *const st_names[] = {"F32", "F16", "BF16"};
+            fg_diag_error(L->ctx, FG_ERR_INPUT, dv ? dv->loc : f->loc,
+                          "weight '%s' is %s%s but %s holds %s data; give the weight `dtype: %s` or convert the file",
+                          t->name, fg_dtype_name(t->dtype), dv ? "" : " (the graph's dtype)", shown,
+                          (npy ? npy_names : st_names)[ft.dtype], fg_dtype_name(ft.dtype));
+            ok = 0;
+        }
+    }
+    if (!ok) {
+        free(ft.data);
+        return 0;
+    }
+    t->data = ft.data;
+    return 1;
+}
+
 static void parse_weights(loader *L, const fg_ynode *seq)
 {
     if (!fg_yexpect(L->ctx, seq, FG_YNODE_SEQ, "weights"))
@@ -222,7 +393,16 @@ static void parse_weights(loader *L, const fg_ynode *seq)
         const fg_ynode *init = fg_ymap_get(m, "init"), *uni = fg_ymap_get(m, "uniform"),
                        *vals = fg_ymap_get(m, "values");
         w.kind = INIT_FAN_IN;
-        if (init) {
+        if (fg_ymap_get(m, "file") || fg_ymap_get(m, "tensor")) {
+            if (init || uni || vals)
+                fg_diag_error(L->ctx, FG_ERR_INPUT, fg_ymap_key(m, init ? "init" : uni ? "uniform" : "values")->loc,
+                              "weight '%s' gives `file` together with `%s`; use one", t.name ? t.name : "?",
+                              init ? "init" : uni ? "uniform" : "values");
+            else if (ok && load_weight_file(L, m, &t))
+                w.kind = INIT_FILE;
+            if (w.kind != INIT_FILE)
+                continue;
+        } else if (init) {
             if ((e = parse_enum(L->ctx, init, "init", init_name_i, (int)FG_COUNTOF(init_names))) < 0)
                 ok = 0;
             else
@@ -277,17 +457,21 @@ static void parse_weights(loader *L, const fg_ynode *seq)
             ok = 0;
         }
         if (ok && fg_tensor_numel(&t) > FG_MAX_WEIGHT_NUMEL) {
-            fg_diag_error(L->ctx, FG_ERR_INPUT, fg_ymap_get(m, "shape")->loc,
+            fg_diag_error(L->ctx, FG_ERR_INPUT, (v = fg_ymap_get(m, "shape")) ? v->loc : m->loc,
                           "weight '%s' has %lld elements; a weight may have at most %lld", t.name,
                           (long long)fg_tensor_numel(&t), (long long)FG_MAX_WEIGHT_NUMEL);
             ok = 0;
         }
-        if (!ok)
+        if (!ok) {
+            free(t.data);
             continue;
+        }
         t.is_weight = 1;
         w.tensor = add_tensor(L, &t, (v = fg_ymap_get(m, "name")) ? v : m);
         if (w.tensor >= 0)
             *FG_PUSH(L->winit, L->nwinit, L->winit_cap) = w;
+        else
+            free(t.data);
     }
 }
 
@@ -308,6 +492,8 @@ static double unit(uint64_t *s) { return (double)(splitmix64(s) >> 11) * (1.0 / 
 static void generate(loader *L, const weight_init *w)
 {
     fg_tensor *t = &L->g->tensors[w->tensor];
+    if (w->kind == INIT_FILE)   /* read while parsing (load_weight_file) */
+        return;
     int64_t n = fg_tensor_numel(t);
     uint64_t s = L->g->seed ^ fg_hash64(t->name, strlen(t->name));
     double lo = w->lo, hi = w->hi;
@@ -525,6 +711,27 @@ static void parse_node_body(loader *L, raw_node *r)
         }
 }
 
+/* batch_norm in training mode would normalize with batch statistics, which
+ * no kernel computes: refuse it at the node (or its `training:` value)
+ * instead of running it with the stored statistics. */
+static void check_training(loader *L, raw_node *r)
+{
+    const fg_node *n = &r->node;
+    if (!n->op || n->op->kind != FG_OPK_BATCH_NORM)
+        return;
+    for (int a = 0; a < n->op->nattrs; a++) {
+        if (strcmp(n->op->attrs[a].name, "training") != 0 || fg_attr_number(&n->attrs[a]) == 0)
+            continue;
+        const fg_ynode *am = fg_ymap_get(r->map, "attrs"), *v = NULL;
+        if (am && am->kind == FG_YNODE_MAP)
+            v = fg_ymap_get(am, "training");
+        fg_diag_error(L->ctx, FG_ERR_INPUT, v ? v->loc : n->loc,
+                      "%s '%s': training mode (batch statistics) is not supported; fusegen runs inference "
+                      "with the stored mean and var: set training: false", n->op->name, n->name);
+        r->bad = 1;
+    }
+}
+
 /* A binary min-heap of raw node indices (file order among ready nodes). */
 static void heap_push(int *h, int *n, int v)
 {
@@ -723,8 +930,10 @@ static fg_status load(fg_context *ctx, const char *file, const char *text, size_
         fg_diag_error(ctx, FG_ERR_INPUT, fg_ymap_key(m, "graph")->loc, "graph '%s' has no `nodes`", L.g->name);
     else
         parse_node_heads(&L, v);
-    for (int i = 0; i < L.nraw; i++)
+    for (int i = 0; i < L.nraw; i++) {
         parse_node_body(&L, &L.raw[i]);
+        check_training(&L, &L.raw[i]);
+    }
     if (!(v = fg_ymap_get(m, "outputs")))
         fg_diag_error(ctx, FG_ERR_INPUT, fg_ymap_key(m, "graph")->loc, "graph '%s' has no `outputs`", L.g->name);
     else
@@ -762,6 +971,7 @@ static fg_status load(fg_context *ctx, const char *file, const char *text, size_
     }
 
 done:
+    close_weight_files(&L);
     table_free(&L.tensors);
     table_free(&L.nodes);
     free(L.winit);

@@ -201,6 +201,43 @@ FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out
 FG_API void fg_plan_free(fg_plan *p);
 FG_API int fg_plan_group_count(const fg_plan *p);
 
+/* ---- weights from memory, plan groups (docs/api.md) ----------------------
+ * Both take the context that loaded the graph / built the plan and validate
+ * every argument: a NULL pointer, an unknown name, a dtype, rank or index
+ * out of range, a shape or dtype that does not match is FG_ERR_INPUT with a
+ * message on ctx (nothing is recorded when ctx itself is NULL). */
+
+/* Replaces the values of weight `name` of g with data: rank and shape (the
+ * logical shape, NCHW order for rank 4) must be the weight's, and dtype its
+ * dtype; data holds the elements in logical order as float (FG_DTYPE_F32)
+ * or as the 16-bit patterns (uint16_t) of fp16 / bf16 values, which are
+ * kept exactly.  NaN and infinities are accepted.  The values are copied
+ * into the graph's own storage; plans built from g earlier may have copied
+ * the old values or may read the new ones, so build plans after the last
+ * call. */
+FG_API fg_status fg_graph_set_weight(fg_context *ctx, fg_graph *g, const char *name, fg_dtype dtype,
+                                     const int64_t *shape, int rank, const void *data);
+
+#define FG_GROUP_INFO_MAX_NODES 16
+
+/* One fused group of a plan (a kernel), as `fusegen plan` shows it.  The
+ * strings belong to the context and the plan and stay valid while both do. */
+typedef struct fg_group_info {
+    const char *rule;            /* rule name; NULL when no rule matched (a single op) */
+    const char *rule_file;       /* the rule's file; NULL with rule */
+    int rule_line;               /* line of its `rule:` key; 0 with rule */
+    int nnodes;
+    const char *nodes[FG_GROUP_INFO_MAX_NODES];  /* graph node names, in chain order */
+    int folded[FG_GROUP_INFO_MAX_NODES];         /* nonzero: folded into the anchor's parameters */
+    const char *anchor;          /* the node the template computes; NULL for pointwise-only groups */
+    const char *template_name;   /* the template chosen ("conv2d", "pointwise", ...) */
+    const char *output;          /* the tensor the group writes */
+    char epilogue[256];          /* "bias, apply(relu)", "-" when none; cut with "..." if longer */
+} fg_group_info;
+
+/* Fills *info for group i (0 .. fg_plan_group_count(p) - 1, execution order). */
+FG_API fg_status fg_plan_group_info(fg_context *ctx, const fg_plan *p, int i, fg_group_info *info);
+
 
 /* ---- a plan as text -------------------------------------------------------
  * What `fusegen plan` prints, for bindings that cannot pass a FILE *:

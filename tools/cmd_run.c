@@ -1,17 +1,26 @@
 /*
  * cmd_run.c -- `fusegen run GRAPH [--rules DIR] [--device auto|cuda|emu]
- * [--check] [--seed N] [--graph-replay] [--iters N]`: plans and compiles a
- * graph, runs it on fresh random inputs (the seed is printed so a run can be
- * repeated), prints per-kernel times, and with --check compares every graph
- * output against the host reference of the unfused source graph.
+ * [--check] [--seed N] [--graph-replay] [--iters N] [--input NAME=FILE.npy]...
+ * [--save-outputs DIR] [--save-reference DIR]`: plans and compiles a graph,
+ * runs it on fresh random inputs (the seed is printed so a run can be
+ * repeated) or on inputs read from .npy files, prints per-kernel times, and
+ * with --check compares every graph output against the host reference of the
+ * unfused source graph.  --save-outputs writes each output as
+ * DIR/<name>.npy; --save-reference writes the reference's (float64).
  *
- * Outputs are poisoned with NaN before the run, so an element no kernel wrote
- * fails the check.  Tolerance (relative L2 over the whole output) is by output
- * dtype and grows with the number of kernels the data passes through:
+ * Outputs are poisoned (every bit set: a NaN in every dtype) before the run,
+ * so an element no kernel wrote fails the check.  Where the reference itself
+ * is NaN or infinite the kernel must give the same (NaN for NaN, the same
+ * infinity); the relative L2 error is taken over the other elements.
+ * Tolerance is by output dtype and grows with the number of kernels the data
+ * passes through:
  *   tol = base(dtype) * sqrt(kernels),  base fp32 1e-5, fp16 3e-3, bf16 2e-2
  * and is printed beside each result.  Exit 0 when every output is within it,
- * 1 when not (or on a compile/device failure), 2 on bad input.
+ * 1 when not (or on a compile/device failure, or a file that cannot be
+ * written), 2 on bad input (an --input file of the wrong shape or dtype
+ * included).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +32,14 @@
 #include "cuda_driver.h"
 #include "exec.h"
 #include "reference.h"
+#include "shape.h"
 #include "tensor_convert.h"
+#include "weights_file.h"
 
-#define RUN_USAGE "fusegen run GRAPH [--rules DIR] [--device auto|cuda|emu] [--check] [--seed N] [--graph-replay] [--iters N]"
+#define RUN_USAGE                                                                                                      \
+    "fusegen run GRAPH [--rules DIR] [--device auto|cuda|emu] [--check] [--seed N] [--graph-replay] [--iters N]\n"     \
+    "                      [--input NAME=FILE.npy]... [--save-outputs DIR] [--save-reference DIR]"
+#define MAX_FILE_INPUTS 256
 
 static double tolerance(fg_dtype t, int kernels)
 {
@@ -43,7 +57,25 @@ static int parse_device(const char *s, fg_device *d)
     return -1;
 }
 
-/* Compares output i of e (host data) with the reference; prints one row. */
+/* Nonzero when element k (logical order) of the output buffer still holds
+ * the poison written before the run: every bit set. */
+static int unwritten(const fg_tensor_info *info, const void *data, int64_t k)
+{
+    size_t es = fg_dtype_size(info->dtype);
+    const unsigned char *p = (const unsigned char *)data + fg_layout_offset(info->rank, info->shape, info->layout, k) * es;
+    for (size_t b = 0; b < es; b++)
+        if (p[b] != 0xFF)
+            return 0;
+    return 1;
+}
+
+/* Compares output i of e (host data) with the reference; prints one row.
+ * NaN in the reference must be NaN in the kernel's output and an infinity
+ * the same infinity; those elements are matched exactly and the relative L2
+ * error is taken over the elements where both are finite.  Each kind of
+ * mismatch is named: elements not written (still the poison), NaN or
+ * infinities the reference does not have, and numbers where the reference
+ * is NaN or infinite. */
 static int check_output(const fg_exec *e, const fg_graph *src, double **ref, int i, const void *data, FILE *out)
 {
     fg_tensor_info info;
@@ -59,33 +91,178 @@ static int check_output(const fg_exec *e, const fg_graph *src, double **ref, int
     t.dtype = info.dtype;
     t.layout = info.layout;
     double *got = fg_xmalloc((size_t)(n ? n : 1) * sizeof *got);
+    double *fa = fg_xmalloc((size_t)(n ? n : 1) * sizeof *fa), *fb = fg_xmalloc((size_t)(n ? n : 1) * sizeof *fb);
     fg_tensor_unpack(&t, info.layout, data, got);
+    int64_t nf = 0, not_written = 0, extra_nan = 0, missing_nan = 0, bad_inf = 0, ref_nan = 0, ref_inf = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double g = got[k], r = ref[st][k];
+        if (isnan(r)) {
+            ref_nan++;
+            missing_nan += !isnan(g);
+        } else if (isnan(g)) {
+            if (unwritten(&info, data, k))
+                not_written++;
+            else
+                extra_nan++;
+        } else if (isinf(r) || isinf(g)) {
+            ref_inf += isinf(r) != 0;
+            bad_inf += g != r;
+        } else {
+            fa[nf] = g;
+            fb[nf++] = r;
+        }
+    }
     double max_abs = 0;
-    double rel = fg_rel_l2(got, ref[st], n, &max_abs);
-    int64_t nans = 0;
-    for (int64_t k = 0; k < n; k++)
-        nans += got[k] != got[k];
+    double rel = fg_rel_l2(fa, fb, nf, &max_abs);
     double tol = tolerance(info.dtype, fg_exec_kernel_count(e));
-    int ok = nans == 0 && rel <= tol;
+    int ok = not_written + extra_nan + missing_nan + bad_inf == 0 && rel <= tol;
     fprintf(out, "  %-28s %-5s %10.3e %10.3e %10.1e  %s", info.name, fg_dtype_name(info.dtype), max_abs, rel, tol,
             ok ? "ok" : "FAIL");
-    if (nans)
-        fprintf(out, " (%lld of %lld elements NaN: not written)", (long long)nans, (long long)n);
+    if (not_written)
+        fprintf(out, " (%lld of %lld elements not written)", (long long)not_written, (long long)n);
+    if (extra_nan)
+        fprintf(out, " (%lld elements NaN where the reference is a number)", (long long)extra_nan);
+    if (missing_nan)
+        fprintf(out, " (%lld elements not NaN where the reference is NaN)", (long long)missing_nan);
+    if (bad_inf)
+        fprintf(out, " (%lld elements differ where one side is infinite)", (long long)bad_inf);
+    if (ref_nan + ref_inf)
+        fprintf(out, " (the reference has %lld NaN and %lld infinite elements%s)", (long long)ref_nan,
+                (long long)ref_inf, missing_nan + bad_inf ? "" : ", matched");
     fprintf(out, "\n");
     free(got);
+    free(fa);
+    free(fb);
     return ok;
+}
+
+/* The file name an output is saved under: its name with every byte other
+ * than letters, digits, '_', '.' and '-' replaced by '_' (and a leading '.'
+ * too), then ".npy". */
+static void npy_file_name(const char *name, char *out, size_t size)
+{
+    size_t o = 0;
+    for (size_t k = 0; name[k] && o + 5 < size; k++) {
+        char c = name[k];
+        int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                   c == '-' || (c == '.' && k > 0);
+        out[o++] = keep ? c : '_';
+    }
+    snprintf(out + o, size - o, ".npy");
+}
+
+/* Writes values[0..numel) of a tensor with this logical shape to
+ * dir/<name>.npy as type; names[] remembers the file names written so that
+ * two outputs never share one.  Returns 0, or 1 after a message. */
+static int save_npy(const char *dir, const char *name, int rank, const int64_t *shape, const double *values,
+                    fg_npy_type type, char (*names)[300], int *nnames)
+{
+    char file[300], why[300];
+    npy_file_name(name, file, sizeof file);
+    for (int k = 0; k < *nnames; k++)
+        if (strcmp(names[k], file) == 0) {
+            fprintf(stderr, "fusegen: outputs '%s' and another one would both be saved as %s/%s\n", name, dir, file);
+            return 1;
+        }
+    snprintf(names[(*nnames)++], 300, "%s", file);
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= shape[d];
+    size_t es = type == FG_NPY_F64 ? 8 : type == FG_NPY_F32 ? 4 : 2;
+    void *buf = fg_xmalloc((size_t)(n ? n : 1) * es);
+    for (int64_t k = 0; k < n; k++) {
+        if (type == FG_NPY_F64)
+            ((double *)buf)[k] = values[k];
+        else if (type == FG_NPY_F32)
+            ((float *)buf)[k] = (float)values[k];
+        else
+            ((uint16_t *)buf)[k] = fg_f32_to_f16((float)values[k]);
+    }
+    char *path = fg_path_join(dir, file);
+    int rc = fg_npy_write(path, type, rank, shape, buf, why, sizeof why);
+    if (rc)
+        fprintf(stderr, "fusegen: cannot write %s: %s\n", path, why);
+    free(path);
+    free(buf);
+    return rc ? 1 : 0;
+}
+
+/* Creates dir (and its parents) for --save-outputs / --save-reference. */
+static int make_dir(const char *dir)
+{
+    if (fg_mkdir_p(dir, 0755) != 0) {
+        fprintf(stderr, "fusegen: cannot create directory %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* Reads --input NAME=FILE into ref[t] (logical order) for graph input t of
+ * the compiled plan (info): the file's shape must be the input's logical
+ * shape and its dtype the input's (float32 for fp32 and bf16 inputs, whose
+ * values are rounded to bf16 like random ones; float16 for fp16).  Returns 0,
+ * or 2 after a message. */
+static int read_input(const char *spec, const char *file, const fg_tensor_info *info, double *dst)
+{
+    char why[400];
+    fg_file_tensor ft;
+    if (fg_npy_read(file, (int64_t)1 << 31, &ft, why, sizeof why) != 0) {
+        fprintf(stderr, "fusegen: --input %s: %s\n", spec, why);
+        return 2;
+    }
+    int same = ft.rank == info->rank;
+    for (int d = 0; same && d < ft.rank; d++)
+        same = ft.shape[d] == info->shape[d];
+    fg_dtype want = info->dtype == FG_DTYPE_BF16 ? FG_DTYPE_F32 : info->dtype;
+    int rc = 0;
+    if (!same) {
+        char a[160], b[160];
+        fprintf(stderr, "fusegen: --input %s: the file holds shape %s but input '%s' has shape %s\n", spec,
+                fg_shape_str(ft.shape, ft.rank, a, sizeof a), info->name, fg_shape_str(info->shape, info->rank, b, sizeof b));
+        rc = 2;
+    } else if (ft.dtype != want) {
+        fprintf(stderr, "fusegen: --input %s: the file holds %s data but input '%s' is %s (give it %s data)\n", spec,
+                ft.dtype == FG_DTYPE_F16 ? "float16" : "float32", info->name, fg_dtype_name(info->dtype),
+                want == FG_DTYPE_F16 ? "float16" : "float32");
+        rc = 2;
+    } else {
+        int64_t n = 1;
+        for (int d = 0; d < ft.rank; d++)
+            n *= ft.shape[d];
+        for (int64_t k = 0; k < n; k++)
+            dst[k] = ft.data[k];
+    }
+    free(ft.data);
+    return rc;
 }
 
 int cmd_run(int argc, char **argv)
 {
-    const char *graph = NULL, *rules = NULL, *device = "auto", *seed_s = NULL, *iters_s = NULL;
+    const char *graph = NULL, *rules = NULL, *device = "auto", *seed_s = NULL, *iters_s = NULL, *input_s = NULL;
+    const char *save_out = NULL, *save_ref = NULL;
+    const char *inputs[MAX_FILE_INPUTS];
+    int ninputs = 0;
     int check = 0, replay = 0;
     for (int i = 1; i < argc; i++) {
         int m;
         if ((m = cli_opt(argc, argv, &i, "--rules", &rules)) || (m = cli_opt(argc, argv, &i, "--device", &device)) ||
-            (m = cli_opt(argc, argv, &i, "--seed", &seed_s)) || (m = cli_opt(argc, argv, &i, "--iters", &iters_s))) {
+            (m = cli_opt(argc, argv, &i, "--seed", &seed_s)) || (m = cli_opt(argc, argv, &i, "--iters", &iters_s)) ||
+            (m = cli_opt(argc, argv, &i, "--save-outputs", &save_out)) ||
+            (m = cli_opt(argc, argv, &i, "--save-reference", &save_ref))) {
             if (m < 0)
                 return 2;
+        } else if ((m = cli_opt(argc, argv, &i, "--input", &input_s))) {
+            if (m < 0)
+                return 2;
+            const char *eq = strchr(input_s, '=');
+            if (!eq || eq == input_s || !eq[1])
+                return cli_usage("--input takes NAME=FILE.npy, not '%s'", input_s);
+            if (ninputs == MAX_FILE_INPUTS)
+                return cli_usage("at most %d --input options", MAX_FILE_INPUTS);
+            for (int k = 0; k < ninputs; k++)
+                if (strcspn(inputs[k], "=") == (size_t)(eq - input_s) && !strncmp(inputs[k], input_s, (size_t)(eq - input_s)))
+                    return cli_usage("--input %.*s is given twice", (int)(eq - input_s), input_s);
+            inputs[ninputs++] = input_s;
         } else if (!strcmp(argv[i], "--check")) {
             check = 1;
         } else if (!strcmp(argv[i], "--graph-replay")) {
@@ -158,6 +335,32 @@ int cmd_run(int argc, char **argv)
     ref = fg_xcalloc((size_t)g->ntensors + 1, sizeof *ref);
     fg_reference_random_inputs(g, seed, ref);
     int nin = fg_exec_input_count(e), nout = fg_exec_output_count(e);
+    /* --input NAME=FILE replaces the random values of input NAME */
+    for (int k = 0; k < ninputs; k++) {
+        const char *eq = strchr(inputs[k], '=');
+        int found = -1;
+        fg_tensor_info info;
+        for (int j = 0; j < nin && found < 0; j++) {
+            fg_exec_input_info(e, j, &info);
+            if (strlen(info.name) == (size_t)(eq - inputs[k]) && !strncmp(info.name, inputs[k], (size_t)(eq - inputs[k])))
+                found = j;
+        }
+        if (found < 0) {
+            fg_buf names = {0};
+            for (int j = 0; j < nin; j++) {
+                fg_exec_input_info(e, j, &info);
+                fg_buf_printf(&names, "%s%s", j ? ", " : "", info.name);
+            }
+            fprintf(stderr, "fusegen: --input %s: the graph has no input '%.*s' (its inputs: %s)\n", inputs[k],
+                    (int)(eq - inputs[k]), inputs[k], names.s ? names.s : "none");
+            fg_buf_free(&names);
+            rc = 2;
+            goto done;
+        }
+        if ((rc = read_input(inputs[k], eq + 1, &info, ref[fg_graph_find_tensor(g, info.name)])) != 0)
+            goto done;
+        printf("  input %s from %s\n", info.name, eq + 1);
+    }
     nio = nin + nout;
     bufs = fg_xcalloc((size_t)nio + 1, sizeof *bufs);
     fg_binding *b = fg_xcalloc((size_t)nio + 1, sizeof *b);
@@ -220,12 +423,55 @@ int cmd_run(int argc, char **argv)
            median, used == FG_DEVICE_CUDA ? "CUDA events" : "wall clock", counted, counted > 1 ? "s" : "",
            iters > 1 ? " after the first" : "", fg_exec_arena_bytes(e), fg_exec_intermediate_bytes(e));
 
-    if (check) {
+    if (save_out) {
+        /* logical order; fp16 as float16, fp32 and bf16 as float32 (exact) */
+        char(*names)[300] = fg_xcalloc((size_t)nout + 1, sizeof *names);
+        int nnames = 0;
+        if ((rc = make_dir(save_out)) == 0) {
+            for (int i = 0; i < nout && !rc; i++) {
+                fg_tensor_info info;
+                fg_exec_output_info(e, i, &info);
+                int t = fg_graph_find_tensor(g, info.name);
+                fg_tensor pt = g->tensors[t];
+                pt.dtype = info.dtype;
+                int64_t n = fg_tensor_numel(&pt);
+                double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof *v);
+                fg_tensor_unpack(&pt, info.layout, bufs[nin + i], v);
+                rc = save_npy(save_out, info.name, pt.rank, pt.shape, v,
+                              info.dtype == FG_DTYPE_F16 ? FG_NPY_F16 : FG_NPY_F32, names, &nnames);
+                free(v);
+            }
+        }
+        free(names);
+        if (rc)
+            goto done;
+        printf("  outputs saved in %s\n", save_out);
+    }
+    if (check || save_ref) {
         st = fg_reference_run(ctx, g, ref);
         if (st) {
             rc = cli_report(ctx, st);
             goto done;
         }
+        if (save_ref) {
+            char(*names)[300] = fg_xcalloc((size_t)nout + 1, sizeof *names);
+            int nnames = 0;
+            if ((rc = make_dir(save_ref)) == 0) {
+                for (int i = 0; i < nout && !rc; i++) {
+                    fg_tensor_info info;
+                    fg_exec_output_info(e, i, &info);
+                    int t = fg_graph_find_tensor(g, info.name);
+                    rc = save_npy(save_ref, info.name, g->tensors[t].rank, g->tensors[t].shape, ref[t], FG_NPY_F64, names,
+                                  &nnames);
+                }
+            }
+            free(names);
+            if (rc)
+                goto done;
+            printf("  reference outputs saved in %s\n", save_ref);
+        }
+    }
+    if (check) {
         printf("\n  check against the unfused reference (tolerance: relative L2 <= base(dtype) * sqrt(kernels))\n");
         printf("  %-28s %-5s %10s %10s %10s  %s\n", "output", "dtype", "max_abs", "rel_l2", "tolerance", "result");
         int ok = 1;
