@@ -5,6 +5,7 @@
  */
 #include "env.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,9 @@
 /* The layout of fg_options in fusegen 0.1: what size == 0 means. */
 #define OPTIONS_BASE_SIZE (offsetof(fg_options, log_user) + sizeof(void *))
 #define OPTIONS_MIN_SIZE (offsetof(fg_options, size) + sizeof(size_t))
-FG_STATIC_ASSERT(OPTIONS_BASE_SIZE == sizeof(fg_options),
-                 "fg_options grew: size 0 must keep meaning the 0.1 layout (update OPTIONS_BASE_SIZE's field)");
+/* Fields added after 0.1 follow that layout directly (size 0 leaves them 0). */
+FG_STATIC_ASSERT(OPTIONS_BASE_SIZE == offsetof(fg_options, remote_cache),
+                 "fg_options: size 0 must keep meaning the 0.1 layout (new fields go at the end)");
 
 /* ---- strict parsers ------------------------------------------------------ */
 
@@ -123,6 +125,85 @@ int fg_parse_switch(const char *s, int *out)
     return -1;
 }
 
+/* Copies s[0..n) into out (size bytes) when it fits and is not empty. */
+static int url_part(const char *s, size_t n, char *out, size_t size)
+{
+    if (n == 0 || n >= size)
+        return -1;
+    memcpy(out, s, n);
+    out[n] = 0;
+    return 0;
+}
+
+int fg_parse_remote_url(const char *s, fg_remote_url *out)
+{
+    static const char scheme[] = "redis://";
+    fg_remote_url u;
+    memset(&u, 0, sizeof u);
+    u.port = 6379;
+    if (!s || strncmp(s, scheme, sizeof scheme - 1) != 0)
+        return -1;
+    const char *p = s + sizeof scheme - 1;
+    for (const char *q = p; *q; q++)
+        if ((unsigned char)*q <= ' ' || (unsigned char)*q >= 0x7f)
+            return -1;   /* no spaces, control characters or non-ASCII anywhere */
+    /* Credentials: everything before the last '@' ("user:password" or ":password"). */
+    const char *at = strrchr(p, '@');
+    if (at) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        if (!colon)
+            return -1;
+        if (colon > p && url_part(p, (size_t)(colon - p), u.user, sizeof u.user) != 0)
+            return -1;
+        if (url_part(colon + 1, (size_t)(at - colon - 1), u.password, sizeof u.password) != 0)
+            return -1;
+        p = at + 1;
+    }
+    /* Host. */
+    const char *h = p;
+    size_t hn;
+    if (*p == '[') {
+        const char *close = strchr(p, ']');
+        if (!close)
+            return -1;
+        h = p + 1;
+        hn = (size_t)(close - h);
+        for (size_t i = 0; i < hn; i++)
+            if (!strchr("0123456789abcdefABCDEF:.", h[i]))
+                return -1;
+        p = close + 1;
+    } else {
+        while (*p && (isalnum((unsigned char)*p) || *p == '.' || *p == '-' || *p == '_'))
+            p++;
+        hn = (size_t)(p - h);
+    }
+    if (url_part(h, hn, u.host, sizeof u.host) != 0)
+        return -1;
+    /* Port, then database. */
+    long long v;
+    char num[16];
+    if (*p == ':') {
+        size_t n = strcspn(++p, "/");
+        if (url_part(p, n, num, sizeof num) != 0 || fg_parse_count(num, 1, 65535, &v) != 0)
+            return -1;
+        u.port = (int)v;
+        p += n;
+    }
+    if (*p == '/') {
+        p++;
+        if (*p) {
+            if (fg_parse_count(p, 0, 1000000, &v) != 0)
+                return -1;
+            u.db = (int)v;
+            p += strlen(p);
+        }
+    }
+    if (*p)
+        return -1;
+    *out = u;
+    return 0;
+}
+
 /* ---- copying sized option structs ------------------------------------------ */
 
 fg_status fg_copy_sized(fg_context *ctx, const char *what, void *dst, size_t dst_size, const void *src,
@@ -224,6 +305,75 @@ static char *cache_dir(const char *given)
     return NULL;
 }
 
+/* The remote tier's settings into ctx->env and the remote_cache* fields of
+ * o (which then point at ctx->env's copies).  A bad field is an error, a bad
+ * variable one warning; either leaves that setting at its default (for the
+ * URL: no remote tier).  The URL is never echoed, as it may hold a password. */
+static fg_status remote_settings(fg_context *ctx, fg_options *o)
+{
+    fg_env *e = &ctx->env;
+    fg_status bad = FG_OK;
+    const char *url = o->remote_cache, *from = "fg_options.remote_cache";
+    if (!url) {
+        url = env("FUSEGEN_REMOTE_CACHE");
+        from = "FUSEGEN_REMOTE_CACHE";
+    }
+    if (url && *url && strcmp(url, "off") != 0) {
+        if (fg_parse_remote_url(url, &e->remote) == 0) {
+            e->remote_url = fg_xstrdup(url);
+            char where[300];
+            snprintf(where, sizeof where, "redis://%s%s%s:%d/%d", strchr(e->remote.host, ':') ? "[" : "",
+                     e->remote.host, strchr(e->remote.host, ':') ? "]" : "", e->remote.port, e->remote.db);
+            e->remote_where = fg_xstrdup(where);
+        } else if (o->remote_cache) {
+            bad = fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC,
+                                "fg_options.remote_cache is not a remote cache URL: expected "
+                                "redis://[[user]:password@]host[:port][/db] or \"off\"");
+        } else {
+            fg_diag_warn(ctx, FG_NOLOC, "ignoring %s: expected redis://[[user]:password@]host[:port][/db] or off; "
+                         "using no remote cache", from);
+        }
+    }
+    e->remote_key_file = o->remote_cache_key_file && *o->remote_cache_key_file
+                             ? fg_xstrdup(o->remote_cache_key_file)
+                             : env_dup("FUSEGEN_REMOTE_CACHE_KEY_FILE");
+
+    const char *mode = o->remote_cache_mode;
+    if (mode && strcmp(mode, "ro") != 0 && strcmp(mode, "rw") != 0) {
+        bad = fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_options.remote_cache_mode is '%.16s': expected \"ro\" "
+                            "or \"rw\" (or NULL)", mode);
+        mode = NULL;
+    }
+    if (!mode && (mode = env("FUSEGEN_REMOTE_CACHE_MODE")) != NULL && strcmp(mode, "ro") != 0 &&
+        strcmp(mode, "rw") != 0) {
+        env_bad(ctx, "FUSEGEN_REMOTE_CACHE_MODE", mode, "ro or rw", "ro");
+        mode = NULL;
+    }
+    e->remote_mode = fg_xstrdup(mode ? mode : "ro");
+    e->remote_rw = strcmp(e->remote_mode, "rw") == 0;
+
+    long long timeout = o->remote_cache_timeout_ms;
+    if (check_field(ctx, "remote_cache_timeout_ms", &timeout, 1, FG_MAX_REMOTE_TIMEOUT_MS))
+        bad = FG_ERR_INPUT;
+    if (timeout == 0)
+        timeout = env_count(ctx, "FUSEGEN_REMOTE_CACHE_TIMEOUT_MS", 1, FG_MAX_REMOTE_TIMEOUT_MS,
+                            FG_DEFAULT_REMOTE_TIMEOUT_MS);
+    e->remote_timeout_ms = (int)timeout;
+    long long ttl = o->remote_cache_ttl_s;
+    if (check_field(ctx, "remote_cache_ttl_s", &ttl, 1, FG_MAX_REMOTE_TTL_S))
+        bad = FG_ERR_INPUT;
+    if (ttl == 0)
+        ttl = env_count(ctx, "FUSEGEN_REMOTE_CACHE_TTL", 1, FG_MAX_REMOTE_TTL_S, FG_DEFAULT_REMOTE_TTL_S);
+    e->remote_ttl_s = ttl;
+
+    o->remote_cache = e->remote_url;
+    o->remote_cache_key_file = e->remote_key_file;
+    o->remote_cache_mode = e->remote_mode;
+    o->remote_cache_timeout_ms = e->remote_timeout_ms;
+    o->remote_cache_ttl_s = e->remote_ttl_s;
+    return bad;
+}
+
 fg_status fg_env_resolve(fg_context *ctx, const fg_options *given)
 {
     fg_options o;
@@ -304,6 +454,8 @@ fg_status fg_env_resolve(fg_context *ctx, const fg_options *given)
     }
     if (!o.cache_off)
         o.cache_off = !env_switch(ctx, "FUSEGEN_CACHE", 1);
+    if (remote_settings(ctx, &o))
+        bad = FG_ERR_INPUT;
 
     o.size = sizeof o;
     o.rules_dir = ctx->rules_dir;
@@ -322,5 +474,9 @@ void fg_env_free(fg_env *e)
     free(e->host_cxx);
     free(e->emu_cxxflags);
     free(e->tmpdir);
-    memset(e, 0, sizeof *e);
+    free(e->remote_url);
+    free(e->remote_where);
+    free(e->remote_key_file);
+    free(e->remote_mode);
+    memset(e, 0, sizeof *e);   /* also clears the parsed password */
 }

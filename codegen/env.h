@@ -33,6 +33,19 @@
 #define FG_MIN_EMU_STACK_KB 16
 #define FG_MAX_EMU_STACK_KB (1 << 20)                /* 1 GiB */
 #define FG_MAX_JOBS 4096
+#define FG_DEFAULT_REMOTE_TIMEOUT_MS 500
+#define FG_MAX_REMOTE_TIMEOUT_MS 60000
+#define FG_DEFAULT_REMOTE_TTL_S (30LL * 24 * 3600)  /* 30 days */
+#define FG_MAX_REMOTE_TTL_S 2147483647LL
+
+/* A parsed remote cache address: redis://[[user]:password@]host[:port][/db]. */
+typedef struct fg_remote_url {
+    char host[256];             /* a name, an IPv4 address, or an IPv6 address (written [::1] in the URL) */
+    int port;                   /* 1..65535, default 6379 */
+    int db;                     /* 0..1000000, default 0 */
+    char user[128];             /* "" when none (AUTH password alone) */
+    char password[256];         /* "" when none (no AUTH) */
+} fg_remote_url;
 
 /* Settings without a public field.  Strings are owned (NULL: unset). */
 typedef struct fg_env {
@@ -51,6 +64,16 @@ typedef struct fg_env {
     /* The disk cache limit in bytes: opts.cache_max_mb MiB, else
      * $FUSEGEN_CACHE_MAX_MB (which may have a fraction: "0.5"), else 1 GiB. */
     uint64_t cache_limit_bytes;
+    /* The remote tier (runtime/remote_cache.c): opts.remote_cache* first,
+     * then $FUSEGEN_REMOTE_CACHE, _KEY_FILE, _MODE, _TIMEOUT_MS, _TTL. */
+    char *remote_url;           /* the URL as given; NULL: no remote tier (unset, "off", or malformed) */
+    char *remote_where;         /* "redis://host:port/db": the URL without credentials, for messages */
+    fg_remote_url remote;       /* remote_url parsed */
+    char *remote_key_file;      /* the fleet secret's file; NULL: none given */
+    char *remote_mode;          /* "ro" or "rw" (never NULL after init) */
+    int remote_rw;              /* remote_mode is "rw" */
+    int remote_timeout_ms;
+    long long remote_ttl_s;
 } fg_env;
 
 /* Resolves every setting of ctx (whose log function is already set) from
@@ -82,5 +105,10 @@ int fg_parse_bytes(const char *s, long long min, long long max, long long *out);
 int fg_parse_mebibytes(const char *s, uint64_t *bytes);
 /* A switch: 1/on/true/yes or 0/off/false/no, any case. */
 int fg_parse_switch(const char *s, int *out);
+/* A remote cache URL: "redis://", an optional "[user]:password@", a host
+ * (letters, digits, '.', '-', '_'; or an IPv6 address in brackets), an
+ * optional ":port" (1..65535) and an optional "/db" (0..1000000).  Nothing
+ * else: no query, no spaces, no empty parts. */
+int fg_parse_remote_url(const char *s, fg_remote_url *out);
 
 #endif /* FG_ENV_H */

@@ -273,6 +273,11 @@ void fg_hash128_hex(fg_hash128 h, char out[33])
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.hi, (unsigned long long)h.lo);
 }
 
+/* fg_key_record's buffer, per thread (NULL: not recording). */
+static _Thread_local fg_buf *key_record;
+
+void fg_key_record(fg_buf *b) { key_record = b; }
+
 void fg_key_begin(fg_key *k, const char *format)
 {
     XXH3_state_t *st = XXH3_createState();
@@ -283,6 +288,10 @@ void fg_key_begin(fg_key *k, const char *format)
     if (format) {
         XXH3_128bits_update(st, format, strlen(format));
         XXH3_128bits_update(st, "\n", 1);
+        if (key_record) {
+            fg_buf_put(key_record, format);
+            fg_buf_putn(key_record, "\n", 1);
+        }
     }
 }
 
@@ -290,9 +299,15 @@ void fg_key_part(fg_key *k, const char *name, const void *val, size_t len)
 {
     char head[160];
     int n = snprintf(head, sizeof head, "%s %zu\n", name, len);
-    XXH3_128bits_update(k->state, head, (size_t)n < sizeof head ? (size_t)n : sizeof head - 1);
+    size_t hn = (size_t)n < sizeof head ? (size_t)n : sizeof head - 1;
+    XXH3_128bits_update(k->state, head, hn);
     XXH3_128bits_update(k->state, val, len);
     XXH3_128bits_update(k->state, "\n", 1);
+    if (key_record) {
+        fg_buf_putn(key_record, head, hn);
+        fg_buf_putn(key_record, (const char *)val, len);
+        fg_buf_putn(key_record, "\n", 1);
+    }
 }
 
 void fg_key_end(fg_key *k, char out[33])

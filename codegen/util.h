@@ -70,6 +70,11 @@ typedef struct fg_key {
 void fg_key_begin(fg_key *k, const char *format);   /* format: a first line naming the scheme */
 void fg_key_part(fg_key *k, const char *name, const void *val, size_t len);
 void fg_key_end(fg_key *k, char out[33]);
+/* While b is set on the calling thread (fg_key_record(b), compute a key,
+ * fg_key_record(NULL)), fg_key_begin and fg_key_part also append to b
+ * exactly the bytes they hash: the key material, which the remote cache
+ * keeps with an entry and compares (runtime/remote_cache.h). */
+void fg_key_record(fg_buf *b);
 
 /* Sorts v[0..n) ascending in place and returns its median (0 when n <= 0);
  * v[0] is then the minimum.  For timings. */

@@ -107,9 +107,9 @@ typedef void (*fg_log_fn)(void *user, fg_log_level level, const char *message);
  * out-of-range field here makes fg_context_init fail with FG_ERR_INPUT.
  *
  * size: 0 or sizeof(fg_options).  The struct only grows at the end; 0 means
- * the layout of fusegen 0.1 (every field below), so zeroed structs keep
- * working when fields are added; a later field is read only when size covers
- * it. */
+ * the layout of fusegen 0.1 (every field up to log_user), so zeroed structs
+ * keep working when fields are added; a later field is read only when size
+ * covers it. */
 typedef struct fg_options {
     const char *rules_dir;   /* NULL: $FUSEGEN_RULES, else the shipped rules */
     const char *cache_dir;   /* NULL: $FUSEGEN_CACHE_DIR, $XDG_CACHE_HOME/fusegen, ~/.cache/fusegen */
@@ -125,6 +125,17 @@ typedef struct fg_options {
     int cache_off;           /* nonzero: no disk cache; 0: $FUSEGEN_CACHE (off, 0, false, no: none) */
     fg_log_fn log;           /* NULL: the default (stderr); see fg_context_set_log */
     void *log_user;          /* passed to log */
+    /* ---- after 0.1, read only when size covers them: the remote kernel
+     * cache a fleet shares (docs/cache.md, "The remote tier").  Strings are
+     * copied; NULL / 0 take the variable, then the default. */
+    const char *remote_cache;          /* "redis://host[:port][/db]"; NULL: $FUSEGEN_REMOTE_CACHE; "off": none */
+    const char *remote_cache_key_file; /* the fleet secret, a file only its owner may read;
+                                          NULL: $FUSEGEN_REMOTE_CACHE_KEY_FILE (none: no remote tier) */
+    const char *remote_cache_mode;     /* "ro" (never writes) or "rw"; NULL: $FUSEGEN_REMOTE_CACHE_MODE, else "ro" */
+    int remote_cache_timeout_ms;       /* connect and command timeout, 1..60000; 0: $FUSEGEN_REMOTE_CACHE_TIMEOUT_MS,
+                                          else 500 */
+    long long remote_cache_ttl_s;      /* entry lifetime (SET EX), 1..2^31-1 s; 0: $FUSEGEN_REMOTE_CACHE_TTL, else
+                                          30 days */
 } fg_options;
 
 /* Names of enum values, for messages; never NULL. */

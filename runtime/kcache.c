@@ -1,7 +1,7 @@
 /*
  * kcache.c -- obtaining kernel binaries through the kernel cache, once for
- * every backend (kcache.h): key, memory, disk, compile, store; and the
- * parallel version over a plan's kernels.
+ * every backend (kcache.h): key, memory, disk, remote, compile, store; and
+ * the parallel version over a plan's kernels.
  */
 #include "kcache.h"
 
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "context.h"
+#include "remote_cache.h"
 #include "runtime.h"
 #include "threadpool.h"
 
@@ -79,7 +80,12 @@ static fg_status obtain(fg_context *ctx, const fg_backend *be, const void *tc, f
     memset(info, 0, sizeof *info);
     if (!k->source)
         return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s' has no source", k->name);
+    /* The remote tier keeps the key material (the bytes hashed into the key). */
+    fg_remote *r = fg_ctx_remote(ctx);
+    fg_buf material = {0};
+    fg_key_record(r ? &material : NULL);
     be->key(tc, k, k->key);
+    fg_key_record(NULL);
     if (be->after_key)
         be->after_key(ctx, tc, k);
 
@@ -88,7 +94,10 @@ static fg_status obtain(fg_context *ctx, const fg_backend *be, const void *tc, f
     size_t size = 0;
     char *meta = NULL;
     fg_cache_where where = c ? fg_cache_fetch(c, k->key, &data, &size, &meta) : FG_CACHE_MISS;
-    if (where == FG_CACHE_MISS) {
+    int remote_hit = where == FG_CACHE_MISS && fg_remote_fetch(r, k->key, material.s, material.len, &data, &size, &meta);
+    if (remote_hit && c)
+        fg_cache_put_meta(c, k->key, data, size, meta);   /* written back to memory and disk */
+    if (where == FG_CACHE_MISS && !remote_hit) {
         char *log = NULL;
         free(meta);
         meta = NULL;
@@ -96,17 +105,21 @@ static fg_status obtain(fg_context *ctx, const fg_backend *be, const void *tc, f
         if (st) {
             free(log);
             free(meta);
+            fg_buf_free(&material);
             return st;
         }
         if (c)
             fg_cache_put_meta(c, k->key, data, size, meta);   /* a failed store only costs a recompile */
+        fg_remote_store(r, k->key, material.s, material.len, data, size, meta);   /* read-write mode only */
         snprintf(info->log, sizeof info->log, "%s", log ? log : "");
         free(log);
         info->from = FG_JIT_COMPILED;
     } else {
         fg_meta_value(meta, "log", info->log, sizeof info->log);
-        info->from = where == FG_CACHE_MEMORY ? FG_JIT_MEMORY : FG_JIT_DISK;
+        info->from = remote_hit ? FG_JIT_REMOTE : where == FG_CACHE_MEMORY ? FG_JIT_MEMORY : FG_JIT_DISK;
     }
+    fg_ctx_count_tier(ctx, info->from);
+    fg_buf_free(&material);
     free(meta);
     free(k->binary);
     k->binary = data;

@@ -1,12 +1,15 @@
 /*
  * kcache.h -- how a kernel's binary is obtained, written once for every
- * backend: key -> memory cache -> disk cache -> compile -> store.
+ * backend: key -> memory cache -> disk cache -> remote cache -> compile ->
+ * store.
  *
  * The backend's toolchain gives the key (backend.h); fg_cache_fetch looks it
- * up in memory, then on disk; on a miss the backend compiles, and the binary
- * is stored with a metadata text (fg_meta_put lines: kernel name, compiler,
- * its log) so that a later hit reports the same compiler warnings.  A
- * compile failure stores nothing.
+ * up in memory, then on disk; then the remote tier asks the fleet's server
+ * when there is one (remote_cache.h; a hit is written back to memory and
+ * disk); on a miss the backend compiles, and the binary is stored in memory,
+ * on disk and (read-write mode) in the remote tier, with a metadata text
+ * (fg_meta_put lines: kernel name, compiler, its log) so that a later hit
+ * reports the same compiler warnings.  A compile failure stores nothing.
  */
 #ifndef FG_KCACHE_H
 #define FG_KCACHE_H
@@ -18,6 +21,7 @@ typedef enum fg_jit_source {
     FG_JIT_MEMORY = 0,
     FG_JIT_DISK,
     FG_JIT_COMPILED,
+    FG_JIT_REMOTE,         /* the remote tier (remote_cache.h) */
     FG_JIT_SOURCE_COUNT
 } fg_jit_source;
 

@@ -21,6 +21,9 @@ struct fg_runtime {
     fg_cache *cache;            /* opened by fg_ctx_cache() on first use */
     int cache_opened;           /* nonzero once fg_ctx_cache() ran (cache may still be NULL) */
     char arch[32];              /* fg_jit_arch(): resolved once, "" until then */
+
+    /* ---- the remote tier and the per-tier counters (remote_cache.c) ---- */
+    struct fg_tiers *tiers;     /* created by fg_ctx_remote() on first use; freed by its own teardown */
 };
 
 /* The context's runtime state, created on first call (thread-safe). */

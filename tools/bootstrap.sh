@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages="cmake ninja-build pkg-config gcc g++ libyaml-dev liblua5.4-dev libxxhash-dev uthash-dev libjansson-dev libcmocka-dev python3 libprotobuf-c-dev protobuf-c-compiler libonnx-dev"
+packages="cmake ninja-build pkg-config gcc g++ libyaml-dev liblua5.4-dev libxxhash-dev uthash-dev libjansson-dev libcmocka-dev python3 libprotobuf-c-dev protobuf-c-compiler libonnx-dev libhiredis-dev libssl-dev"
 missing=""
 for p in $packages; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
