@@ -252,7 +252,28 @@ def cases():
     cs.append(resnet_block())
     cs.append(mobilenet_block())
     cs.append(mlp_gelu())
+    cs.extend(exported_activations())
     return cs
+
+
+def exported_activations():
+    """Activations as exporters write them, which rules/rewrites.yaml turns
+    back into one op each (silu, gelu_tanh, hardswish)."""
+    f = lambda v: np.array(v, np.float32)  # noqa: E731
+    X = {"x": (2, 4, 5, 6)}
+    silu = Case("export_silu", [N("Sigmoid", ["x"], ["s"]), N("Mul", ["x", "s"], ["y"])], X, {}, ["y"])
+    tanh = Case("export_gelu_tanh",
+                [N("Mul", ["x", "x"], ["sq"]), N("Mul", ["x", "sq"], ["cu"]), N("Mul", ["kappa", "cu"], ["k"]),
+                 N("Add", ["x", "k"], ["s"]), N("Mul", ["beta", "s"], ["i"]), N("Tanh", ["i"], ["t"]),
+                 N("Add", ["one", "t"], ["a"]), N("Mul", ["x", "a"], ["m"]), N("Mul", ["half", "m"], ["y"])],
+                X, {"kappa": f(0.044715), "beta": f(0.7978845608028654), "one": f(1.0), "half": f(0.5)}, ["y"])
+    hswish = Case("export_hardswish",
+                  [N("Add", ["x", "three"], ["p"]), N("Clip", ["p", "lo", "hi"], ["r"]), N("Mul", ["x", "r"], ["m"]),
+                   N("Div", ["m", "six"], ["y"])],
+                  X, {"three": f(3.0), "lo": f(0.0), "hi": f(6.0), "six": f(6.0)}, ["y"])
+    for c in (silu, tanh, hswish):
+        c.scale = 3.0
+    return [silu, tanh, hswish]
 
 
 def resnet_block():
@@ -426,6 +447,11 @@ def extra_checks(run, tmp, failed):
     expect(rc == 0 and "rewrite gelu_erf_div_c" in out and "apply(gelu)" in out
            and out.count("matmul_bias_act") >= 2 and "kernels: 2" in out,
            "fusegen plan mlp.onnx: GELU rewritten, matmul + bias + gelu fused", failed)
+    for case, want in zip(exported_activations(), ("rewrite silu", "rewrite gelu_tanh_c", "rewrite hardswish_div")):
+        apath = os.path.join(tmp, case.name + ".onnx")
+        onnx.save(case.model("fp32"), apath)
+        rc, out = cli("plan", apath, "--explain")
+        expect(rc == 0 and want in out and "kernels: 1" in out, "fusegen plan %s: %s" % (case.name, want), failed)
     noext = os.path.join(tmp, "model_without_extension")
     with open(noext, "wb") as f:
         f.write(blk.model("fp32").SerializeToString())
