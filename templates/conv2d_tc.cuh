@@ -60,8 +60,8 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         b_row[j] = p.{{WGT}} + (b_ok[j] ? (fg_i64)k * RSC : 0);
     }
 
-    // Issues the copies of reduction tile kt into stage `stage`.
-    auto load_tile = [&](int stage, int kt) {
+    // Issues the copies of reduction tile kt into stage `dst`.
+    auto load_tile = [&](int dst, int kt) {
         const int kk = kt * BK + q * 8;
         const bool kk_ok = kk < RSC;
         const int c = kk % (int)C, rs = kk / (int)C;
@@ -72,13 +72,13 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
             const int ih = a_ih0[i] + r * (int)DH, iw = a_iw0[i] + s * (int)DW;
             const bool ok = kk_ok && a_ok[i] && ih >= 0 && ih < H && iw >= 0 && iw < W;
             const {{T}} *src = ok ? a_img[i] + (ih * (int)W + iw) * (int)C + c : p.{{X}};
-            fg_cp_async16_zfill(&a_s[(stage * BM + row) * 4 + (q ^ ((row >> 1) & 3))], src, ok);
+            fg_cp_async16_zfill(&a_s[(dst * BM + row) * 4 + (q ^ ((row >> 1) & 3))], src, ok);
         }
         FG_UNROLL
         for (int j = 0; j < B_ITERS; j++) {
             const int row = tid / 4 + j * (THREADS / 4);
             const bool ok = kk_ok && b_ok[j];
-            fg_cp_async16_zfill(&b_s[(stage * BN + row) * 4 + (q ^ ((row >> 1) & 3))], ok ? b_row[j] + kk : p.{{WGT}},
+            fg_cp_async16_zfill(&b_s[(dst * BN + row) * 4 + (q ^ ((row >> 1) & 3))], ok ? b_row[j] + kk : p.{{WGT}},
                                 ok);
         }
     };
@@ -99,13 +99,13 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
             load_tile(st, st);
         fg_cp_async_commit();
     }
+    int stage = 0, free_stage = STAGES - 1;   // kt % STAGES, (kt - 1) % STAGES
     for (int kt = 0; kt < KT; kt++) {
         fg_cp_async_wait_group<STAGES - 2>();   // this thread's copies of tile kt have landed
-        fg_sync();                              // everyone's have; stage (kt - 1) % STAGES is free
+        fg_sync();                              // everyone's have; free_stage is read by nobody
         if (kt + STAGES - 1 < KT)
-            load_tile((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
+            load_tile(free_stage, kt + STAGES - 1);
         fg_cp_async_commit();                   // possibly empty: the group count stays in step
-        const int stage = kt % STAGES;
         FG_UNROLL
         for (int ks = 0; ks < BK / 16; ks++) {
             fg_u32 af[MI][4], bf[NI][2];
@@ -135,6 +135,8 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
                 for (int ni = 0; ni < NI; ni++)
                     {{MMA}}(acc[mi][ni], af[mi], bf[ni], acc[mi][ni]);
         }
+        free_stage = stage;
+        stage = stage == STAGES - 1 ? 0 : stage + 1;
     }
     // (the groups still open are empty: nothing is left in flight)
 
