@@ -282,6 +282,7 @@ static void test_key_file(void **state)
     fg_context_free(ctx);
     free(kf);
     tu_rmtree(dir);
+    free(dir);
 }
 
 /* ---- servers that fail ---------------------------------------------------- */
@@ -405,6 +406,7 @@ static void expect_degraded(int port, const char *mode, double max_first_s)
     fg_context_free(ctx);
     free(kf);
     tu_rmtree(dir);
+    free(dir);
 }
 
 static void test_refused(void **state)
@@ -459,6 +461,7 @@ static void test_read_only_never_writes(void **state)
     fg_context_free(ctx);
     free(kf);
     tu_rmtree(dir);
+    free(dir);
     fake_stop(&f);
 }
 
