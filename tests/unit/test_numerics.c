@@ -494,6 +494,19 @@ static const ncase cases[] = {
      "  - { name: r6, op: relu6, inputs: [si] }\n"
      "  - { name: y, op: leaky_relu, inputs: [r6], attrs: { alpha: 0.1 } }\n"
      "outputs: [y]\n"},
+    /* the element-wise ops of the ONNX vocabulary (rules/onnx_ops.yaml) */
+    {"pointwise", "pw_onnx_div_erf_prelu_clips_hsig", "pointwise_chain", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 3, 5, 7] }]\n"
+     "weights: [{ name: d, shape: [3, 1, 1], uniform: [0.5, 2.0] }, { name: s, shape: [3, 1, 7] }]\n"
+     "nodes:\n"
+     "  - { name: q, op: div, inputs: [x, d] }\n"
+     "  - { name: e, op: erf, inputs: [q] }\n"
+     "  - { name: i, op: identity, inputs: [e] }\n"
+     "  - { name: pr, op: prelu_broadcast, inputs: [i, s] }\n"
+     "  - { name: lo, op: clip_min, inputs: [pr], attrs: { lo: -0.3 } }\n"
+     "  - { name: hi, op: clip_max, inputs: [lo], attrs: { hi: 0.6 } }\n"
+     "  - { name: y, op: hardsigmoid_ab, inputs: [hi], attrs: { alpha: 0.3, beta: 0.4 } }\n"
+     "outputs: [y]\n"},
 
     /* ---- single ops (no rule) and a multi-kernel graph ---- */
     {"single", "maxpool_3x3_s2_p1", "-", {TOL}, NULL,
