@@ -373,14 +373,6 @@ out:
 
 /* ---- argument tables ---------------------------------------------------- */
 
-static int64_t tensor_numel(const fg_tensor *t)
-{
-    int64_t n = 1;
-    for (int i = 0; i < t->rank; i++)
-        n *= t->shape[i];
-    return n;
-}
-
 static void push_attr(lua_State *L, const fg_attr_value *v)
 {
     switch (v->type) {
@@ -423,7 +415,7 @@ static void push_tensor(lua_State *L, const fg_tensor *t, const char *input, int
         lua_pushboolean(L, 1);
         lua_setfield(L, -2, "weight");
         if (with_data && t->data) {
-            int64_t n = tensor_numel(t);
+            int64_t n = fg_tensor_numel(t);
             if (n < 0 || n > (1 << 30))
                 luaL_error(L, "weight '%s' has too many elements for a hook", t->name ? t->name : "?");
             /* scratch space in the state (collected if this fails half-way) */
@@ -679,7 +671,7 @@ static fg_status fold_result(fg_context *ctx, const hook_entry *e, fg_loc site, 
         if (lua_type(L, -1) != LUA_TTABLE)
             return result_error(ctx, e, site, "hook '%s' returned a %s for weight '%s'; expected an array of numbers",
                                 e->name, luaL_typename(L, -1), key);
-        int64_t numel = tensor_numel(tensor);
+        int64_t numel = fg_tensor_numel(tensor);
         lua_Unsigned len = lua_rawlen(L, -1);
         if ((int64_t)len != numel)
             return result_error(ctx, e, site, "hook '%s' returned %llu values for weight '%s', which has %lld",
