@@ -115,12 +115,21 @@ void fg_plan_print(const fg_context *ctx, const fg_plan *p, const fg_plan_print_
     fprintf(out, "ops: %d -> kernels: %d (folded: %d), intermediate bytes not written: %s\n", s.ops, s.kernels,
             s.folded, bytes);
     if (o && o->explain) {
-        if (p->nnotes == 0)
+        /* rewrites applied (notes "rewrite NAME (...): ..."), then near misses */
+        int nrw = 0;
+        for (int i = 0; i < p->nnotes; i++)
+            if (strncmp(p->notes[i], "rewrite ", 8) == 0 && nrw++ == 0)
+                fprintf(out, "rewrites:\n");
+        for (int i = 0; i < p->nnotes && nrw; i++)
+            if (strncmp(p->notes[i], "rewrite ", 8) == 0)
+                fprintf(out, "  %s\n", p->notes[i]);
+        if (p->nnotes == nrw)
             fprintf(out, "near misses: none\n");
         else
             fprintf(out, "near misses:\n");
         for (int i = 0; i < p->nnotes; i++)
-            fprintf(out, "  %s\n", p->notes[i]);
+            if (strncmp(p->notes[i], "rewrite ", 8) != 0)
+                fprintf(out, "  %s\n", p->notes[i]);
         /* template choices where there was a choice: one considered alone
          * and accepted needs no line */
         int header = 0;
