@@ -777,6 +777,8 @@ static void planner_free(planner *P)
     free(P->cons);
     free(P->reads);
     free(P->member);
+    for (int i = 0; P->groups && i < P->ngroups; i++)
+        free(P->groups[i].choice);   /* only when the plan did not take the groups */
     free(P->groups);
     free(P->gsteps);
     for (int i = 0; i < P->nnotes; i++)
