@@ -111,6 +111,14 @@ FG_API void fg_context_free(fg_context *ctx)
     free(ctx);
 }
 
+const char **fg_ctx_op_names(const fg_context *ctx)
+{
+    const char **v = fg_xmalloc(sizeof *v * (size_t)(ctx->nops + 1));
+    for (int i = 0; i < ctx->nops; i++)
+        v[i] = ctx->ops[i]->name;
+    return v;
+}
+
 const fg_opdef *fg_ctx_find_op(const fg_context *ctx, const char *name)
 {
     for (int i = 0; i < ctx->nops; i++)

@@ -60,6 +60,10 @@ struct fg_context {
  * already registered is not added twice.  Thread-safe. */
 void fg_ctx_on_free(fg_context *ctx, fg_ctx_teardown_fn fn);
 
+/* The names of the vocabulary's ops, in load order (for suggestions):
+ * a malloc'd array of ctx->nops entries the caller frees. */
+const char **fg_ctx_op_names(const fg_context *ctx);
+
 /* Vocabulary lookups (NULL / -1 when absent). */
 const fg_opdef *fg_ctx_find_op(const fg_context *ctx, const char *name);
 int fg_ctx_find_rule(const fg_context *ctx, const char *name);

@@ -202,3 +202,12 @@ const char *fg_suggest(const char *name, const char *const *cands, int n)
     }
     return bestd <= limit ? best : NULL;
 }
+
+fg_status fg_diag_unknown(fg_context *ctx, fg_loc loc, const char *what, const char *name,
+                          const char *const *cands, int n)
+{
+    const char *s = fg_suggest(name, cands, n);
+    if (s)
+        return fg_diag_error(ctx, FG_ERR_INPUT, loc, "unknown %s '%s' (did you mean '%s'?)", what, name, s);
+    return fg_diag_error(ctx, FG_ERR_INPUT, loc, "unknown %s '%s'", what, name);
+}

@@ -38,5 +38,9 @@ const char *fg_intern(fg_context *ctx, const char *s);
 /* "did you mean" helper: the candidate closest to name within a small edit
  * distance, or NULL. */
 const char *fg_suggest(const char *name, const char *const *candidates, int n);
+/* Records "unknown <what> '<name>'" at loc, with "(did you mean 'x'?)" when
+ * fg_suggest finds a close candidate; returns FG_ERR_INPUT. */
+fg_status fg_diag_unknown(fg_context *ctx, fg_loc loc, const char *what, const char *name,
+                          const char *const *candidates, int n);
 
 #endif /* FG_DIAG_H */

@@ -99,11 +99,7 @@ static int parse_enum(fg_context *ctx, const fg_ynode *v, const char *what, cons
         if (strcmp(s, names[i]) == 0)
             return i;
     }
-    const char *sug = fg_suggest(s, names, n);
-    if (sug)
-        fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "unknown %s '%s' (did you mean '%s'?)", what, s, sug);
-    else
-        fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "unknown %s '%s'", what, s);
+    fg_diag_unknown(ctx, v->loc, what, s, names, n);
     return -1;
 }
 

@@ -38,24 +38,6 @@ typedef struct rw_names {
     int var_used[FG_RW_MAX_VARS];
 } rw_names;
 
-static void unknown_name(fg_context *ctx, fg_loc loc, const char *what, const char *name, const char *const *cands,
-                         int n)
-{
-    const char *s = fg_suggest(name, cands, n);
-    if (s)
-        fg_diag_error(ctx, FG_ERR_INPUT, loc, "unknown %s '%s' (did you mean '%s'?)", what, name, s);
-    else
-        fg_diag_error(ctx, FG_ERR_INPUT, loc, "unknown %s '%s'", what, name);
-}
-
-static const char **op_names(const fg_context *ctx)
-{
-    const char **v = fg_xmalloc(sizeof *v * (size_t)(ctx->nops + 1));
-    for (int i = 0; i < ctx->nops; i++)
-        v[i] = ctx->ops[i]->name;
-    return v;
-}
-
 /* Nonzero when a two-input pointwise op gives the same value with its
  * inputs swapped: its expression (attributes at their defaults) is
  * evaluated at fixed sample points.  add, mul, min and max commute; sub,
@@ -257,7 +239,7 @@ static void parse_step(rw_names *N, int si, const fg_ynode *item, const char **n
                 continue;
             const fg_opdef *d = fg_ctx_find_op(ctx, name);
             if (!d)
-                unknown_name(ctx, items[i]->loc, "op", name, names, ctx->nops);
+                fg_diag_unknown(ctx, items[i]->loc, "op", name, names, ctx->nops);
             else if (s->nops >= FG_MAX_STEP_OPS)
                 fg_diag_error(ctx, FG_ERR_INPUT, items[i]->loc, "step '%s' lists more than %d ops", s->name,
                               FG_MAX_STEP_OPS);
@@ -432,7 +414,7 @@ static void parse_replace(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, co
         return;
     const fg_opdef *d = fg_ctx_find_op(ctx, name);
     if (!d) {
-        unknown_name(ctx, op->loc, "op", name, names, ctx->nops);
+        fg_diag_unknown(ctx, op->loc, "op", name, names, ctx->nops);
         return;
     }
     if (fg_kind(d->kind)->role != FG_ROLE_ELEMENTWISE) {
@@ -480,7 +462,7 @@ static void parse_replace(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, co
             int a = k->kind == FG_YNODE_SCALAR ? find_str(an, d->nattrs, k->str) : -1;
             if (a < 0) {
                 if (k->kind == FG_YNODE_SCALAR)
-                    unknown_name(ctx, k->loc, "attribute", k->str, an, d->nattrs);
+                    fg_diag_unknown(ctx, k->loc, "attribute", k->str, an, d->nattrs);
                 else
                     fg_diag_error(ctx, FG_ERR_INPUT, k->loc, "an attribute name must be a scalar");
                 continue;
@@ -524,7 +506,7 @@ fg_status fg_rewrite_load(fg_context *ctx, const fg_ynode *map, uint64_t file_ha
 {
     int errs0 = ctx->nerrors;
     fg_rewrite *rw = fg_xcalloc(1, sizeof *rw);
-    const char **names = op_names(ctx);
+    const char **names = fg_ctx_op_names(ctx);
     rw_names N;
     memset(&N, 0, sizeof N);
     N.ctx = ctx;

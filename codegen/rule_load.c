@@ -22,25 +22,6 @@ static const char *const step_keys[] = {"op", "kind", "where", "where_hook", "op
 static const char *const kernel_keys[] = {"template", "select", "params", "epilogue"};
 static const char *const epi_keys[] = {"bias", "apply", "hook"};
 
-/* Reports an unknown name with a suggestion from cands. */
-static void unknown(fg_context *ctx, fg_loc loc, const char *what, const char *name, const char *const *cands,
-                    int n)
-{
-    const char *s = fg_suggest(name, cands, n);
-    if (s)
-        fg_diag_error(ctx, FG_ERR_INPUT, loc, "unknown %s '%s' (did you mean '%s'?)", what, name, s);
-    else
-        fg_diag_error(ctx, FG_ERR_INPUT, loc, "unknown %s '%s'", what, name);
-}
-
-static const char **op_names(const fg_context *ctx)
-{
-    const char **v = fg_xmalloc(sizeof *v * (size_t)(ctx->nops + 1));
-    for (int i = 0; i < ctx->nops; i++)
-        v[i] = ctx->ops[i]->name;
-    return v;
-}
-
 /* A scalar or a sequence of scalars, as an array of nodes (*out points at
  * one[0] for a lone scalar).  Returns the count, or -1 after an error. */
 static int scalar_list(fg_context *ctx, const fg_ynode *v, const char *what, const fg_ynode **one,
@@ -80,7 +61,7 @@ static unsigned parse_guard(fg_context *ctx, const fg_ynode *v, const char *what
             if (strcmp(items[i]->str, names[j]) == 0)
                 found = j;
         if (found < 0)
-            unknown(ctx, items[i]->loc, what[0] == 'd' ? "dtype" : "layout", items[i]->str, names, n);
+            fg_diag_unknown(ctx, items[i]->loc, what[0] == 'd' ? "dtype" : "layout", items[i]->str, names, n);
         else
             bits |= 1u << found;
     }
@@ -187,7 +168,7 @@ static void parse_step(fg_context *ctx, fg_rule *r, const fg_ynode *item, const 
         for (int i = 0; i < cnt; i++) {
             const fg_opdef *d2 = fg_ctx_find_op(ctx, items[i]->str);
             if (!d2) {
-                unknown(ctx, items[i]->loc, "op", items[i]->str, names, ctx->nops);
+                fg_diag_unknown(ctx, items[i]->loc, "op", items[i]->str, names, ctx->nops);
                 ok = 0;
             } else if (s->nops >= FG_MAX_STEP_OPS) {
                 fg_diag_error(ctx, FG_ERR_INPUT, items[i]->loc, "step '%s' lists more than %d ops", s->name,
@@ -210,7 +191,7 @@ static void parse_step(fg_context *ctx, fg_rule *r, const fg_ynode *item, const 
                 if (strcmp(items[i]->str, kn[j]) == 0)
                     found = j;
             if (found < 0) {
-                unknown(ctx, items[i]->loc, "op kind", items[i]->str, kn, FG_OPK_COUNT);
+                fg_diag_unknown(ctx, items[i]->loc, "op kind", items[i]->str, kn, FG_OPK_COUNT);
                 ok = 0;
             } else {
                 s->kinds |= 1u << found;
@@ -453,7 +434,7 @@ static void parse_kernel(fg_context *ctx, fg_rule *r, const fg_ynode *kernel)
         } else {
             int n;
             const char **cands = fg_template_names(ctx, &n);
-            unknown(ctx, t->loc, "template", name, cands, n);
+            fg_diag_unknown(ctx, t->loc, "template", name, cands, n);
             free(cands);
         }
     }
@@ -503,7 +484,7 @@ fg_status fg_rule_load(fg_context *ctx, const fg_ynode *map, const char *dir, ui
     int errs0 = ctx->nerrors;
     const char *name;
     fg_rule *r = fg_xcalloc(1, sizeof *r);
-    const char **names = op_names(ctx);
+    const char **names = fg_ctx_op_names(ctx);
 
     fg_ycheck_keys(ctx, map, "a rule", rule_keys, (int)FG_COUNTOF(rule_keys));
     r->loc = fg_ymap_key(map, "rule")->loc;
