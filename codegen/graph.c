@@ -71,6 +71,18 @@ int64_t fg_node_attr_int(const fg_node *n, const char *name, int index)
     }
 }
 
+/* Contract in ir.h.  Lengths other than 2 and 4 are refused by the op
+ * definition (`len: [2, 4]`); a shorter list repeats its last value. */
+void fg_node_pads(const fg_node *n, int64_t beg[2], int64_t end[2])
+{
+    const fg_attr_value *v = fg_node_attr(n, "padding");
+    int sided = v && v->type == FG_ATTR_INTS && v->n >= 4;
+    for (int a = 0; a < 2; a++) {
+        beg[a] = fg_node_attr_int(n, "padding", a);
+        end[a] = sided ? v->ints[a + 2] : beg[a];
+    }
+}
+
 /* Contracts in ir.h. */
 double fg_attr_number(const fg_attr_value *v)
 {

@@ -691,7 +691,7 @@ static void parse_node_body(loader *L, raw_node *r)
             }
             set[a] = 1;
             snprintf(what, sizeof what, "attribute '%s' of %s", names[a], op->name);
-            if (!fg_attr_parse(L->ctx, v, op->attrs[a].type, op->attrs[a].nints, what, &n->attrs[a])) {
+            if (!fg_attr_parse(L->ctx, v, op->attrs[a].type, op->attrs[a].lens, what, &n->attrs[a])) {
                 r->bad = 1;
                 continue;
             }

@@ -56,7 +56,8 @@ typedef struct fg_attr_def {
     fg_attr_type type;
     int required;               /* no default: a node must give it */
     fg_attr_value def;          /* default when !required */
-    int nints;                  /* INTS: required length, 0 = any (1..FG_MAX_INTS) */
+    unsigned lens;              /* INTS: allowed lengths, bit n = length n may be given
+                                   (`len: 2` or `len: [2, 4]`); 0 = any (1..FG_MAX_INTS) */
 } fg_attr_def;
 
 /* ---- op definitions --------------------------------------------------- */
@@ -168,6 +169,11 @@ fg_graph *fg_graph_clone(const fg_graph *g);
 float *fg_tensor_own(fg_tensor *t);
 /* A weight's values, pending scale applied, as float or double. */
 void fg_tensor_values(const fg_tensor *t, float *dst);
+/* Begin and end padding of a conv2d / pool2d node along H and W: `padding`
+ * [top, left] pads both sides equally, [top, left, bottom, right] (ONNX
+ * order) gives each side; no `padding` attribute: zeros.  Index arithmetic
+ * needs only beg; the output size uses beg + end. */
+void fg_node_pads(const fg_node *n, int64_t beg[2], int64_t end[2]);
 void fg_tensor_values_f64(const fg_tensor *t, double *dst);
 /* Multiplies a weight's values along axis by s[0 .. shape[axis]) without
  * touching the data now: the scale is applied when the values are read or

@@ -18,11 +18,12 @@ fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash
  * context.  dir is the directory of the rule file (for `hooks:`). */
 fg_status fg_rule_load(fg_context *ctx, const fg_ynode *map, const char *dir, uint64_t file_hash);
 
-/* Parses an attribute value of type `def->type` (and length def->nints for
- * INTS) from node v into *out; what names the attribute in messages, e.g.
+/* Parses an attribute value of type `def->type` (and, for INTS, a length
+ * allowed by the bit set def->lens: bit n = length n, 0 = any) from node v
+ * into *out; what names the attribute in messages, e.g.
  * "attribute 'stride' of conv2d".  Records a located error and returns 0 on
  * a wrong type or length. */
-int fg_attr_parse(fg_context *ctx, const fg_ynode *v, fg_attr_type type, int nints, const char *what,
+int fg_attr_parse(fg_context *ctx, const fg_ynode *v, fg_attr_type type, unsigned lens, const char *what,
                   fg_attr_value *out);
 
 #endif /* FG_LOAD_H */

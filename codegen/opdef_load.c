@@ -16,7 +16,27 @@ static const char *const op_keys[] = {"op", "kind", "inputs", "attrs", "expr", "
 static const char *const attr_keys[] = {"type", "len", "default"};
 static const char *const input_keys[] = {"name", "optional", "per_channel"};
 
-int fg_attr_parse(fg_context *ctx, const fg_ynode *v, fg_attr_type type, int nints, const char *what,
+/* "2", "2 or 4", "1, 2 or 3": the lengths in the bit set lens, for messages. */
+static const char *lens_text(unsigned lens, char *buf, size_t cap)
+{
+    int count = 0, seen = 0;
+    size_t at = 0;
+    buf[0] = 0;
+    for (int n = 1; n <= FG_MAX_INTS; n++)
+        count += (lens >> n) & 1u;
+    for (int n = 1; n <= FG_MAX_INTS && at < cap; n++) {
+        if (!((lens >> n) & 1u))
+            continue;
+        seen++;
+        int w = snprintf(buf + at, cap - at, "%s%d", seen == 1 ? "" : seen == count ? " or " : ", ", n);
+        if (w < 0)
+            break;
+        at += (size_t)w;
+    }
+    return buf;
+}
+
+int fg_attr_parse(fg_context *ctx, const fg_ynode *v, fg_attr_type type, unsigned lens, const char *what,
                   fg_attr_value *out)
 {
     char d[96];
@@ -57,8 +77,10 @@ int fg_attr_parse(fg_context *ctx, const fg_ynode *v, fg_attr_type type, int nin
             }
         }
         out->n = v->n;
-        if (nints > 0 && v->n != nints) {
-            fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "%s must have %d values, got %d", what, nints, v->n);
+        if (lens && !((lens >> v->n) & 1u)) {
+            char t[64];
+            fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "%s must have %s values, got %d", what,
+                          lens_text(lens, t, sizeof t), v->n);
             return 0;
         }
         return 1;
@@ -177,6 +199,46 @@ static int parse_attr_type(fg_context *ctx, const fg_ynode *v, fg_attr_type *out
     return 0;
 }
 
+/* `len:` of an ints attribute: one length, `len: 2`, or a list of allowed
+ * lengths, `len: [2, 4]`, each 1..FG_MAX_INTS, into the bit set *lens.
+ * not_ints: the attribute's type is known and is not ints (an error). */
+static int parse_lens(fg_context *ctx, const fg_ynode *len, int not_ints, unsigned *lens)
+{
+    char d[96];
+    const fg_ynode *one = len;
+    int count = len->kind == FG_YNODE_SEQ ? len->n : 1;
+    *lens = 0;
+    if (not_ints) {
+        fg_diag_error(ctx, FG_ERR_INPUT, len->loc, "`len` is only for ints attributes");
+        return 0;
+    }
+    if (len->kind == FG_YNODE_SEQ && len->n == 0) {
+        fg_diag_error(ctx, FG_ERR_INPUT, len->loc, "len must be a length or a list of lengths, got an empty list");
+        return 0;
+    }
+    for (int i = 0; i < count; i++) {
+        int64_t n;
+        if (len->kind == FG_YNODE_SEQ)
+            one = len->items[i];
+        if (one->kind != FG_YNODE_SCALAR || !fg_yscalar_int(one, &n)) {
+            fg_diag_error(ctx, FG_ERR_INPUT, one->loc, "len must be a length or a list of lengths, got %s",
+                          fg_ynode_describe(one, d, sizeof d));
+            return 0;
+        }
+        if (n < 1 || n > FG_MAX_INTS) {
+            fg_diag_error(ctx, FG_ERR_INPUT, one->loc, "len must be between 1 and %d, got %lld", FG_MAX_INTS,
+                          (long long)n);
+            return 0;
+        }
+        if ((*lens >> n) & 1u) {
+            fg_diag_error(ctx, FG_ERR_INPUT, one->loc, "len %lld listed twice", (long long)n);
+            return 0;
+        }
+        *lens |= 1u << n;
+    }
+    return 1;
+}
+
 /* One pair of `attrs:`: name -> {type:, len:, default:}. */
 static void parse_attr(fg_context *ctx, fg_opdef *op, const fg_ynode *k, const fg_ynode *v)
 {
@@ -197,24 +259,11 @@ static void parse_attr(fg_context *ctx, fg_opdef *op, const fg_ynode *k, const f
     } else {
         ok = parse_attr_type(ctx, t, &a.type);
     }
-    if (len) {
-        int64_t n;
-        if (!fg_yget_int(ctx, len, "len", &n)) {
-            ok = 0;
-        } else if (ok && a.type != FG_ATTR_INTS) {
-            fg_diag_error(ctx, FG_ERR_INPUT, len->loc, "`len` is only for ints attributes");
-            ok = 0;
-        } else if (n < 1 || n > FG_MAX_INTS) {
-            fg_diag_error(ctx, FG_ERR_INPUT, len->loc, "len must be between 1 and %d, got %lld", FG_MAX_INTS,
-                          (long long)n);
-            ok = 0;
-        } else {
-            a.nints = (int)n;
-        }
-    }
+    if (len)
+        ok = parse_lens(ctx, len, ok && a.type != FG_ATTR_INTS, &a.lens) && ok;
     if (ok && def) {
         snprintf(what, sizeof what, "default of attribute '%s'", a.name);
-        ok = fg_attr_parse(ctx, def, a.type, a.nints, what, &a.def);
+        ok = fg_attr_parse(ctx, def, a.type, a.lens, what, &a.def);
     } else if (ok) {
         a.required = 1;
         a.def.type = a.type;

@@ -474,7 +474,7 @@ static void parse_replace(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, co
             set[a] = 1;
             char what[160];
             snprintf(what, sizeof what, "attribute '%s' of %s", an[a], d->name);
-            if (fg_attr_parse(ctx, av, d->attrs[a].type, d->attrs[a].nints, what, &rw->attrs[a]) &&
+            if (fg_attr_parse(ctx, av, d->attrs[a].type, d->attrs[a].lens, what, &rw->attrs[a]) &&
                 d->attrs[a].type == FG_ATTR_FLOAT)
                 rw->attrs[a].i = (int64_t)rw->attrs[a].f;
         }

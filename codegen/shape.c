@@ -108,30 +108,47 @@ fg_status fg_infer_pointwise(infer *s)
     return FG_OK;
 }
 
-/* floor((H + 2p - d*(R-1) - 1)/s) + 1, for the two spatial axes. */
+/* Output size along the two spatial axes:
+ * floor((H + pb + pe - d*(R-1) - 1)/s) + 1, with pb / pe the begin / end
+ * padding (fg_node_pads).  With a nonzero `ceil_mode` attribute (pooling)
+ * the division rounds up, so a partial last window counts, unless that
+ * window would start past the input and its begin padding (ONNX and
+ * PyTorch drop it). */
 static fg_status spatial_out(infer *s, const int64_t *hw, const int64_t *rs, int64_t *out)
 {
     char what[160];
+    int64_t beg[2], end[2];
+    int ceil_mode = attr_or(s->n, "ceil_mode", 0, 0) != 0;
+    fg_node_pads(s->n, beg, end);
     for (int a = 0; a < 2; a++) {
-        int64_t st = attr_or(s->n, "stride", a, 1), pad = attr_or(s->n, "padding", a, 0),
+        int64_t st = attr_or(s->n, "stride", a, 1), pb = beg[a], pe = end[a],
                 dil = attr_or(s->n, "dilation", a, 1);
-        if (st < 1 || dil < 1 || pad < 0)
+        if (st < 1 || dil < 1 || pb < 0 || pe < 0)
             return fail(s, "stride and dilation must be positive and padding non-negative (stride %lld, "
-                           "dilation %lld, padding %lld)",
-                        (long long)st, (long long)dil, (long long)pad);
-        int64_t span, t2p, reach;
-        if (__builtin_mul_overflow(pad, 2, &t2p) || __builtin_mul_overflow(dil, rs[a] - 1, &reach) ||
-            __builtin_add_overflow(hw[a], t2p, &span) || __builtin_sub_overflow(span, reach + 1, &span) ||
+                           "dilation %lld, padding %lld+%lld)",
+                        (long long)st, (long long)dil, (long long)pb, (long long)pe);
+        int64_t span, pads, reach;
+        if (__builtin_add_overflow(pb, pe, &pads) || __builtin_mul_overflow(dil, rs[a] - 1, &reach) ||
+            __builtin_add_overflow(hw[a], pads, &span) || __builtin_sub_overflow(span, reach + 1, &span) ||
             span > FG_MAX_NUMEL * 4)
-            return fail(s, "padding %lld, dilation %lld with a kernel of %lld along axis %d give an output too large "
-                           "to handle", (long long)pad, (long long)dil, (long long)rs[a], a + 2);
-        out[a] = (span >= 0 ? span / st : -((-span + st - 1) / st)) + 1; /* floor division */
+            return fail(s, "padding %lld+%lld, dilation %lld with a kernel of %lld along axis %d give an output "
+                           "too large to handle", (long long)pb, (long long)pe, (long long)dil, (long long)rs[a],
+                        a + 2);
+        if (span < 0)
+            out[a] = -((-span + st - 1) / st) + 1; /* floor division: <= 0, refused below */
+        else if (ceil_mode) {
+            out[a] = (span + st - 1) / st + 1;
+            if ((out[a] - 1) * st >= hw[a] + pb)
+                out[a]--;
+        } else
+            out[a] = span / st + 1;
         if (out[a] <= 0) {
             snprintf(what, sizeof what, "input %lldx%lld, kernel %lldx%lld", (long long)hw[0], (long long)hw[1],
                      (long long)rs[0], (long long)rs[1]);
-            return fail(s, "output size would be %lld along axis %d (%s, stride %lld, padding %lld, dilation %lld)",
-                        (long long)out[a], a + 2, what, (long long)st,
-                        (long long)pad, (long long)dil);
+            return fail(s, "output size would be %lld along axis %d (%s, stride %lld, padding %lld+%lld, "
+                           "dilation %lld)",
+                        (long long)out[a], a + 2, what, (long long)st, (long long)pb, (long long)pe,
+                        (long long)dil);
         }
     }
     return FG_OK;

@@ -143,7 +143,7 @@ static void test_good_ops(void **state)
     assert_int_equal(conv->nattrs, 4);
     assert_string_equal(conv->attrs[0].name, "stride");
     assert_int_equal(conv->attrs[0].type, FG_ATTR_INTS);
-    assert_int_equal(conv->attrs[0].nints, 2);
+    assert_int_equal(conv->attrs[0].lens, 1u << 2);
     assert_int_equal(conv->attrs[0].def.n, 2);
     assert_int_equal(conv->attrs[0].def.ints[1], 1);
     assert_false(conv->attrs[0].required);
