@@ -92,6 +92,7 @@ static void header_comment(fg_emitter *em, fg_buf *b)
     for (int i = 0; i < em->ot->rank; i++)
         fg_buf_printf(b, "%s%" PRId64, i ? ", " : "", em->ot->shape[i]);
     fg_buf_printf(b, "] %s %s\n", fg_dtype_name(em->ot->dtype), fg_layout_name(em->ot->layout));
+    fg_buf_printf(b, "//   precision: %s\n", fg_precision_name(em->g->precision));
     if (em->notes.len)
         fg_buf_put(b, em->notes.s);
     fg_buf_printf(b, "//   generator: fusegen %s\n", fg_version());

@@ -19,7 +19,8 @@
 #include "shape.h"
 #include "weights_file.h"
 
-static const char *const graph_keys[] = {"graph", "seed", "dtype", "layout", "inputs", "weights", "nodes", "outputs"};
+static const char *const graph_keys[] = {"graph", "seed", "dtype", "layout", "precision", "inputs", "weights", "nodes",
+                                         "outputs"};
 static const char *const input_keys[] = {"name", "shape", "dtype", "layout"};
 static const char *const weight_keys[] = {"name", "shape", "dtype", "layout", "init", "uniform", "values", "file", "tensor"};
 static const char *const node_keys[] = {"name", "op", "inputs", "attrs", "output"};
@@ -104,6 +105,7 @@ static int parse_enum(fg_context *ctx, const fg_ynode *v, const char *what, cons
 }
 
 static const char *dtype_name_i(int i) { return fg_dtype_name((fg_dtype)i); }
+static const char *precision_name_i(int i) { return fg_precision_name((fg_precision)i); }
 static const char *layout_name_i(int i) { return fg_layout_name((fg_layout)i); }
 static const char *init_name_i(int i) { return init_names[i]; }
 
@@ -917,6 +919,9 @@ static fg_status load(fg_context *ctx, const char *file, const char *text, size_
         L.dtype = (fg_dtype)e;
     if ((v = fg_ymap_get(m, "layout")) && (e = parse_enum(ctx, v, "layout", layout_name_i, FG_LAYOUT_COUNT)) >= 0)
         L.layout = (fg_layout)e;
+    if ((v = fg_ymap_get(m, "precision")) &&
+        (e = parse_enum(ctx, v, "precision", precision_name_i, FG_PRECISION_COUNT)) >= 0)
+        L.g->precision = (fg_precision)e;
 
     if ((v = fg_ymap_get(m, "inputs")))
         parse_inputs(&L, v);

@@ -136,6 +136,7 @@ struct fg_graph {
     const char *name;
     const char *path;              /* file it was loaded from (interned) or NULL */
     uint64_t seed;                 /* for generated weights */
+    fg_precision precision;        /* fp32 arithmetic plans may use (fusegen.h) */
     fg_tensor *tensors;
     int ntensors, tensors_cap;
     fg_node *nodes;                /* topologically sorted after loading */
@@ -150,6 +151,8 @@ struct fg_graph {
 int fg_graph_find_tensor(const fg_graph *g, const char *name);   /* -1 if none */
 int fg_graph_find_node(const fg_graph *g, const char *name);     /* -1 if none */
 int64_t fg_tensor_numel(const fg_tensor *t);
+/* The precision named s ("exact", "tf32"), or -1 (precision.c). */
+int fg_precision_parse(const char *s);
 size_t fg_dtype_size(fg_dtype t);
 /* Attribute access by name on a node (must exist in its op definition). */
 const fg_attr_value *fg_node_attr(const fg_node *n, const char *name);

@@ -115,6 +115,8 @@ void fg_plan_print(const fg_context *ctx, const fg_plan *p, const fg_plan_print_
     fprintf(out, "ops: %d -> kernels: %d (folded: %d), intermediate bytes not written: %s\n", s.ops, s.kernels,
             s.folded, bytes);
     if (o && o->explain) {
+        fprintf(out, "precision: %s%s\n", fg_precision_name(p->graph->precision),
+                p->graph->precision == FG_PRECISION_TF32 ? " (fp32 conv and matmul may round operands to tf32)" : "");
         /* rewrites applied (notes "rewrite NAME (...): ..."), then near misses */
         int nrw = 0;
         for (int i = 0; i < p->nnotes; i++)

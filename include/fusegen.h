@@ -66,6 +66,18 @@ typedef enum fg_layout {
     FG_LAYOUT_COUNT
 } fg_layout;
 
+/* Arithmetic a plan may use for fp32 work (docs/graphs.md, "Precision").
+ * EXACT (the default): fp32 stays fp32 everywhere.  TF32 (opt-in, like
+ * torch.backends.cudnn.allow_tf32): fp32 convolutions and matrix products
+ * may run on tensor cores with their operands rounded to TF32 (a 10-bit
+ * mantissa, cvt.rna.tf32.f32) and fp32 accumulation.  fp16 / bf16 work is
+ * not affected.  Keep fg_precision_name() in sync (static assert). */
+typedef enum fg_precision {
+    FG_PRECISION_EXACT = 0,
+    FG_PRECISION_TF32,
+    FG_PRECISION_COUNT
+} fg_precision;
+
 typedef enum fg_device {
     FG_DEVICE_AUTO = 0,  /* CUDA when a driver and GPU are present, else emulation */
     FG_DEVICE_CUDA,
@@ -143,6 +155,7 @@ FG_API const char *fg_status_name(fg_status s);
 FG_API const char *fg_dtype_name(fg_dtype t);
 FG_API const char *fg_layout_name(fg_layout l);
 FG_API const char *fg_device_name(fg_device d);
+FG_API const char *fg_precision_name(fg_precision p);   /* "exact", "tf32" */
 FG_API const char *fg_version(void);
 
 /* Creates a context.  With opts->no_rules == 0 the rules directory is loaded;
@@ -174,6 +187,14 @@ FG_API fg_status fg_graph_load(fg_context *ctx, const char *path, fg_graph **out
 FG_API fg_status fg_graph_parse(fg_context *ctx, const char *name, const char *text,
                                 size_t len, fg_graph **out);
 FG_API void fg_graph_free(fg_graph *g);
+
+/* The graph's precision (a YAML graph's `precision:` key, else EXACT) and
+ * setting it, e.g. for an ONNX model: plans built afterwards use it, and it
+ * is named in each generated kernel's header comment (so kernels of the two
+ * precisions never share a cache entry).  A NULL g or a value out of range
+ * is FG_ERR_INPUT; fg_graph_precision(NULL) is FG_PRECISION_EXACT. */
+FG_API fg_status fg_graph_set_precision(fg_context *ctx, fg_graph *g, fg_precision p);
+FG_API fg_precision fg_graph_precision(const fg_graph *g);
 
 /* ---- ONNX models (docs/onnx.md) -----------------------------------------
  * fg_graph_load also reads an ONNX file (recognised by its content, or by a

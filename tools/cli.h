@@ -29,12 +29,14 @@ fg_context *cli_context(const char *rules_dir, const fg_options *base, int *exit
  * errors and returns the exit code (0 on success). */
 int cli_load_plan(fg_context *ctx, const char *path, fg_graph **g, fg_plan **p);
 /* `--dim NAME=N` (any number, after the command): values of an ONNX model's
- * symbolic dimensions.  cli_take_dims removes them from argv (fusegen.c,
+ * symbolic dimensions, and `--precision exact|tf32` (the commands that plan):
+ * the graph's precision.  cli_take_dims removes them from argv (fusegen.c,
  * before dispatch) and returns 0, or prints a usage error and returns 2;
- * cli_onnx_options gives them to the loaders (NULL when none were given). */
+ * cli_onnx_options gives the dimensions to the loaders (NULL when none were
+ * given), cli_load_graph applies the precision. */
 int cli_take_dims(int *argc, char **argv);
 const fg_onnx_options *cli_onnx_options(void);
-/* Loads a graph: YAML, or ONNX with the --dim values. */
+/* Loads a graph: YAML, or ONNX with the --dim values; then --precision. */
 fg_status cli_load_graph(fg_context *ctx, const char *path, fg_graph **g);
 /* Option parsing helper: if argv[*i] is `name` takes the next argument into
  * *val (missing value: usage error, returns -1); returns 1 when matched, 0 if not. */

@@ -52,12 +52,44 @@ fg_context *cli_context(const char *rules_dir, const fg_options *base, int *exit
 /* --dim values (cli_take_dims); names point into argv. */
 static fg_onnx_dim cli_dims[64];
 static fg_onnx_options cli_onnx = {.dims = cli_dims, .size = sizeof(fg_onnx_options)};
+/* --precision (cli_take_dims): -1 when not given, the graph's own then */
+static int cli_precision = -1;
+
+/* Takes `--precision P` / `--precision=P` at argv[*i] into cli_precision:
+ * 1 taken, 0 not this option, 2 usage error (printed). */
+static int take_precision(int argc, char **argv, int *i)
+{
+    const char *v;
+    if (strcmp(argv[*i], "--precision") == 0) {
+        if (*i + 1 >= argc)
+            return cli_usage("--precision needs exact or tf32");
+        v = argv[++*i];
+    } else if (strncmp(argv[*i], "--precision=", 12) == 0) {
+        v = argv[*i] + 12;
+    } else {
+        return 0;
+    }
+    /* argv[0] is the command: only the ones that plan a graph take it */
+    if (strcmp(argv[0], "rules") == 0 || strcmp(argv[0], "import") == 0)
+        return cli_usage("--precision applies to the commands that plan a graph (plan, emit, compile, run, cache "
+                         "warm), not '%s'", argv[0]);
+    int p = fg_precision_parse(v);
+    if (p < 0)
+        return cli_usage("--precision takes exact or tf32, not '%s'", v);
+    cli_precision = p;
+    return 1;
+}
 
 int cli_take_dims(int *argc, char **argv)
 {
     int out = 1;
     for (int i = 1; i < *argc; i++) {
         const char *v = NULL;
+        int tp = take_precision(*argc, argv, &i);
+        if (tp == 2)
+            return 2;
+        if (tp == 1)
+            continue;
         if (strcmp(argv[i], "--dim") == 0) {
             if (i + 1 >= *argc)
                 return cli_usage("--dim needs NAME=N");
@@ -88,9 +120,14 @@ const fg_onnx_options *cli_onnx_options(void) { return cli_onnx.ndims ? &cli_onn
 
 fg_status cli_load_graph(fg_context *ctx, const char *path, fg_graph **g)
 {
+    fg_status st;
     if (cli_onnx.ndims)   /* --dim: the file must be an ONNX model */
-        return fg_graph_load_onnx(ctx, path, &cli_onnx, g);
-    return fg_graph_load(ctx, path, g);
+        st = fg_graph_load_onnx(ctx, path, &cli_onnx, g);
+    else
+        st = fg_graph_load(ctx, path, g);
+    if (st == FG_OK && cli_precision >= 0)   /* --precision overrides the graph's `precision:` */
+        st = fg_graph_set_precision(ctx, *g, (fg_precision)cli_precision);
+    return st;
 }
 
 int cli_load_plan(fg_context *ctx, const char *path, fg_graph **g, fg_plan **p)

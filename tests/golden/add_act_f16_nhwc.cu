@@ -3,6 +3,7 @@
 //   nodes:     s (add), r (leaky_relu)
 //   template:  pointwise (pointwise.cuh)
 //   output:    r [2, 3, 4, 5] fp16 NHWC
+//   precision: exact
 //   generator: fusegen 0.1.0
 //   deps:      aca08ec3a5ca92ce9db0c005c8652391 (cache key: `fusegen compile` prints it)
 #include "fusegen_prelude.cuh"

@@ -3,6 +3,7 @@
 //   nodes:     c1 (conv2d), r1 (relu)
 //   template:  conv2d (conv2d.cuh)
 //   output:    r1 [1, 4, 5, 5] fp32 NCHW
+//   precision: exact
 //   generator: fusegen 0.1.0
 //   deps:      aca08ec3a5ca92ce9db0c005c8652391 (cache key: `fusegen compile` prints it)
 #include "fusegen_prelude.cuh"

@@ -3,6 +3,7 @@
 //   nodes:     mm (matmul), y (add)
 //   template:  gemm_tc (gemm_tc.cuh)
 //   output:    y [5, 9] bf16 NCHW
+//   precision: exact
 //   generator: fusegen 0.1.0
 //   deps:      aca08ec3a5ca92ce9db0c005c8652391 (cache key: `fusegen compile` prints it)
 #include "fusegen_prelude.cuh"

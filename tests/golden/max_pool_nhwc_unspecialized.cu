@@ -3,6 +3,7 @@
 //   nodes:     mp (max_pool2d)
 //   template:  pool2d (pool2d.cuh)
 //   output:    mp [1, 2, 4, 4] fp32 NHWC
+//   precision: exact
 //   generator: fusegen 0.1.0
 //   deps:      cb17b9d49260b2a5604de1e37fc8a9bf (cache key: `fusegen compile` prints it)
 #include "fusegen_prelude.cuh"
