@@ -305,6 +305,7 @@ static const char *wop_name(int op)
     case FG_EMU_WOP_MMA_BF16: return "fg_mma_16816_bf16";
     case FG_EMU_WOP_LDMATRIX_X4: return "fg_ldmatrix_x4";
     case FG_EMU_WOP_LDMATRIX_X4_TRANS: return "fg_ldmatrix_x4_trans";
+    case FG_EMU_WOP_MMA_TF32: return "fg_mma_1688_tf32";
     default: return "an unknown warp collective";
     }
 }
@@ -350,6 +351,44 @@ static void warp_mma(warpslot *ws, int bf16)
     }
 }
 
+/* D = A*B + C for one m16n8k8 tile with tf32 A, B (the prelude checked that
+ * they are tf32 values) and f32 C, D; PTX ISA fragment layouts for .row.col:
+ * g = lane / 4, t = lane % 4; A a0 (g, t), a1 (g + 8, t), a2 (g, t + 4),
+ * a3 (g + 8, t + 4); B b0 (t, g), b1 (t + 4, g); C, D as m16n8k16.
+ * Products of two tf32 values are exact in float; the sum runs along k. */
+static void warp_mma_tf32(warpslot *ws)
+{
+    float A[16][8], B[8][8], C[16][8];
+    for (int lane = 0; lane < 32; lane++) {
+        int g = lane >> 2, tg = lane & 3;
+        const uint32_t *in = ws->in[lane];
+        float v[10];
+        memcpy(v, in, sizeof v);
+        A[g][tg] = v[0];
+        A[g + 8][tg] = v[1];
+        A[g][tg + 4] = v[2];
+        A[g + 8][tg + 4] = v[3];
+        B[tg][g] = v[4];
+        B[tg + 4][g] = v[5];
+        C[g][tg * 2] = v[6];
+        C[g][tg * 2 + 1] = v[7];
+        C[g + 8][tg * 2] = v[8];
+        C[g + 8][tg * 2 + 1] = v[9];
+    }
+    for (int lane = 0; lane < 32; lane++) {
+        int g = lane >> 2, tg = lane & 3;
+        float d[4];
+        for (int i = 0; i < 4; i++) {
+            int row = g + 8 * (i / 2), col = tg * 2 + i % 2;
+            float acc = 0.0f;
+            for (int k = 0; k < 8; k++)
+                acc += A[row][k] * B[k][col];
+            d[i] = acc + C[row][col];
+        }
+        memcpy(ws->out[lane], d, sizeof d);
+    }
+}
+
 /* ldmatrix.x4 (PTX ISA, "Warp-level matrix load instruction: ldmatrix"):
  * lane 8i + j deposited row j of matrix i (8 b16 elements, 4 words).  Lane l
  * receives, in register i, matrix i's elements (l/4, 2(l%4)) and
@@ -388,6 +427,7 @@ static void warp_compute(warpslot *ws)
     case FG_EMU_WOP_MMA_BF16: warp_mma(ws, 1); break;
     case FG_EMU_WOP_LDMATRIX_X4: warp_ldmatrix(ws, 0); break;
     case FG_EMU_WOP_LDMATRIX_X4_TRANS: warp_ldmatrix(ws, 1); break;
+    case FG_EMU_WOP_MMA_TF32: warp_mma_tf32(ws); break;
     }
 }
 
@@ -398,7 +438,7 @@ static void api_warp(int op, int arg, const uint32_t *in, int nin, uint32_t *out
     warpslot *ws = &s->warps[t->info.warp];
     int lane = (int)t->info.lane;
     char msg[256];
-    if (op < FG_EMU_WOP_SHFL_XOR || op > FG_EMU_WOP_LDMATRIX_X4_TRANS || nin > WARP_IN || nout > WARP_OUT || nin < 0 ||
+    if (op < FG_EMU_WOP_SHFL_XOR || op > FG_EMU_WOP_MMA_TF32 || nin > WARP_IN || nout > WARP_OUT || nin < 0 ||
         nout < 0)
         api_fail("malformed warp collective call (prelude and runtime out of step)");
     if (op >= FG_EMU_WOP_MMA_F16 && ws->nlanes != 32) {

@@ -25,7 +25,8 @@ enum {
     FG_EMU_WOP_MMA_F16,
     FG_EMU_WOP_MMA_BF16,
     FG_EMU_WOP_LDMATRIX_X4,
-    FG_EMU_WOP_LDMATRIX_X4_TRANS
+    FG_EMU_WOP_LDMATRIX_X4_TRANS,
+    FG_EMU_WOP_MMA_TF32
 };
 
 typedef struct fg_emu_tinfo {

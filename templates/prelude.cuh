@@ -227,4 +227,26 @@ FG_DEVICE void fg_mma_16816_bf16(float d[4], const fg_u32 a[4], const fg_u32 b[2
                    "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 }
 
+// ---- tensor cores, TF32: cvt.rna.tf32.f32 and mma.sync m16n8k8 (conv2d_tc, gemm) --
+// fg_f2tf32: f rounded to TF32 (10 mantissa bits; to nearest, ties away from
+// zero: cvt.rna), as the .b32 pattern an mma takes.  fg_mma_1688_tf32:
+// D (16x8) = A (16x8) * B (8x8) + C, operands from fg_f2tf32, fp32
+// accumulate; groupID g = lane / 4, t = lane % 4: a[0] (g, t), a[1]
+// (g + 8, t), a[2] (g, t + 4), a[3] (g + 8, t + 4); b[0] (k t, n g),
+// b[1] (k t + 4, n g); c / d[i] (g + 8 * (i / 2), 2 t + i % 2).
+FG_DEVICE fg_u32 fg_f2tf32(float f)
+{
+    fg_u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+    return r;
+}
+FG_DEVICE void fg_mma_1688_tf32(float d[4], const fg_u32 a[4], const fg_u32 b[2], const float c[4])
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
 #endif // FUSEGEN_PRELUDE_CUH

@@ -35,7 +35,8 @@ enum {
     FG_EMU_WOP_MMA_F16,
     FG_EMU_WOP_MMA_BF16,
     FG_EMU_WOP_LDMATRIX_X4,
-    FG_EMU_WOP_LDMATRIX_X4_TRANS
+    FG_EMU_WOP_LDMATRIX_X4_TRANS,
+    FG_EMU_WOP_MMA_TF32
 };
 
 struct fg_emu_tinfo {
@@ -337,5 +338,39 @@ template <int N> static inline void fg_cp_async_wait_group()
     fg_emu_api_->cp_wait(N);
 }
 static inline void fg_cp_async_wait_all() { fg_emu_api_->cp_wait(-1); }
+
+/* ---- tensor cores, TF32 (conv2d_tc, gemm) ----
+ * fg_f2tf32 rounds as cvt.rna.tf32.f32 does: to the nearest value with 10
+ * mantissa bits, ties away from zero (add half an ulp to the magnitude,
+ * clear the 13 low bits; a carry into the exponent rounds up to the next
+ * binade or to infinity), infinities kept, NaN a quiet NaN.
+ * fg_mma_1688_tf32 takes what the device's takes: operands that fg_f2tf32
+ * produced.  An operand with any of its 13 low bits set (raw fp32 bits,
+ * which the device would not round the same way) fails the launch. */
+static inline fg_u32 fg_f2tf32(float f)
+{
+    fg_u32 x = fg_emu_fbits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (x | 0x00400000u) & 0xffffe000u;
+    if ((x & 0x7fffffffu) == 0x7f800000u)
+        return x;
+    return (x + 0x1000u) & 0xffffe000u;
+}
+
+static inline void fg_mma_1688_tf32(float d[4], const fg_u32 a[4], const fg_u32 b[2], const float c[4])
+{
+    for (int i = 0; i < 4; i++)
+        if (a[i] & 0x1fffu)
+            fg_emu_api_->fail("fg_mma_1688_tf32: an A operand is not a tf32 value (round it with fg_f2tf32)");
+    for (int i = 0; i < 2; i++)
+        if (b[i] & 0x1fffu)
+            fg_emu_api_->fail("fg_mma_1688_tf32: a B operand is not a tf32 value (round it with fg_f2tf32)");
+    fg_u32 in[10], out[4];
+    for (int i = 0; i < 4; i++) in[i] = a[i];
+    for (int i = 0; i < 2; i++) in[4 + i] = b[i];
+    for (int i = 0; i < 4; i++) in[6 + i] = fg_emu_fbits(c[i]);
+    fg_emu_api_->warp(FG_EMU_WOP_MMA_TF32, 0, in, 10, out, 4);
+    for (int i = 0; i < 4; i++) d[i] = fg_emu_bitsf(out[i]);
+}
 
 #endif /* FG_PRELUDE_EMU_H */

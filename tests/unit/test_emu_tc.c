@@ -6,7 +6,9 @@
  * 16-byte chunks), and cp.async groups: a copy lands in shared memory only
  * when its thread's wait_group / wait_all covers its group, src-size 0 fills
  * zeros, and the limits (alignment, full warp, outstanding copies) fail the
- * launch with a message.
+ * launch with a message.  TF32: fg_f2tf32 against a rounding written with
+ * frexp / round (nearest, ties away from zero, as cvt.rna.tf32.f32), and
+ * mma m16n8k8 tf32 fragment layouts against a double-precision product.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +16,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -321,6 +325,166 @@ static void test_cp_async_limit(void **state)
     fg_context_free(ctx);
 }
 
+/* ---- TF32 ---- */
+
+/* x rounded to TF32 by arithmetic: 11 significant bits (quantum at least
+ * 2^-136, the fp32 subnormal field cut at bit 13), ties away from zero. */
+static float tf32_ref(float x)
+{
+    if (x == 0.0f || isinf(x) || isnan(x))
+        return x;
+    int e;
+    frexp(x, &e);
+    int qe = e - 11 < -136 ? -136 : e - 11;
+    double q = ldexp(1.0, qe);
+    return (float)(round((double)x / q) * q);
+}
+
+static const char *src_tf32cvt =
+    "#include \"fusegen_prelude.cuh\"\n"
+    "struct P_tc { const float *in; fg_u32 *out; fg_i64 n; };\n"
+    "FG_KERNEL(tfcvt, P_tc, 32)\n"
+    "{\n"
+    "    for (fg_i64 i = fg_lane(); i < p.n; i += 32)\n"
+    "        p.out[i] = fg_f2tf32(p.in[i]);\n"
+    "}\n";
+
+static void test_f2tf32_rounding(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_empty();
+    enum { N = 4096 };
+    static float in[N];
+    static uint32_t out[N];
+    const float one_ulp = ldexpf(1.0f, -10);   /* tf32 ulp at 1 */
+    const float edge[] = {1.0f + one_ulp / 2, -(1.0f + one_ulp / 2), 1.0f + 3 * one_ulp / 2, 1.0f + one_ulp / 2 - ldexpf(1.0f, -23),
+                          1.0f + one_ulp / 2 + ldexpf(1.0f, -23), FLT_MAX, -FLT_MAX, FLT_MIN, ldexpf(1.0f, -140) * 3.5f,
+                          INFINITY, -INFINITY, 0.0f, -0.0f, 65504.0f, 3.14159265f, 1e-30f};
+    int ne = (int)(sizeof edge / sizeof edge[0]);
+    srand(7);
+    for (int i = 0; i < N; i++) {
+        if (i < ne) {
+            in[i] = edge[i];
+            continue;
+        }
+        uint32_t u = ((uint32_t)rand() << 16) ^ (uint32_t)rand();
+        if ((u & 0x7f800000u) == 0x7f800000u)
+            u &= 0xbfffffffu;   /* finite */
+        memcpy(&in[i], &u, 4);
+    }
+    in[N - 1] = NAN;
+    uint64_t args[] = {P(in), P(out), N};
+    expect_ok(ctx, run1(ctx, "tfcvt", src_tf32cvt, 32, 3, args));
+    for (int i = 0; i < N - 1; i++) {
+        float got;
+        memcpy(&got, &out[i], 4);
+        float want = tf32_ref(in[i]);
+        uint32_t wb;
+        memcpy(&wb, &want, 4);
+        if (out[i] != wb)
+            fail_msg("fg_f2tf32(%a) = %a (%08x), want %a (%08x)", in[i], got, out[i], want, wb);
+        assert_int_equal(out[i] & 0x1fffu, 0);
+    }
+    /* the ties went away from zero */
+    float t;
+    memcpy(&t, &out[0], 4);
+    assert_true(t == 1.0f + one_ulp);
+    memcpy(&t, &out[1], 4);
+    assert_true(t == -(1.0f + one_ulp));
+    memcpy(&t, &out[5], 4);
+    assert_true(isinf(t));   /* FLT_MAX rounds up to infinity */
+    memcpy(&t, &out[N - 1], 4);
+    assert_true(isnan(t));
+    assert_int_equal(out[N - 1] & 0x1fffu, 0);
+    fg_context_free(ctx);
+}
+
+/* D = A (16 x 16) * B (16 x 8) + C as two m16n8k8 steps, each lane loading
+ * its fragments straight from global memory by the PTX ISA layout; raw != 0
+ * passes the fp32 bits unrounded (which must fail the launch). */
+static const char *src_mma_tf32 =
+    "#include \"fusegen_prelude.cuh\"\n"
+    "struct P_mt { const float *A; const float *B; const float *C; float *D; fg_i64 raw; };\n"
+    "FG_DEVICE fg_u32 op_bits(float v, fg_i64 raw)\n"
+    "{\n"
+    "    union { float f; fg_u32 u; } cv;\n"
+    "    cv.f = v;\n"
+    "    return raw ? cv.u : fg_f2tf32(v);\n"
+    "}\n"
+    "FG_KERNEL(mmatf, P_mt, 32)\n"
+    "{\n"
+    "    const int lane = (int)fg_lane(), g = lane >> 2, t = lane & 3;\n"
+    "    float c[4] = {p.C[g * 8 + 2 * t], p.C[g * 8 + 2 * t + 1], p.C[(g + 8) * 8 + 2 * t],\n"
+    "                  p.C[(g + 8) * 8 + 2 * t + 1]};\n"
+    "    for (int ks = 0; ks < 2; ks++) {\n"
+    "        const float *A = p.A + ks * 8, *B = p.B + ks * 64;\n"
+    "        const float av[4] = {A[g * 16 + t], A[(g + 8) * 16 + t], A[g * 16 + t + 4], A[(g + 8) * 16 + t + 4]};\n"
+    "        const float bv[2] = {B[t * 8 + g], B[(t + 4) * 8 + g]};\n"
+    "        fg_u32 a[4], b[2];\n"
+    "        for (int i = 0; i < 4; i++) a[i] = op_bits(av[i], p.raw);\n"
+    "        for (int i = 0; i < 2; i++) b[i] = op_bits(bv[i], p.raw);\n"
+    "        fg_mma_1688_tf32(c, a, b, c);\n"
+    "    }\n"
+    "    for (int i = 0; i < 4; i++)\n"
+    "        p.D[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = c[i];\n"
+    "}\n";
+
+static void test_mma_tf32(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_empty();
+    float A[16 * 16], B[16 * 8], C[16 * 8], D[16 * 8];
+    srand(11);
+    /* 1: multiples of 1/64 below 2 (exact in tf32, sums exact): the layout, exactly */
+    for (int i = 0; i < 256; i++)
+        A[i] = (float)(rand() % 257 - 128) / 64.0f;
+    for (int i = 0; i < 128; i++) {
+        B[i] = (float)(rand() % 257 - 128) / 64.0f;
+        C[i] = (float)(rand() % 65 - 32) / 4.0f;
+    }
+    uint64_t args[] = {P(A), P(B), P(C), P(D), 0};
+    expect_ok(ctx, run1(ctx, "mmatf", src_mma_tf32, 32, 5, args));
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 8; n++) {
+            double want = C[m * 8 + n];
+            for (int k = 0; k < 16; k++)
+                want += (double)A[m * 16 + k] * B[k * 8 + n];
+            if (D[m * 8 + n] != (float)want)
+                fail_msg("tf32 mma: D[%d][%d] = %g, want %g", m, n, D[m * 8 + n], want);
+        }
+    /* 2: full fp32 values: the product of the rounded operands (to float
+     * accumulation), far from the product of the unrounded ones */
+    for (int i = 0; i < 256; i++)
+        A[i] = (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+    for (int i = 0; i < 128; i++) {
+        B[i] = (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+        C[i] = 0.0f;
+    }
+    expect_ok(ctx, run1(ctx, "mmatf", src_mma_tf32, 32, 5, args));
+    double err_r = 0, err_x = 0, norm = 0;
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 8; n++) {
+            double wr = 0, wx = 0;
+            for (int k = 0; k < 16; k++) {
+                wr += (double)tf32_ref(A[m * 16 + k]) * tf32_ref(B[k * 8 + n]);
+                wx += (double)A[m * 16 + k] * B[k * 8 + n];
+            }
+            double d = D[m * 8 + n];
+            err_r += (d - wr) * (d - wr);
+            err_x += (d - wx) * (d - wx);
+            norm += wx * wx;
+        }
+    double rel_r = sqrt(err_r / norm), rel_x = sqrt(err_x / norm);
+    printf("tf32 mma: rel L2 %.2e vs rounded operands, %.2e vs exact fp32\n", rel_r, rel_x);
+    assert_true(rel_r < 1e-6);
+    assert_true(rel_x > 1e-5 && rel_x < 2e-3);
+    /* 3: unrounded operands are refused */
+    uint64_t raw[] = {P(A), P(B), P(C), P(D), 1};
+    assert_int_equal(run1(ctx, "mmatf", src_mma_tf32, 32, 5, raw), FG_ERR_INTERNAL);
+    assert_true(tu_has_error(ctx, "is not a tf32 value (round it with fg_f2tf32)"));
+    fg_context_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -331,6 +495,8 @@ int main(void)
         cmocka_unit_test(test_cp_async_groups),
         cmocka_unit_test(test_cp_async_no_wait),
         cmocka_unit_test(test_cp_async_limit),
+        cmocka_unit_test(test_f2tf32_rounding),
+        cmocka_unit_test(test_mma_tf32),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
