@@ -395,6 +395,87 @@ FG_API fg_exec *fg_kernel_exec(fg_kernel_handle *h);
 /* Launches with bindings for "x" and "y" (fg_exec_run semantics). */
 FG_API fg_status fg_kernel_launch(fg_kernel_handle *h, const fg_binding *b, int n, void *stream);
 
+/* ---- performance report without a GPU (docs/api.md, "Performance report")
+ * fg_plan_report emits and compiles every kernel of a plan for a cubin
+ * target (through the kernel cache, as fg_plan_compile does) and reads what
+ * a GPU would run: registers, shared memory, stack and local memory
+ * (cuobjdump -res-usage), the SASS instruction mix (nvdisasm), an occupancy
+ * estimate, FLOPs and minimum bytes from the group's shapes, and a roofline
+ * lower bound for a device model.  When cuobjdump or nvdisasm is missing the
+ * report says so once and leaves those fields at -1; it never fails for
+ * that.  `fusegen compile GRAPH --report` prints fg_report_text. */
+
+/* Zeroed = defaults.  size: 0 or sizeof(fg_report_options), as in fg_options. */
+typedef struct fg_report_options {
+    const char *device_model;    /* "h200" (default), "h100", "a100" */
+    const char *arch;            /* cubin target "sm_XX"; NULL: the device model's arch when device_model
+                                    is given, else the context's (fg_options.arch, $FUSEGEN_ARCH, sm_90) */
+    size_t size;                 /* 0 or sizeof(fg_report_options) */
+} fg_report_options;
+
+/* One kernel.  Integer fields read from the tools are -1 when unknown. */
+typedef struct fg_kernel_report {
+    int group;                   /* plan group */
+    char name[64];               /* entry point */
+    char template_name[32];      /* the template the planner chose */
+    char tile[96];               /* the template's tile choice as the emitter wrote it
+                                    ("64 x 64 x 32, 3 stages, 128 threads (2 x 2 warps)"), "-" when none */
+    fg_dtype dtype;
+    unsigned grid[3], block[3];
+    int registers;               /* per thread */
+    int static_smem;             /* bytes, as cuobjdump reports them */
+    int dynamic_smem;            /* bytes asked at launch (known without tools) */
+    int stack_bytes;             /* stack frame per thread */
+    int local_bytes;             /* other local memory per thread */
+    int spill_store_bytes;       /* from ptxas -v in the NVRTC log, when the options asked for it */
+    int spill_load_bytes;
+    int sass_read;               /* nonzero: the counts below were read from SASS */
+    int instructions;
+    int hmma, hgmma;             /* tensor-core mma instructions (mma.sync, wgmma) */
+    int ldg128, stg128;          /* 16-byte global loads / stores */
+    int ldgsts, utmaldg;         /* asynchronous copies (cp.async, TMA) */
+    int ldsm;                    /* ldmatrix */
+    int ldl, stl;                /* local loads / stores */
+    int blocks_per_sm;           /* occupancy estimate (docs/api.md gives the formula) */
+    double occupancy;            /* active warps / the SM's maximum, 0..1 */
+    const char *occupancy_limit; /* "registers", "shared memory", "threads", "blocks", "block too large" */
+    double waves;                /* grid blocks / (SMs * blocks_per_sm) */
+    double flops;                /* anchor (2 per multiply-add) + 1 per output element per epilogue stage */
+    double bytes;                /* inputs + weights + outputs, each once */
+    double peak_flops;           /* the rate taken: tensor core (dtype; TF32 for fp32) when SASS has mma */
+    const char *peak_name;       /* "fp16 tensor core", "bf16 tensor core", "tf32 tensor core", "fp32" */
+    double bound_us;             /* roofline lower bound: max(flops / peak, bytes / bandwidth) */
+    const char *bound_by;        /* "memory" or "compute" */
+} fg_kernel_report;
+
+/* The plan's totals. */
+typedef struct fg_report_summary {
+    int nkernels;
+    char arch[32];
+    const char *device_model;    /* "h200" */
+    const char *device_description;
+    int have_res_usage;          /* cuobjdump was found */
+    int have_sass;               /* nvdisasm was found */
+    double flops, bytes;
+    double bound_us;             /* the sum of the kernels' bounds */
+    int tensor_core_kernels;     /* kernels whose SASS holds HMMA or HGMMA */
+    int local_memory_kernels;    /* kernels with stack, local memory, LDL/STL or spill bytes */
+} fg_report_summary;
+
+typedef struct fg_report fg_report;
+
+/* Builds the report of plan p (built by ctx); o may be NULL.  An unknown
+ * device model or a target that is not a cubin arch is FG_ERR_INPUT; a
+ * kernel that does not compile fails the call with its status. */
+FG_API fg_status fg_plan_report(fg_context *ctx, const fg_plan *p, const fg_report_options *o, fg_report **out);
+FG_API void fg_report_free(fg_report *r);
+FG_API int fg_report_kernel_count(const fg_report *r);
+/* Kernel i (0 .. count - 1, launch order), NULL out of range; owned by r. */
+FG_API const fg_kernel_report *fg_report_kernel(const fg_report *r, int i);
+FG_API const fg_report_summary *fg_report_summary_of(const fg_report *r);
+/* The report as `fusegen compile --report` prints it; owned by r. */
+FG_API const char *fg_report_text(const fg_report *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,8 @@
-/* cmd_compile.c -- `fusegen compile GRAPH [--rules DIR] [--arch sm_XX] [--jobs N]`:
- * plan a graph, emit every kernel, compile them all through the kernel cache
- * and print where each binary came from and what it cost. */
+/* cmd_compile.c -- `fusegen compile GRAPH [--rules DIR] [--arch sm_XX] [--jobs N]
+ * [--report [--device-model NAME]]`: plan a graph, emit every kernel, compile
+ * them all through the kernel cache and print where each binary came from and
+ * what it cost; --report then prints the performance report of the compiled
+ * kernels (runtime/report.c: resources, SASS mix, occupancy, roofline). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,22 +10,28 @@
 #include "cache.h"
 #include "cli.h"
 #include "emit.h"
+#include "device_model.h"
 #include "jit.h"
+#include "report.h"
 
-#define USAGE "fusegen compile GRAPH [--rules DIR] [--arch sm_XX] [--jobs N]"
+#define USAGE "fusegen compile GRAPH [--rules DIR] [--arch sm_XX] [--jobs N] [--report [--device-model NAME]]"
 
 static const char *const from_names[] = {"memory", "disk", "nvrtc", "remote"};
 FG_STATIC_ASSERT(FG_COUNTOF(from_names) == FG_JIT_SOURCE_COUNT, "from_names out of sync");
 
 int cmd_compile(int argc, char **argv)
 {
-    const char *graph = NULL, *rules = NULL, *arch = NULL, *jobs = NULL;
+    const char *graph = NULL, *rules = NULL, *arch = NULL, *jobs = NULL, *model_name = NULL;
+    int report = 0;
     for (int i = 1; i < argc; i++) {
         int m;
         if ((m = cli_opt(argc, argv, &i, "--rules", &rules)) || (m = cli_opt(argc, argv, &i, "--arch", &arch)) ||
-            (m = cli_opt(argc, argv, &i, "--jobs", &jobs))) {
+            (m = cli_opt(argc, argv, &i, "--jobs", &jobs)) ||
+            (m = cli_opt(argc, argv, &i, "--device-model", &model_name))) {
             if (m < 0)
                 return 2;
+        } else if (!strcmp(argv[i], "--report")) {
+            report = 1;
         } else if (argv[i][0] == '-' || graph) {
             return cli_usage(USAGE);
         } else {
@@ -32,8 +40,15 @@ int cmd_compile(int argc, char **argv)
     }
     if (!graph)
         return cli_usage(USAGE);
+    const fg_device_model *model = fg_device_model_default();
+    if (model_name && !report)
+        return cli_usage("--device-model is an option of --report");
+    if (model_name && !(model = fg_device_model_find(model_name)))
+        return cli_usage("unknown device model '%s' (known: %s)", model_name, fg_device_model_names());
+    if (report && arch && strncmp(arch, "sm_", 3) != 0)
+        return cli_usage("--report reads machine code: give --arch sm_XX, not '%s'", arch);
     fg_options o = {0};
-    o.arch = arch;
+    o.arch = arch ? arch : model_name ? model->arch : NULL;
     if (jobs) {
         char *end;
         long j = strtol(jobs, &end, 10);
@@ -95,6 +110,15 @@ int cmd_compile(int argc, char **argv)
                n, count[FG_JIT_COMPILED], count[FG_JIT_DISK], count[FG_JIT_MEMORY], count[FG_JIT_REMOTE],
                failed ? ", " : "", failed,
                failed ? " failed" : "", emit_total * 1e3, wall * 1e3, bytes);
+        if (report && st == FG_OK && strncmp(a, "sm_", 3) == 0) {
+            fg_report *R = NULL;
+            st = fg_report_build(ctx, p, ks, infos, n, a, model, &R);
+            if (st == FG_OK)
+                printf("\n%s", fg_report_text(R));
+            fg_report_free(R);
+        } else if (report && st == FG_OK) {
+            fprintf(stderr, "fusegen: --report reads machine code; the target %s gives PTX (set --arch sm_XX)\n", a);
+        }
     }
     rc = cli_report(ctx, st);
     for (int i = 0; i < n; i++)

@@ -1,0 +1,112 @@
+/*
+ * report_work.c -- FLOPs and minimum bytes of a fused group from its shapes
+ * (report.h), for the roofline bound of the performance report.
+ */
+#include "report.h"
+
+#include <string.h>
+
+/* Whether plan-graph node `node` belongs to group grp. */
+static int in_group(const fg_group *grp, int node)
+{
+    for (int k = 0; k < grp->nnodes; k++)
+        if (grp->nodes[k] == node)
+            return 1;
+    return 0;
+}
+
+/* FLOPs of one un-folded node computing output o. */
+static double node_flops(const fg_graph *g, const fg_node *n)
+{
+    const fg_tensor *o = &g->tensors[n->output];
+    double out = (double)fg_tensor_numel(o);
+    switch (n->op->kind) {
+    case FG_OPK_CONV2D: {
+        const fg_tensor *w = n->ninputs > 1 && n->inputs[1] >= 0 ? &g->tensors[n->inputs[1]] : NULL;
+        if (!w || w->rank != 4)
+            return 0;
+        /* out = N*K*P*Q; w = [K, C/groups, R, S] */
+        return 2.0 * out * (double)w->shape[1] * (double)w->shape[2] * (double)w->shape[3];
+    }
+    case FG_OPK_MATMUL: {
+        const fg_tensor *a = n->inputs[0] >= 0 ? &g->tensors[n->inputs[0]] : NULL;
+        if (!a || a->rank < 2)
+            return 0;
+        int trans_a = fg_node_attr_num(n, "trans_a", 0) != 0;
+        double k = (double)a->shape[trans_a ? a->rank - 2 : a->rank - 1];
+        return 2.0 * out * k;      /* out = batch * M * N */
+    }
+    case FG_OPK_POOL2D: {
+        const fg_attr_value *kv = fg_node_attr(n, "kernel");
+        double taps = kv && kv->type == FG_ATTR_INTS && kv->n >= 2 ? (double)kv->ints[0] * (double)kv->ints[1] : 1;
+        return out * taps;
+    }
+    case FG_OPK_GLOBAL_POOL:
+        return n->inputs[0] >= 0 ? (double)fg_tensor_numel(&g->tensors[n->inputs[0]]) : out;
+    case FG_OPK_BATCH_NORM:
+        return 2.0 * out;
+    case FG_OPK_POINTWISE:
+        return out;
+    default:                       /* re-indexing and other ops: data movement */
+        return 0;
+    }
+}
+
+/* Adds tensor t to set[0..*n) unless there. */
+static void add_tensor(int *set, int *n, int cap, int t)
+{
+    if (t < 0)
+        return;
+    for (int i = 0; i < *n; i++)
+        if (set[i] == t)
+            return;
+    if (*n < cap)
+        set[(*n)++] = t;
+}
+
+void fg_group_work(const fg_plan *p, int i, double *flops, double *bytes)
+{
+    *flops = 0;
+    *bytes = 0;
+    if (!p || i < 0 || i >= p->ngroups)
+        return;
+    const fg_group *grp = &p->groups[i];
+    const fg_graph *g = p->graph;
+    int set[FG_MAX_GROUP_NODES * FG_MAX_INPUTS + FG_MAX_EPILOGUE + 1], nset = 0;
+    const int cap = (int)(sizeof set / sizeof set[0]);
+    for (int k = 0; k < grp->nnodes; k++) {
+        const fg_node *n = &g->nodes[grp->nodes[k]];
+        if (n->folded)
+            continue;
+        *flops += node_flops(g, n);
+        for (int j = 0; j < n->ninputs; j++) {
+            int t = n->inputs[j];
+            if (t < 0)
+                continue;
+            int prod = g->tensors[t].producer;
+            if (prod >= 0 && in_group(grp, prod))
+                continue;
+            add_tensor(set, &nset, cap, t);
+        }
+    }
+    /* the anchor's epilogue: bias vectors (a fold may have made them) and
+     * one FLOP per output element per stage */
+    if (grp->anchor >= 0) {
+        double out = (double)fg_tensor_numel(&g->tensors[g->nodes[grp->anchor].output]);
+        for (int k = 0; k < grp->nepi; k++) {
+            const fg_group_epi *e = &grp->epi[k];
+            if (e->kind == FG_EPI_BIAS) {
+                add_tensor(set, &nset, cap, e->tensor);
+                *flops += out;
+            } else if (e->kind == FG_EPI_HOOK) {
+                *flops += out;
+            }
+            /* APPLY stages are pointwise nodes of the group, counted above */
+        }
+    }
+    add_tensor(set, &nset, cap, grp->output);
+    for (int k = 0; k < nset; k++) {
+        const fg_tensor *t = &g->tensors[set[k]];
+        *bytes += (double)fg_tensor_numel(t) * (double)fg_dtype_size(t->dtype);
+    }
+}
