@@ -21,6 +21,7 @@
 #include <onnx/onnx.pb-c.h>
 
 #include "context.h"
+#include "onnx_fold.h"
 #include "shape.h"
 
 /* ONNX TensorProto.DataType values used here. */
@@ -174,17 +175,8 @@ typedef struct value {
     int idx;               /* tensor index or constant index */
 } value;
 
-/* A constant (initializer or Constant node output): values decoded. */
-typedef struct konst {
-    const char *name;      /* ONNX name */
-    int dtype;             /* ONNX data type */
-    int rank;              /* may be 0 (a scalar) */
-    int64_t shape[FG_MAX_RANK];
-    int64_t numel;
-    float *f;              /* float types */
-    int64_t *i;            /* integer types */
-    int weight;            /* graph tensor made from it, or -1 */
-} konst;
+/* A constant (initializer, Constant node output or folded result). */
+typedef fg_onnx_const konst;
 
 /* A set of names (sanitized graph names in use). */
 typedef struct name_ent {
@@ -210,6 +202,7 @@ typedef struct loader {
     value *outs;               /* ONNX names of the graph outputs */
     int errs0;                 /* the context's error count when the load began */
     int unknown;               /* tensor index of the "unknown" placeholder (after an error), or -1 */
+    unsigned char *fold;       /* per node: folded at import (onnx_fold.h) */
 } loader;
 
 /* One node being converted. */
@@ -1753,6 +1746,53 @@ static void convert_node(loader *L, int i, const Onnx__NodeProto *n, const onnx_
                 vset(&L->values, n->output[j], V_TENSOR, unknown_tensor(L));
 }
 
+/* Folds node i, which fg_onnx_fold_mark marked: its inputs are constants
+ * (Shape and Size: any tensor, whose shape is static), its output becomes
+ * a constant.  A node that cannot be evaluated is an error naming it. */
+static void fold_node(loader *L, int i, const Onnx__NodeProto *n)
+{
+    char b1[160], why[300];
+    nctx nc = {.L = L, .idx = i, .n = n};
+    snprintf(nc.label, sizeof nc.label, "node %d '%s' (%s)", i, esc(n->name, b1, sizeof b1), n->op_type);
+    fg_onnx_fold_in *ins = fg_xcalloc(n->n_input + 1, sizeof *ins);
+    int quiet = 0;
+    for (size_t j = 0; j < n->n_input; j++) {
+        ins[j].rank = -1;
+        if (!n->input[j] || !n->input[j][0])
+            continue;
+        value *v = vfind(L->values, n->input[j]);
+        if (!v) {
+            nerr(&nc, "input '%s' is not a graph input, an initializer or the output of an earlier node",
+                 esc(n->input[j], b1, sizeof b1));
+        } else if (v->kind == V_CONST) {
+            ins[j].k = &L->consts[v->idx];
+        } else {
+            ins[j].rank = L->g->tensors[v->idx].rank;
+            ins[j].shape = L->g->tensors[v->idx].shape;
+            quiet |= ins[j].rank < 0;   /* downstream of an error already reported */
+        }
+    }
+    konst k;
+    if (!nc.bad && !quiet) {
+        if (fg_onnx_fold_eval(n, L->opset, ins, (int)n->n_input, &k, why, sizeof why)) {
+            k.name = n->n_output ? n->output[0] : "";
+            *FG_PUSH(L->consts, L->nconsts, L->consts_cap) = k;
+            def_output(&nc, 0, V_CONST, L->nconsts - 1);
+        } else {
+            nerr(&nc, "cannot be folded (its inputs are constants): %s", why);
+        }
+    }
+    free(ins);
+    for (int j = 1; !nc.bad && !quiet && j < (int)n->n_output; j++)
+        if (out_used(&nc, j))
+            nerr(&nc, "output %d ('%s') is used, but only the first output of a folded %s is computed", j,
+                 esc(n->output[j], b1, sizeof b1), n->op_type);
+    if (nc.bad || quiet || !n->n_output)
+        for (size_t j = 0; j < n->n_output; j++)
+            if (n->output[j] && n->output[j][0])
+                vset(&L->values, n->output[j], V_TENSOR, unknown_tensor(L));
+}
+
 /* ---- graph inputs, outputs, the model ------------------------------------------- */
 
 static int input_dim(loader *L, const char *iname, int axis, const Onnx__TensorShapeProto__Dimension *d,
@@ -1935,7 +1975,7 @@ static int check_ops(loader *L, const Onnx__GraphProto *gp)
     char b1[160], b2[160];
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *n = gp->node[i];
-        if (done[i] || find_onnx_op(n))
+        if (done[i] || find_onnx_op(n) || L->fold[i])
             continue;
         const char *dom = n->domain && n->domain[0] ? n->domain : NULL;
         fg_buf_printf(&b, "%s%s%s%s (", nbad++ ? "; " : "", dom ? esc(dom, b2, sizeof b2) : "", dom ? "." : "",
@@ -1944,7 +1984,7 @@ static int check_ops(loader *L, const Onnx__GraphProto *gp)
         for (size_t j = i; j < gp->n_node; j++) {
             const Onnx__NodeProto *m = gp->node[j];
             const char *mdom = m->domain && m->domain[0] ? m->domain : NULL;
-            if (done[j] || find_onnx_op(m) || strcmp(m->op_type ? m->op_type : "", n->op_type ? n->op_type : "") ||
+            if (done[j] || find_onnx_op(m) || L->fold[j] || strcmp(m->op_type ? m->op_type : "", n->op_type ? n->op_type : "") ||
                 (!dom != !mdom) || (dom && strcmp(dom, mdom)))
                 continue;
             done[j] = 1;
@@ -1972,6 +2012,8 @@ static void load_model(loader *L, const Onnx__ModelProto *m)
     }
     const Onnx__GraphProto *gp = m->graph;
     L->g->name = unique_name(L, &L->nnames, gp->name && gp->name[0] ? gp->name : "onnx_model");
+    L->fold = fg_xcalloc(gp->n_node + 1, 1);
+    fg_onnx_fold_mark(gp, L->fold);
     if (!model_opset(L, m) || !check_ops(L, gp))
         return;
     if (gp->n_sparse_initializer)
@@ -2032,8 +2074,12 @@ static void load_model(loader *L, const Onnx__ModelProto *m)
     free(used_dims);
     if (L->ctx->nerrors != L->errs0)
         return;
-    for (size_t i = 0; i < gp->n_node; i++)
-        convert_node(L, (int)i, gp->node[i], find_onnx_op(gp->node[i]));
+    for (size_t i = 0; i < gp->n_node; i++) {
+        if (L->fold[i])
+            fold_node(L, (int)i, gp->node[i]);
+        else
+            convert_node(L, (int)i, gp->node[i], find_onnx_op(gp->node[i]));
+    }
     load_outputs(L, gp);
     if (L->g->noutputs == 0 && gp->n_output == 0)
         lerr(L, "the model has no graph outputs");
@@ -2075,6 +2121,7 @@ static fg_status load(fg_context *ctx, const char *name, const void *data, size_
     }
     free(L.consts);
     free(L.tensor_onnx);
+    free(L.fold);
     if (ctx->nerrors != errs0) {
         fg_graph_free(L.g);
         return FG_ERR_INPUT;
