@@ -27,7 +27,15 @@ static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES"
                                          "A", "B", "Y", "EPI_ARGS", NULL};
 static const char *const ph_pool2d[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "X", "Y", "INIT",
                                         "REDUCE", "FINISH", NULL};
-static const char *const ph_global_pool[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "X", "Y", "EPI_ARGS", NULL};
+static const char *const ph_global_pool[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "X", "Y", "INIT", "REDUCE",
+                                             "FINISH", "EPI_ARGS", NULL};
+
+static const char *const ph_copy[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "LOAD", "OUT",
+                                      "COORD_ARGS", NULL};
+static const char *const ph_softmax[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "LOAD", "STORE", "X", "VEC4",
+                                         NULL};
+static const char *const ph_lrn[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "CH", "X", "OFF_Q", "OFF",
+                                     "BIAS", "ALPHA", "BETA", "Y", "COORD_ARGS", NULL};
 
 static const struct {
     const char *file;
@@ -37,6 +45,7 @@ static const struct {
     {"conv2d_tc.cuh", ph_conv2d_tc},
     {"gemm.cuh", ph_gemm},             {"gemm_tc.cuh", ph_gemm_tc}, {"pool2d.cuh", ph_pool2d},
     {"global_pool.cuh", ph_global_pool},
+    {"copy.cuh", ph_copy},             {"softmax.cuh", ph_softmax}, {"lrn.cuh", ph_lrn},
 };
 
 const char *const *fg_template_placeholders(const char *file)

@@ -73,6 +73,11 @@ typedef enum fg_op_kind {
     FG_OPK_POOL2D,         /* max or avg pooling; kernel, stride, padding */
     FG_OPK_GLOBAL_POOL,    /* mean over H,W -> [N,C,1,1] */
     FG_OPK_FLATTEN,        /* [N,C,H,W] -> [N,C*H*W] */
+    FG_OPK_RESHAPE,        /* any shape of as many elements, logical (row-major) order kept */
+    FG_OPK_TRANSPOSE,      /* axes permuted: out axis i is input axis perm[i] */
+    FG_OPK_CONCAT,         /* inputs joined along `axis` (2 to FG_MAX_INPUTS of them) */
+    FG_OPK_SOFTMAX,        /* exp(x - max) / sum over axes axis .. axis + naxes - 1 */
+    FG_OPK_LRN,            /* local response normalization across channels (ONNX LRN) */
     FG_OPK_COUNT
 } fg_op_kind;
 

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "axes.h"
 #include "shape.h"
 #include "util.h"
 
@@ -83,6 +84,20 @@ static int elementwise_vars_fn(const fg_graph *g, int nd, double *v)
     return 2;
 }
 
+static const char *const softmax_vars[] = {"rows", "len", "inner", NULL};
+
+static int softmax_vars_fn(const fg_graph *g, int nd, double *v)
+{
+    const fg_tensor *x = in_t(g, nd, 0);
+    int64_t outer, len, inner;
+    if (!x || fg_softmax_rows(&g->nodes[nd], x, &outer, &len, &inner) != 0)
+        return 0;
+    v[0] = (double)(outer * inner);
+    v[1] = (double)len;
+    v[2] = (double)inner;
+    return 3;
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
 static const fg_kind_info kinds[] = {
@@ -99,6 +114,14 @@ static const fg_kind_info kinds[] = {
      pool_vars_fn},
     {"flatten", 1, 1, "one input", FG_ROLE_RESHAPE, 0, 0, "pointwise", fg_infer_flatten, elementwise_vars,
      elementwise_vars_fn},
+    {"reshape", 1, 1, "one input", FG_ROLE_RESHAPE, 0, 0, "copy", fg_infer_reshape, elementwise_vars,
+     elementwise_vars_fn},
+    {"transpose", 1, 1, "one input", FG_ROLE_RESHAPE, 0, 0, "copy", fg_infer_transpose, elementwise_vars,
+     elementwise_vars_fn},
+    {"concat", 2, FG_MAX_INPUTS, "inputs [x0, x1, x2?, ...]", FG_ROLE_RESHAPE, 0, 0, "copy", fg_infer_concat,
+     elementwise_vars, elementwise_vars_fn},
+    {"softmax", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 0, "softmax", fg_infer_softmax, softmax_vars, softmax_vars_fn},
+    {"lrn", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 0, "lrn", fg_infer_lrn, elementwise_vars, elementwise_vars_fn},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(kinds) == FG_OPK_COUNT, "kinds out of sync with fg_op_kind");
 

@@ -18,7 +18,8 @@ struct fg_infer;     /* shape.h */
 typedef enum fg_kind_role {
     FG_ROLE_ANCHOR = 0,    /* computed by a template; the group's first node (conv2d, matmul, pools) */
     FG_ROLE_ELEMENTWISE,   /* one value per output element from an expression: an epilogue stage */
-    FG_ROLE_RESHAPE,       /* a copy with re-indexing (flatten): the pointwise template's main node only */
+    FG_ROLE_RESHAPE,       /* a copy with re-indexing (flatten, reshape, transpose, concat): the main
+                              node of its group (pointwise or copy template) */
     FG_ROLE_COUNT
 } fg_kind_role;
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "axes.h"
 #include "context.h"
 #include "kind.h"
 
@@ -272,6 +273,109 @@ fg_status fg_infer_flatten(infer *s)
     for (int i = 1; i < x->rank; i++)
         shape[1] *= x->shape[i];
     set_out(s, 2, shape, x);
+    return FG_OK;
+}
+
+/* ---- re-indexing and row kinds (reshape, transpose, concat, softmax, lrn) ---- */
+
+fg_status fg_infer_reshape(infer *s)
+{
+    char b1[128], b2[128];
+    const fg_tensor *x = s->in[0];
+    const fg_attr_value *sh = fg_node_attr(s->n, "shape");
+    if (!sh || sh->type != FG_ATTR_INTS || sh->n < 1 || sh->n > FG_MAX_RANK)
+        return fail(s, "'shape' must list 1 to %d dimensions", FG_MAX_RANK);
+    int64_t m = 1;
+    for (int d = 0; d < sh->n; d++) {
+        if (sh->ints[d] < 1 || sh->ints[d] > FG_MAX_NUMEL)
+            return fail(s, "shape[%d] = %lld is not a positive size", d, (long long)sh->ints[d]);
+        m *= sh->ints[d];
+        if (m > FG_MAX_NUMEL)
+            break;
+    }
+    if (m != fg_tensor_numel(x))
+        return fail(s, "cannot reshape %s (%lld elements) to %s", SHAPE(x, b1), (long long)fg_tensor_numel(x),
+                    fg_shape_str(sh->ints, sh->n, b2, sizeof b2));
+    set_out(s, sh->n, sh->ints, x);
+    return FG_OK;
+}
+
+fg_status fg_infer_transpose(infer *s)
+{
+    char b1[128];
+    const fg_tensor *x = s->in[0];
+    const fg_attr_value *pm = fg_node_attr(s->n, "perm");
+    if (!pm || pm->type != FG_ATTR_INTS || pm->n != x->rank)
+        return fail(s, "'perm' must have one entry per axis of the input %s", SHAPE(x, b1));
+    int seen[FG_MAX_RANK] = {0};
+    int64_t shape[FG_MAX_RANK];
+    for (int d = 0; d < x->rank; d++) {
+        int64_t a = pm->ints[d];
+        if (a < 0 || a >= x->rank || seen[a])
+            return fail(s, "'perm' is not a permutation of 0..%d (entry %d is %lld)", x->rank - 1, d, (long long)a);
+        seen[a] = 1;
+        shape[d] = x->shape[a];
+    }
+    set_out(s, x->rank, shape, x);
+    return FG_OK;
+}
+
+fg_status fg_infer_concat(infer *s)
+{
+    char b1[128], b2[128];
+    const fg_tensor *x = s->in[0];
+    int axis = fg_axis_norm((int64_t)fg_node_attr_num(s->n, "axis", 0), x->rank);
+    if (axis < 0)
+        return fail(s, "axis %lld is out of range for rank %d", (long long)fg_node_attr_num(s->n, "axis", 0),
+                    x->rank);
+    int64_t shape[FG_MAX_RANK];
+    memcpy(shape, x->shape, sizeof shape);
+    int gap = 0, count = 1;
+    for (int i = 1; i < s->n->ninputs; i++) {
+        const fg_tensor *t = s->in[i];
+        if (!t) {
+            gap = 1;
+            continue;
+        }
+        if (gap)
+            return fail(s, "input %d is given after an absent one", i);
+        if (t->rank != x->rank || t->dtype != x->dtype)
+            return fail(s, "input %d %s %s does not match input 0 %s %s", i, SHAPE(t, b1), fg_dtype_name(t->dtype),
+                        SHAPE(x, b2), fg_dtype_name(x->dtype));
+        for (int d = 0; d < x->rank; d++)
+            if (d != axis && t->shape[d] != x->shape[d])
+                return fail(s, "input %d %s and input 0 %s differ along axis %d (only axis %d may)", i, SHAPE(t, b1),
+                            SHAPE(x, b2), d, axis);
+        shape[axis] += t->shape[axis];
+        count++;
+    }
+    if (count < 2)
+        return fail(s, "needs at least two inputs");
+    set_out(s, x->rank, shape, x);
+    return FG_OK;
+}
+
+fg_status fg_infer_softmax(infer *s)
+{
+    char b1[128];
+    const fg_tensor *x = s->in[0];
+    int64_t outer, len, inner;
+    if (fg_softmax_rows(s->n, x, &outer, &len, &inner) != 0)
+        return fail(s, "axis %lld with naxes %lld does not fit the input %s", (long long)fg_node_attr_num(s->n, "axis", -1),
+                    (long long)fg_node_attr_num(s->n, "naxes", 1), SHAPE(x, b1));
+    set_out(s, x->rank, x->shape, x);
+    return FG_OK;
+}
+
+fg_status fg_infer_lrn(infer *s)
+{
+    char b1[128];
+    const fg_tensor *x = s->in[0];
+    if (x->rank < 2)
+        return fail(s, "input must be [N, C, ...] (rank 2 or more), got %s", SHAPE(x, b1));
+    if (fg_node_attr_num(s->n, "size", 0) < 1)
+        return fail(s, "size must be positive, got %lld", (long long)fg_node_attr_num(s->n, "size", 0));
+    set_out(s, x->rank, x->shape, x);
     return FG_OK;
 }
 

@@ -37,6 +37,11 @@ fg_status fg_infer_batch_norm(fg_infer *s);
 fg_status fg_infer_pool(fg_infer *s);
 fg_status fg_infer_global_pool(fg_infer *s);
 fg_status fg_infer_flatten(fg_infer *s);
+fg_status fg_infer_reshape(fg_infer *s);
+fg_status fg_infer_transpose(fg_infer *s);
+fg_status fg_infer_concat(fg_infer *s);
+fg_status fg_infer_softmax(fg_infer *s);
+fg_status fg_infer_lrn(fg_infer *s);
 
 /* Formats a shape as "[1, 64, 56, 56]" into buf; returns buf. */
 const char *fg_shape_str(const int64_t *shape, int rank, char *buf, size_t size);

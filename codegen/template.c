@@ -11,6 +11,7 @@
 
 #include "context.h"
 #include "emit_impl.h"
+#include "emit_ops.h"
 #include "expr.h"
 #include "kind.h"
 #include "load.h"
@@ -53,6 +54,14 @@ static const fg_template builtins[] = {
             "fp16/bf16 GEMM on tensor cores (mma m16n8k16), fp32 accumulation"),
     BUILTIN("pool2d", "pool2d", KIND(FG_OPK_POOL2D) | KIND(FG_OPK_GLOBAL_POOL), ALL_DTYPES, 0, tile_threads,
             fg_check_pool2d, fg_emit_pool2d, "max / average pooling and global average pooling"),
+    BUILTIN("copy", "copy", KIND(FG_OPK_RESHAPE) | KIND(FG_OPK_TRANSPOSE) | KIND(FG_OPK_CONCAT), ALL_DTYPES, 0,
+            tile_threads, fg_check_copy, fg_emit_copy,
+            "re-indexing copy (reshape, transpose, concat), one thread per output element"),
+    BUILTIN("softmax", "softmax", KIND(FG_OPK_SOFTMAX), ALL_DTYPES, 0, tile_threads, fg_check_softmax,
+            fg_emit_softmax, "softmax over rows, one block per row: max, sum of exp, normalize (4-wide loads on "
+            "contiguous rows)"),
+    BUILTIN("lrn", "lrn", KIND(FG_OPK_LRN), ALL_DTYPES, 0, tile_threads, fg_check_lrn, fg_emit_lrn,
+            "local response normalization across channels, one thread per output element"),
 };
 
 /* ---- lookup ---------------------------------------------------------------- */

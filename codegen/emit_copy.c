@@ -1,0 +1,241 @@
+/*
+ * emit_copy.c -- the copy family (templates/copy.cuh): a re-indexing copy
+ * for reshape, transpose and concat, one thread per output element in
+ * memory order, and the index helpers the row families share (emit_ops.h).
+ *
+ * reshape keeps the logical (row-major) element order: the output element's
+ * logical index is decomposed over the input's logical shape.  When both
+ * tensors are stored row-major that is the memory index itself (a plain
+ * copy); an NHWC rank-4 tensor on either side re-indexes.  transpose reads
+ * input axis perm[k] at output coordinate k.  concat picks the input whose
+ * slice holds the coordinate along the axis.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "axes.h"
+#include "emit_ops.h"
+#include "template.h"
+
+/* ---- shared helpers (emit_ops.h) -------------------------------------------- */
+
+int fg_em_row_major(const fg_emitter *em, int t)
+{
+    const fg_tensor *x = &em->g->tensors[t];
+    return x->rank != 4 || x->layout != FG_LAYOUT_NHWC || x->shape[1] == 1 || x->shape[2] * x->shape[3] == 1;
+}
+
+void fg_em_lin_coords(fg_emitter *em, int t, const char *lin, const char *base, char names[][16], int ind,
+                      fg_buf *out)
+{
+    const fg_tensor *x = &em->g->tensors[t];
+    const char *const *cn = fg_em_coord_names(x->rank);
+    int first = -1, last = -1;
+    for (int d = 0; d < x->rank; d++) {
+        if (x->shape[d] == 1) {
+            snprintf(names[d], 16, "0");
+            continue;
+        }
+        if (base)
+            snprintf(names[d], 16, "%s%d", base, d);
+        else
+            snprintf(names[d], 16, "%s", cn[d]);
+        if (first < 0)
+            first = d;
+        last = d;
+    }
+    for (int d = 0; d < x->rank; d++) {
+        if (x->shape[d] == 1)
+            continue;
+        fg_buf_iprintf(out, ind, "const fg_i64 %s = ", names[d]);
+        if (d < last) {
+            fg_buf_printf(out, "%s / (", lin);
+            int terms = 0;
+            for (int q = d + 1; q < x->rank; q++) {
+                if (x->shape[q] == 1)
+                    continue;
+                if (terms++)
+                    fg_buf_put(out, " * ");
+                fg_em_dim(em, t, q, out);
+            }
+            fg_buf_put(out, ")");
+        } else {
+            fg_buf_put(out, lin);
+        }
+        if (d > first) {
+            fg_buf_put(out, " % ");
+            fg_em_dim(em, t, d, out);
+        }
+        fg_buf_printf(out, ";  // %s axis %d\n", x->name, d);
+    }
+}
+
+void fg_em_launch_1d(fg_emitter *em, int64_t work, int64_t threads)
+{
+    int64_t blocks = (work + threads - 1) / threads;
+    em->k->grid[0] = (unsigned)(blocks > 8192 ? 8192 : blocks < 1 ? 1 : blocks);
+    em->k->grid[1] = em->k->grid[2] = 1;
+    em->k->block[0] = (unsigned)threads;
+    em->k->block[1] = em->k->block[2] = 1;
+    em->threads = (unsigned)threads;
+}
+
+fg_status fg_em_threads(fg_emitter *em, int64_t def, int64_t *threads)
+{
+    const char *keys[] = {"threads"};
+    *threads = def;
+    fg_status st = fg_em_tile_params(em, keys, 1, threads);
+    if (st == FG_OK && (*threads < 32 || *threads > 1024 || *threads % 32))
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: threads = %" PRId64 " (want a multiple of 32 in 32..1024)",
+                           *threads);
+    return st;
+}
+
+/* ---- the copy family ----------------------------------------------------------- */
+
+/* `float v = <input t at coordinates xc>;` at indentation ind. */
+static fg_status load_at(fg_emitter *em, int t, const char *const *xc, int ind, fg_buf *b)
+{
+    const fg_tensor *x = &em->g->tensors[t];
+    fg_buf off = {0};
+    fg_status st = fg_em_offset(em, t, 0, xc, x->rank, x->shape, &off);
+    if (st == FG_OK)
+        fg_buf_iprintf(b, ind, "v = fg_load(p.%s + %s);  // %s\n", fg_em_tensor(em, t, 0), off.s, x->name);
+    fg_buf_free(&off);
+    return st;
+}
+
+static fg_status load_reshape(fg_emitter *em, const fg_node *nd, fg_buf *b)
+{
+    int t = nd->inputs[0];
+    const fg_tensor *x = &em->g->tensors[t];
+    if (fg_em_row_major(em, t) && fg_em_row_major(em, em->out)) {
+        fg_buf_iprintf(b, 2, "v = fg_load(p.%s + i);  // %s: the same row-major order\n", fg_em_tensor(em, t, 0),
+                       x->name);
+        return FG_OK;
+    }
+    /* the output element's logical index, then the input's coordinates */
+    const fg_tensor *y = em->ot;
+    const char *const *oc = fg_em_coord_names(y->rank);
+    if (fg_em_row_major(em, em->out)) {
+        fg_buf_iprintf(b, 2, "const fg_i64 lin = i;\n");
+    } else {
+        /* Horner: ((c0 * D1 + c1) * D2 + c2) ... */
+        fg_buf e = {0};
+        fg_buf_put(&e, y->shape[0] == 1 ? "0" : oc[0]);
+        for (int d = 1; d < y->rank; d++) {
+            fg_buf nx = {0};
+            fg_buf_printf(&nx, "(%s) * ", e.s);
+            fg_em_dim(em, em->out, d, &nx);
+            fg_buf_printf(&nx, " + %s", y->shape[d] == 1 ? "0" : oc[d]);
+            fg_buf_free(&e);
+            e = nx;
+        }
+        fg_buf_iprintf(b, 2, "const fg_i64 lin = %s", e.s);
+        fg_buf_free(&e);
+        fg_buf_put(b, ";  // logical index\n");
+    }
+    char names[FG_MAX_RANK][16];
+    const char *xc[FG_MAX_RANK];
+    fg_em_lin_coords(em, t, "lin", "x", names, 2, b);
+    for (int d = 0; d < x->rank; d++)
+        xc[d] = names[d];
+    return load_at(em, t, xc, 2, b);
+}
+
+static fg_status load_transpose(fg_emitter *em, const fg_node *nd, fg_buf *b)
+{
+    const fg_attr_value *pm = fg_node_attr(nd, "perm");
+    const char *const *oc = fg_em_coord_names(em->ot->rank);
+    const char *xc[FG_MAX_RANK];
+    for (int d = 0; d < em->ot->rank; d++)
+        xc[pm->ints[d]] = em->ot->shape[d] == 1 ? "0" : oc[d];
+    return load_at(em, nd->inputs[0], xc, 2, b);
+}
+
+static fg_status load_concat(fg_emitter *em, const fg_node *nd, fg_buf *b)
+{
+    int axis = fg_concat_axis(nd, em->ot);
+    const char *const *oc = fg_em_coord_names(em->ot->rank);
+    int64_t at = 0;
+    int last = 0;
+    for (int i = 0; i < nd->ninputs && nd->inputs[i] >= 0; i++)
+        last = i;
+    fg_status st = FG_OK;
+    for (int i = 0; i <= last && st == FG_OK; i++) {
+        int t = nd->inputs[i];
+        const fg_tensor *x = &em->g->tensors[t];
+        int64_t len = x->shape[axis];
+        if (i == 0)
+            fg_buf_iprintf(b, 2, "if (%s < %" PRId64 ") {\n", oc[axis], at + len);
+        else if (i < last)
+            fg_buf_iprintf(b, 2, "} else if (%s < %" PRId64 ") {\n", oc[axis], at + len);
+        else
+            fg_buf_iprintf(b, 2, "} else {\n");
+        const char *xc[FG_MAX_RANK];
+        for (int d = 0; d < x->rank; d++)
+            xc[d] = x->shape[d] == 1 ? "0" : oc[d];
+        if (len > 1 && at > 0) {
+            fg_buf_iprintf(b, 3, "const fg_i64 ca = %s - %" PRId64 ";  // along %s\n", oc[axis], at, x->name);
+            xc[axis] = "ca";
+        }
+        st = load_at(em, t, xc, 3, b);
+        at += len;
+    }
+    fg_buf_iprintf(b, 2, "}\n");
+    return st;
+}
+
+fg_status fg_emit_copy(fg_emitter *em)
+{
+    const fg_node *nd = &em->g->nodes[em->main_node];
+    fg_op_kind k = nd->op->kind;
+    if (k != FG_OPK_RESHAPE && k != FG_OPK_TRANSPOSE && k != FG_OPK_CONCAT)
+        return fg_em_error(em, FG_ERR_INPUT, "template copy cannot compute node '%s' (op %s, kind %s)", nd->name,
+                           nd->op->name, fg_op_kind_name(k));
+    int64_t threads;
+    fg_status st = fg_em_threads(em, 256, &threads);
+    if (st != FG_OK)
+        return st;
+    int rank = em->ot->rank;
+    const char *const *coords = fg_em_coord_names(rank);
+    fg_buf coord = {0}, load = {0}, args = {0};
+    fg_em_tensor(em, em->out, 1);
+    fg_em_decompose(em, em->out, "i", coords, 2, &coord);
+    for (int i = 0; i < rank; i++)
+        fg_buf_printf(&args, "%s%s", i ? ", " : "", coords[i]);
+    fg_buf_iprintf(&load, 2, "float v;\n");
+    st = k == FG_OPK_RESHAPE ? load_reshape(em, nd, &load)
+         : k == FG_OPK_TRANSPOSE ? load_transpose(em, nd, &load)
+                                 : load_concat(em, nd, &load);
+    if (st == FG_OK) {
+        if (coord.len && coord.s[coord.len - 1] == '\n')
+            coord.s[--coord.len] = 0;
+        if (load.len && load.s[load.len - 1] == '\n')
+            load.s[--load.len] = 0;
+        fg_em_shape(em, "NUMEL", fg_em_numel(em, em->out));
+        fg_em_set(em, "OUT", "%s", fg_em_tensor(em, em->out, 1));
+        fg_em_set(em, "COORDS", "%s", coord.s ? coord.s : "");
+        fg_em_set(em, "LOAD", "%s", load.s);
+        fg_em_set(em, "COORD_ARGS", "%s", args.s);
+        em->template_file = "copy.cuh";
+        fg_em_launch_1d(em, fg_em_numel(em, em->out), threads);
+    }
+    fg_buf_free(&coord);
+    fg_buf_free(&load);
+    fg_buf_free(&args);
+    return st;
+}
+
+/* Capability check (template.h): a lone reshape, transpose or concat. */
+int fg_check_copy(const fg_tcand *c, char *why, size_t whysz)
+{
+    const fg_node *nd = &c->g->nodes[c->main_node];
+    fg_op_kind k = nd->op->kind;
+    if (k != FG_OPK_RESHAPE && k != FG_OPK_TRANSPOSE && k != FG_OPK_CONCAT) {
+        snprintf(why, whysz, "copy computes reshape, transpose and concat, not %s", fg_op_kind_name(k));
+        return 0;
+    }
+    return 1;
+}
