@@ -22,9 +22,10 @@ static const char *const ph_conv2d_dw[] = {"KERNEL", "PARAMS", "THREADS", "SHAPE
 static const char *const ph_conv2d_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BM", "BN", "WARPS_M",
                                            "WARPS_N", "T", "MMA", "X", "WGT", "Y", "PAIR", NULL};
 static const char *const ph_gemm[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "TILE_M", "TILE_N", "TILE_K",
-                                      "A", "B", "Y", "EPI_ARGS", NULL};
-static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "T", "PACK", "MMA",
-                                         "A", "B", "Y", "EPI_ARGS", NULL};
+                                      "BATCH", "A", "B", "Y", "TA", "TB", "EPI_ARGS", NULL};
+static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BM", "BN", "STAGES", "WARPS_M",
+                                         "WARPS_N", "BATCH", "A", "B", "Y", "T", "VEC", "PACK", "A_KROW",
+                                         "B_KROW", "MMA", "EPI_ARGS", "PAIR", "EPI_ARGS1", NULL};
 static const char *const ph_pool2d[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "X", "Y", "INIT",
                                         "REDUCE", "FINISH", NULL};
 static const char *const ph_global_pool[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "X", "Y", "INIT", "REDUCE",

@@ -1503,6 +1503,9 @@ static int op_dropout(nctx *nc)
     return op_identity(nc);
 }
 
+/* MatMul with numpy semantics: A [..., M, K] by B [..., K, N], the batch
+ * axes broadcast, either side computed or constant; a rank-1 A or B is a
+ * vector (shape inference, fg_matmul_geom, checks the rest). */
 static int op_matmul(nctx *nc)
 {
     char b1[128], b2[128];
@@ -1510,9 +1513,10 @@ static int op_matmul(nctx *nc)
     if (a < 0 || b < 0)
         return nc->bad ? -1 : (nerr(nc, "needs inputs A and B"), -1);
     const fg_tensor *at = T(nc, a), *bt = T(nc, b);
-    if ((at->rank != 2 && at->rank != 3) || bt->rank != 2)
-        return nerr(nc, "A %s and B %s: supported are A of rank 2 or 3 and B of rank 2 (batched A, shared B)",
-                    fg_shape_str(at->shape, at->rank, b1, sizeof b1), fg_shape_str(bt->shape, bt->rank, b2, sizeof b2)),
+    if (at->rank < 1 || bt->rank < 1 || (at->rank == 1 && bt->rank == 1))
+        return nerr(nc, "A %s and B %s: supported are operands of rank 1 to %d, not both rank 1 (a scalar result)",
+                    fg_shape_str(at->shape, at->rank, b1, sizeof b1), fg_shape_str(bt->shape, bt->rank, b2, sizeof b2),
+                    FG_MAX_RANK),
                -1;
     int ins[2] = {a, b};
     return emit_out(nc, "matmul", ins, 2, NULL, 0);

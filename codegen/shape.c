@@ -186,36 +186,93 @@ fg_status fg_infer_conv(infer *s)
     return FG_OK;
 }
 
-fg_status fg_infer_matmul(infer *s)
+int fg_matmul_geom(const fg_tensor *a, const fg_tensor *b, int ta, int tb, fg_matmul_geom_t *d, char *why,
+                   size_t whysz)
 {
     char b1[128], b2[128];
+    memset(d, 0, sizeof *d);
+    if (a->rank < 1 || b->rank < 1 || a->rank > FG_MAX_RANK || b->rank > FG_MAX_RANK) {
+        snprintf(why, whysz, "a %s and b %s: operands need rank 1 to %d", SHAPE(a, b1), SHAPE(b, b2), FG_MAX_RANK);
+        return 0;
+    }
+    d->a_vec = a->rank == 1;
+    d->b_vec = b->rank == 1;
+    if (d->a_vec && d->b_vec) {
+        snprintf(why, whysz, "a %s and b %s are both vectors: their product is a scalar, which graphs cannot hold",
+                 SHAPE(a, b1), SHAPE(b, b2));
+        return 0;
+    }
+    if ((d->a_vec && ta) || (d->b_vec && tb)) {
+        snprintf(why, whysz, "a rank-1 operand cannot be transposed");
+        return 0;
+    }
+    /* a [K] is [1, K]; b [K] is [K, 1] */
+    int ra = a->rank, rb = b->rank;
+    d->M = d->a_vec ? 1 : ta ? a->shape[ra - 1] : a->shape[ra - 2];
+    d->K = d->a_vec ? a->shape[0] : ta ? a->shape[ra - 2] : a->shape[ra - 1];
+    int64_t kb = d->b_vec ? b->shape[0] : tb ? b->shape[rb - 1] : b->shape[rb - 2];
+    d->N = d->b_vec ? 1 : tb ? b->shape[rb - 2] : b->shape[rb - 1];
+    if (d->K != kb) {
+        snprintf(why, whysz, "a is %s%s (K = %lld) but b is %s%s (K = %lld)", SHAPE(a, b1), ta ? " transposed" : "",
+                 (long long)d->K, SHAPE(b, b2), tb ? " transposed" : "", (long long)kb);
+        return 0;
+    }
+    /* batch axes: numpy broadcasting of a[:-2] and b[:-2], right-aligned */
+    int na = ra > 2 ? ra - 2 : 0, nb = rb > 2 ? rb - 2 : 0;
+    d->nbatch = na > nb ? na : nb;
+    int64_t sa = d->M * d->K, sb = d->K * d->N;   /* element strides of one matrix */
+    d->batch = 1;
+    for (int i = d->nbatch - 1; i >= 0; i--) {
+        int ia = i - (d->nbatch - na), ib = i - (d->nbatch - nb);
+        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            snprintf(why, whysz, "batch axes of a %s and b %s do not broadcast (%lld vs %lld)", SHAPE(a, b1),
+                     SHAPE(b, b2), (long long)da, (long long)db);
+            return 0;
+        }
+        d->bshape[i] = da == 1 ? db : da;
+        d->astride[i] = da == 1 ? 0 : sa;
+        d->bstride[i] = db == 1 ? 0 : sb;
+        sa *= da;
+        sb *= db;
+        d->batch *= d->bshape[i];
+    }
+    d->a_batched = na > 0 && sa != d->M * d->K;
+    d->b_batched = nb > 0 && sb != d->K * d->N;
+    /* the output: batch axes, then M unless a is a vector, then N unless b is */
+    int r = 0;
+    for (int i = 0; i < d->nbatch; i++)
+        d->yshape[r++] = d->bshape[i];
+    if (!d->a_vec)
+        d->yshape[r++] = d->M;
+    if (!d->b_vec)
+        d->yshape[r++] = d->N;
+    d->yrank = r;
+    return 1;
+}
+
+fg_status fg_infer_matmul(infer *s)
+{
+    char b1[128], why[300];
     const fg_tensor *a = s->in[0], *b = s->in[1], *bias = s->n->ninputs > 2 ? s->in[2] : NULL;
     int ta = (int)attr_or(s->n, "trans_a", 0, 0), tb = (int)attr_or(s->n, "trans_b", 0, 0);
-    if (a->rank != 2 && a->rank != 3)
-        return fail(s, "a must be rank 2 [M, K] or 3 [B, M, K], got %s", SHAPE(a, b1));
-    if (b->rank != 2)
-        return fail(s, "b must be rank 2 [K, N], got %s", SHAPE(b, b1));
-    int r = a->rank;
-    int64_t M = ta ? a->shape[r - 1] : a->shape[r - 2], Ka = ta ? a->shape[r - 2] : a->shape[r - 1];
-    int64_t Kb = tb ? b->shape[1] : b->shape[0], N = tb ? b->shape[0] : b->shape[1];
-    if (Ka != Kb)
-        return fail(s, "a is %s%s (K = %lld) but b is %s%s (K = %lld)", SHAPE(a, b1), ta ? " transposed" : "",
-                    (long long)Ka, SHAPE(b, b2), tb ? " transposed" : "", (long long)Kb);
+    fg_matmul_geom_t d;
+    if (!fg_matmul_geom(a, b, ta, tb, &d, why, sizeof why))
+        return fail(s, "%s", why);
     if (bias) {
+        int64_t M = d.M, N = d.N;
         int ok = (bias->rank == 1 && bias->shape[0] == N) ||
-                 (bias->rank == 2 && (bias->shape[0] == M || bias->shape[0] == 1) &&
+                 (bias->rank == 2 && !d.a_vec && !d.b_vec && (bias->shape[0] == M || bias->shape[0] == 1) &&
                   (bias->shape[1] == N || bias->shape[1] == 1));
         if (!ok)
             return fail(s, "bias of shape %s does not broadcast onto [%lld, %lld]", SHAPE(bias, b1), (long long)M,
                         (long long)N);
     }
-    int64_t shape[3];
-    int n = 0;
-    if (r == 3)
-        shape[n++] = a->shape[0];
-    shape[n++] = M;
-    shape[n++] = N;
-    set_out(s, n, shape, a);
+    if (d.batch * d.M * d.N > FG_MAX_NUMEL)
+        return fail(s, "the output of %lld x %lld x %lld elements is too large", (long long)d.batch, (long long)d.M,
+                    (long long)d.N);
+    set_out(s, d.yrank, d.yshape, a);
+    s->out->layout = FG_LAYOUT_NCHW;   /* row-major whatever the inputs' layout */
     return FG_OK;
 }
 

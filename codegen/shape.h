@@ -6,6 +6,8 @@
 #ifndef FG_SHAPE_H
 #define FG_SHAPE_H
 
+#include <stddef.h>
+
 #include "ir.h"
 
 /* Sets rank, shape, dtype and layout of node's output tensor from its input
@@ -45,5 +47,23 @@ fg_status fg_infer_lrn(fg_infer *s);
 
 /* Formats a shape as "[1, 64, 56, 56]" into buf; returns buf. */
 const char *fg_shape_str(const int64_t *shape, int rank, char *buf, size_t size);
+
+/* The geometry of a matmul a x b (numpy / ONNX MatMul semantics): a rank-1
+ * a is [1, K] and b rank-1 is [K, 1], the added axis dropped from the
+ * output; axes before the last two are batch axes, broadcast numpy-style.
+ * yshape = batch axes, then M (unless a is a vector), then N (unless b is).
+ * astride / bstride: element stride of a and b per output batch axis (0 where
+ * the operand is broadcast); matrices are row-major (trans: stored [.., K, M]
+ * / [.., N, K]).  1 when the shapes agree, else 0 with the reason in why. */
+typedef struct fg_matmul_geom_t {
+    int64_t M, N, K, batch;        /* batch: product of the batch axes */
+    int nbatch, yrank;
+    int a_vec, b_vec;              /* rank-1 operands */
+    int a_batched, b_batched;      /* not the same matrix for every batch */
+    int64_t bshape[FG_MAX_RANK], astride[FG_MAX_RANK], bstride[FG_MAX_RANK];
+    int64_t yshape[FG_MAX_RANK];
+} fg_matmul_geom_t;
+int fg_matmul_geom(const fg_tensor *a, const fg_tensor *b, int ta, int tb, fg_matmul_geom_t *d, char *why,
+                   size_t whysz);
 
 #endif /* FG_SHAPE_H */

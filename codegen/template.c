@@ -30,7 +30,7 @@ static const char *const tile_threads[] = {"threads", NULL};
 static const char *const tile_conv[] = {"threads", "tile_k", NULL};
 static const char *const tile_gemm[] = {"tile_m", "tile_n", "tile_k", NULL};
 static const char *const tile_conv_tc[] = {"tile_m", "tile_n", NULL};
-static const char *const tile_none[] = {NULL};
+static const char *const tile_gemm_tc[] = {"tile_m", "tile_n", "stages", NULL};
 
 #define BUILTIN(name_, family_, kinds_, dtypes_, prio_, tiles_, check_, emit_, summary_)                        \
     {.name = (name_), .family = (family_), .kinds = (kinds_), .dtypes = (dtypes_), .layouts = ALL_LAYOUTS,      \
@@ -50,8 +50,9 @@ static const fg_template builtins[] = {
             fg_emit_conv2d_tc, "fp16/bf16 NHWC implicit-GEMM convolution on tensor cores (C % 8 == 0, groups 1)"),
     BUILTIN("gemm", "gemm", KIND(FG_OPK_MATMUL), 1u << FG_DTYPE_F32, 0, tile_gemm, fg_check_gemm, fg_emit_gemm,
             "fp32 GEMM on shared-memory tiles (SIMT)"),
-    BUILTIN("gemm_tc", "gemm", KIND(FG_OPK_MATMUL), HALF_DTYPES, 10, tile_none, fg_check_gemm_tc, fg_emit_gemm,
-            "fp16/bf16 GEMM on tensor cores (mma m16n8k16), fp32 accumulation"),
+    BUILTIN("gemm_tc", "gemm", KIND(FG_OPK_MATMUL), HALF_DTYPES, 10, tile_gemm_tc, fg_check_gemm_tc, fg_emit_gemm,
+            "fp16/bf16 GEMM on tensor cores (mma m16n8k16, ldmatrix, 3-4 stage cp.async pipeline), fp32 "
+            "accumulation"),
     BUILTIN("pool2d", "pool2d", KIND(FG_OPK_POOL2D) | KIND(FG_OPK_GLOBAL_POOL), ALL_DTYPES, 0, tile_threads,
             fg_check_pool2d, fg_emit_pool2d, "max / average pooling and global average pooling"),
     BUILTIN("copy", "copy", KIND(FG_OPK_RESHAPE) | KIND(FG_OPK_TRANSPOSE) | KIND(FG_OPK_CONCAT), ALL_DTYPES, 0,

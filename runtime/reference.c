@@ -156,29 +156,49 @@ static void run_conv(const fg_graph *g, const fg_node *nd, double **vals, double
         }
 }
 
+/* numpy matmul: a rank-1 a is [1, K], a rank-1 b is [K, 1]; the batch axes
+ * (all but the last two) broadcast, right-aligned.  Loops over the output's
+ * batch index, M, N and K. */
 static void run_matmul(const fg_graph *g, const fg_node *nd, double **vals, double *y)
 {
     const fg_tensor *at = &g->tensors[nd->inputs[0]], *bt = &g->tensors[nd->inputs[1]];
-    const fg_tensor *ot = &g->tensors[nd->output];
     int ta = attr_int(nd, "trans_a", 0, 0) != 0, tb = attr_int(nd, "trans_b", 0, 0) != 0;
     int bslot = slot_or(nd, "bias", 2);
     const fg_tensor *biast = bslot < nd->ninputs && nd->inputs[bslot] >= 0 ? &g->tensors[nd->inputs[bslot]] : NULL;
     const double *a = vals[nd->inputs[0]], *b = vals[nd->inputs[1]], *bias = biast ? vals[nd->inputs[bslot]] : NULL;
-    int ra = at->rank;
-    int64_t batch = ra == 3 ? at->shape[0] : 1;
-    int64_t M = ot->shape[ot->rank - 2], N = ot->shape[ot->rank - 1];
-    int64_t Ka = ta ? at->shape[ra - 2] : at->shape[ra - 1];
-    int64_t bcols = bt->shape[1];
-    int64_t bbatch = bt->rank == 3 ? bt->shape[1] * bt->shape[2] : 0; /* a batched b, when given */
-    if (bt->rank == 3)
-        bcols = bt->shape[2];
-    for (int64_t q = 0; q < batch; q++)
+    /* the operands as [batch..., rows, cols] of their own storage */
+    int ra = at->rank, rb = bt->rank;
+    int64_t arows = ra == 1 ? 1 : at->shape[ra - 2], acols = at->shape[ra - 1];
+    int64_t brows = rb == 1 ? bt->shape[0] : bt->shape[rb - 2], bcols = rb == 1 ? 1 : bt->shape[rb - 1];
+    int64_t M = ta ? acols : arows, K = ta ? arows : acols, N = tb ? brows : bcols;
+    int na = ra > 2 ? ra - 2 : 0, nb = rb > 2 ? rb - 2 : 0, nbat = na > nb ? na : nb;
+    int64_t bshape[FG_MAX_RANK], nbatch = 1;
+    for (int i = 0; i < nbat; i++) {
+        int ia = i - (nbat - na), ib = i - (nbat - nb);
+        int64_t da = ia >= 0 ? at->shape[ia] : 1, db = ib >= 0 ? bt->shape[ib] : 1;
+        bshape[i] = da > db ? da : db;
+        nbatch *= bshape[i];
+    }
+    for (int64_t q = 0; q < nbatch; q++) {
+        /* the batch coordinates of q, then each operand's matrix index */
+        int64_t coord[FG_MAX_RANK], rem = q, qa = 0, qb = 0;
+        for (int i = nbat - 1; i >= 0; i--) {
+            coord[i] = rem % bshape[i];
+            rem /= bshape[i];
+        }
+        for (int i = 0; i < nbat; i++) {
+            int ia = i - (nbat - na), ib = i - (nbat - nb);
+            if (ia >= 0)
+                qa = qa * at->shape[ia] + (at->shape[ia] == 1 ? 0 : coord[i]);
+            if (ib >= 0)
+                qb = qb * bt->shape[ib] + (bt->shape[ib] == 1 ? 0 : coord[i]);
+        }
+        const double *aq = a + qa * arows * acols, *bq = b + qb * brows * bcols;
         for (int64_t m = 0; m < M; m++)
             for (int64_t n = 0; n < N; n++) {
                 double acc = 0.0;
-                const double *aq = a + q * M * Ka, *bq = b + q * bbatch;
-                for (int64_t k = 0; k < Ka; k++) {
-                    double av = ta ? aq[k * M + m] : aq[m * Ka + k];
+                for (int64_t k = 0; k < K; k++) {
+                    double av = ta ? aq[k * acols + m] : aq[m * acols + k];
                     double bv = tb ? bq[n * bcols + k] : bq[k * bcols + n];
                     acc += av * bv;
                 }
@@ -193,8 +213,16 @@ static void run_matmul(const fg_graph *g, const fg_node *nd, double **vals, doub
                 }
                 y[(q * M + m) * N + n] = acc;
             }
+    }
 }
 
+/* Max / average pooling over the window taps (r, s) at
+ * (oh*sh - pb + r*dh, ow*sw - pw + s*dw), begin pads pb / pw (fg_node_pads).
+ * Max: NaN propagates (PyTorch's max_pool2d), a window of -inf gives -inf.
+ * Average: the sum over the taps inside the input, divided by their count,
+ * or with count_include_pad by the taps inside the padded extent
+ * [-begin, size + end) (a ceil_mode overhang past it never counts).  A
+ * window with no tap inside the input gives 0. */
 static void run_pool(const fg_graph *g, const fg_node *nd, double **vals, double *y)
 {
     const fg_tensor *xt = &g->tensors[nd->inputs[0]], *ot = &g->tensors[nd->output];

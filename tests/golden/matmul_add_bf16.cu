@@ -4,6 +4,8 @@
 //   template:  gemm_tc (gemm_tc.cuh)
 //   output:    y [5, 9] bf16 NCHW
 //   precision: exact
+//   tile:      32 x 32 x 32, 4 stages, 64 threads (1 x 2 warps), element loads
+//   operands:  A [M, K], B [K, N] (ldmatrix.trans)
 //   generator: fusegen 0.1.0
 //   deps:      aca08ec3a5ca92ce9db0c005c8652391 (cache key: `fusegen compile` prints it)
 #include "fusegen_prelude.cuh"
@@ -14,24 +16,6 @@ struct fg_params_fg_k0_matmul_add {
     fg_bf16 *y;                          // out y [5, 9] bf16
     const fg_bf16 *r;                    // in  r [5, 1] bf16
 };
-
-// a(m, k) of batch bt: a is [5, 24] row-major
-FG_DEVICE fg_i64 off_a(const fg_params_fg_k0_matmul_add &p, fg_i64 bt, fg_i64 m, fg_i64 k)
-{
-    return m * 24 + k;
-}
-
-// b(k, n) of batch bt: w is [24, 9] row-major
-FG_DEVICE fg_i64 off_b(const fg_params_fg_k0_matmul_add &p, fg_i64 bt, fg_i64 k, fg_i64 n)
-{
-    return k * 9 + n;
-}
-
-// y(row, col) of batch bt: y is [5, 9] row-major
-FG_DEVICE fg_i64 off_y(const fg_params_fg_k0_matmul_add &p, fg_i64 bt, fg_i64 row, fg_i64 col)
-{
-    return row * 9 + col;
-}
 
 // epilogue: applied to each accumulator before the one store;
 // (row, col) are the logical coordinates of y
@@ -46,78 +30,170 @@ FG_DEVICE float fg_epilogue(const fg_params_fg_k0_matmul_add &p, float v, fg_i64
 }
 
 // ---- template gemm_tc.cuh: fp16 / bf16 matrix multiply on tensor cores ---------
-// Y[bt] = A[bt] (M x K) * B[bt] (K x N) with mma.sync m16n8k16 (fp32
-// accumulation).  A block of 4 warps (2 x 2) computes a 64 x 64 tile; each warp
-// a 32 x 32 patch = 2 x 4 fragments.  Tiles of 32 along K are staged in shared
-// memory as a_tile[m][k] and b_tile[n][k] (zero-filled past the edges), so the
-// fragments of the PTX layout are pairs of consecutive k.
-FG_KERNEL(fg_k0_matmul_add, fg_params_fg_k0_matmul_add, 128)
+// Y[bt] = A[bt] (M x K) * B[bt] (K x N) with mma.sync m16n8k16, fp32
+// accumulation.  A block computes a BM x BN tile with WARPS_M x WARPS_N
+// warps; a warp a WM x WN patch of MI x NI fragments.  K advances BK = 32 at
+// a time through a STAGES-deep cp.async pipeline: while tile kt is
+// multiplied, tiles kt+1 .. kt+STAGES-1 are in flight.
+//
+// Shared tiles are 16-byte chunks (8 elements), each operand copied along
+// its contiguous axis so that a warp reads whole 16-byte runs of global
+// memory:
+//   - "k-chunk" tiles (A [M, K]; B stored [N, K]): BM (BN) rows of 4 chunks
+//     along k; chunk q of row r stored at q ^ ((r >> 1) & 3); fragments by
+//     ldmatrix.x4.
+//   - "k-row" tiles (A stored [K, M]; B [K, N]): BK rows (k) of BM / 8 (BN / 8)
+//     chunks along m (n); chunk q of row r stored at q ^ (r & 7) (rows of 8+
+//     chunks) or q ^ ((r >> 1) & 3) (4 chunks); fragments by ldmatrix.x4.trans.
+// Either way the 8 rows one ldmatrix phase reads, and the chunks a warp's
+// copies write, fall in distinct banks.  With VEC the chunks are copied by
+// cp.async (16 bytes, zero-filled past M, N or K); without (a contiguous axis
+// not a multiple of 8), element by element with the same guards.  The
+// epilogue runs on the accumulators; pairs of columns are stored together.
+FG_KERNEL(fg_k0_matmul_add, fg_params_fg_k0_matmul_add, 64)
 {
     const fg_i64 M = 5;
     const fg_i64 N = 9;
     const fg_i64 K = 24;
-    FG_SHARED fg_bf16 a_tile[64][32 + 8];
-    FG_SHARED fg_bf16 b_tile[64][32 + 8];
-    fg_bf16 zero;
-    zero.bits = 0;
+    const int BM = 32, BN = 32, BK = 32, STAGES = 4, THREADS = 64;
+    const int WARPS_M = 1, WARPS_N = 2;
+    const int WM = BM / WARPS_M, WN = BN / WARPS_N;   // one warp's patch
+    const int MI = WM / 16, NI = WN / 8;              // its fragments
+    const int A_ITERS = BM * 4 / THREADS, B_ITERS = BN * 4 / THREADS;   // chunks per thread and tile
+    FG_SHARED fg_chunk16 a_s[STAGES * BM * 4];   // [stage][BM * BK / 8 chunks], swizzled
+    FG_SHARED fg_chunk16 b_s[STAGES * BN * 4];   // [stage][BN * BK / 8 chunks], swizzled
 
     const int tid = (int)fg_tid_x();
-    const int warp = (int)fg_warp();
     const int lane = (int)fg_lane();
-    const int group = lane >> 2;  // fragment row (A, C) / column (B)
-    const int tig = lane & 3;     // thread in group
-    const int warp_m = warp / 2, warp_n = warp % 2;
+    const int warp = (int)fg_warp();
+    const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
     const fg_i64 bt = fg_bid_z();
-    const fg_i64 m0 = (fg_i64)fg_bid_y() * 64;
-    const fg_i64 n0 = (fg_i64)fg_bid_x() * 64;
+    const fg_i64 m0 = (fg_i64)fg_bid_y() * BM;
+    const fg_i64 n0 = (fg_i64)fg_bid_x() * BN;
+    const fg_i64 a_base = 0, b_base = 0, y_base = 0;   // one matrix
 
-    float acc[2][4][4];
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 4; j++)
-            for (int q = 0; q < 4; q++)
-                acc[i][j][q] = 0.0f;
+    const fg_bf16 *A = p.a + a_base;
+    const fg_bf16 *B = p.w + b_base;
+    fg_bf16 *Y = p.y + y_base;
 
-    for (fg_i64 k0 = 0; k0 < K; k0 += 32) {
-        for (int t = tid; t < 64 * 32; t += 128) {
-            const int mm = t / 32;
-            const int kk = t % 32;
-            const fg_i64 m = m0 + mm, k = k0 + kk;
-            a_tile[mm][kk] = (m < M && k < K) ? p.a[off_a(p, bt, m, k)] : zero;
-            const fg_i64 n = n0 + mm;
-            b_tile[mm][kk] = (n < N && k < K) ? p.w[off_b(p, bt, k, n)] : zero;
+    // One chunk: `lim` (0..8) elements from src, zeros after them.
+    auto load_chunk = [&](fg_chunk16 *dst, const fg_bf16 *src, fg_i64 lim) {
+        fg_bf16 e[8];
+        FG_UNROLL
+        for (int i = 0; i < 8; i++) {
+            e[i].bits = 0;
+            if (i < lim)
+                e[i] = src[i];
         }
-        fg_sync();
-        for (int ks = 0; ks < 32; ks += 16) {
-            fg_u32 a_frag[2][4], b_frag[4][2];
-            const int kc = ks + tig * 2;
-            for (int i = 0; i < 2; i++) {
-                const int r = warp_m * 32 + i * 16 + group;
-                a_frag[i][0] = fg_pack_bf162(a_tile[r][kc], a_tile[r][kc + 1]);
-                a_frag[i][1] = fg_pack_bf162(a_tile[r + 8][kc], a_tile[r + 8][kc + 1]);
-                a_frag[i][2] = fg_pack_bf162(a_tile[r][kc + 8], a_tile[r][kc + 9]);
-                a_frag[i][3] = fg_pack_bf162(a_tile[r + 8][kc + 8], a_tile[r + 8][kc + 9]);
-            }
-            for (int j = 0; j < 4; j++) {
-                const int c = warp_n * 32 + j * 8 + group;
-                b_frag[j][0] = fg_pack_bf162(b_tile[c][kc], b_tile[c][kc + 1]);
-                b_frag[j][1] = fg_pack_bf162(b_tile[c][kc + 8], b_tile[c][kc + 9]);
-            }
-            for (int i = 0; i < 2; i++)
-                for (int j = 0; j < 4; j++)
-                    fg_mma_16816_bf16(acc[i][j], a_frag[i], b_frag[j], acc[i][j]);
+        fg_chunk16 c;
+        FG_UNROLL
+        for (int i = 0; i < 4; i++)
+            c.w[i] = fg_pack_bf162(e[2 * i], e[2 * i + 1]);
+        *dst = c;
+    };
+
+    // Issues the copies of reduction tile kt into stage `dst`: chunk
+    // c = tid + i * THREADS of each operand's tile.
+    auto load_tile = [&](int dst, int kt) {
+        const fg_i64 k0 = (fg_i64)kt * BK;
+        FG_UNROLL
+        for (int i = 0; i < A_ITERS; i++) {
+            const int c = tid + i * THREADS;
+            const int r = c >> 2, q = c & 3;             // row m0 + r, k0 + 8q..
+            const fg_i64 m = m0 + r, k = k0 + q * 8;
+            const fg_i64 lim = m < M && k < K ? (K - k < 8 ? K - k : 8) : 0;
+            load_chunk(&a_s[(dst * BM + r) * 4 + (q ^ ((r >> 1) & 3))], lim > 0 ? A + m * K + k : A, lim);
         }
-        fg_sync();
+        FG_UNROLL
+        for (int j = 0; j < B_ITERS; j++) {
+            const int c = tid + j * THREADS;
+            const int CH = BN / 8, r = c / CH, q = c % CH;   // row k0 + r, n0 + 8q..
+            const fg_i64 k = k0 + r, n = n0 + q * 8;
+            const fg_i64 lim = n < N && k < K ? (N - n < 8 ? N - n : 8) : 0;
+            const int sq = CH >= 8 ? q ^ (r & 7) : q ^ ((r >> 1) & 3);
+            load_chunk(&b_s[dst * BN * 4 + r * CH + sq], lim > 0 ? B + k * N + n : B, lim);
+        }
+    };
+
+    float acc[MI][NI][4];
+    FG_UNROLL
+    for (int mi = 0; mi < MI; mi++)
+        FG_UNROLL
+        for (int ni = 0; ni < NI; ni++)
+            FG_UNROLL
+            for (int e = 0; e < 4; e++)
+                acc[mi][ni][e] = 0.0f;
+
+    const int KT = (int)((K + BK - 1) / BK);
+    FG_UNROLL
+    for (int st = 0; st < STAGES - 1; st++) {
+        if (st < KT)
+            load_tile(st, st);
+        fg_cp_async_commit();
     }
-
-    // C fragment: q = 0, 1 -> row group, columns tig*2 + {0, 1}; q = 2, 3 -> row group + 8
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 4; j++)
-            for (int q = 0; q < 4; q++) {
-                const fg_i64 row = m0 + warp_m * 32 + i * 16 + group + (q >= 2 ? 8 : 0);
-                const fg_i64 col = n0 + warp_n * 32 + j * 8 + tig * 2 + (q & 1);
-                if (row >= M || col >= N)
-                    continue;
-                const float v = fg_epilogue(p, acc[i][j][q], row, col);
-                fg_store(p.y + off_y(p, bt, row, col), v);
+    int stage = 0, free_stage = STAGES - 1;   // kt % STAGES, (kt - 1) % STAGES
+    for (int kt = 0; kt < KT; kt++) {
+        fg_cp_async_wait_group<STAGES - 2>();   // this thread's copies of tile kt have landed
+        fg_sync();                              // everyone's have; free_stage is read by nobody
+        if (kt + STAGES - 1 < KT)
+            load_tile(free_stage, kt + STAGES - 1);
+        fg_cp_async_commit();                   // possibly empty: the group count stays in step
+        FG_UNROLL
+        for (int ks = 0; ks < BK / 16; ks++) {
+            fg_u32 af[MI][4], bf[NI][2];
+            FG_UNROLL
+            for (int mi = 0; mi < MI; mi++) {
+                // lane l addresses row l % 16 of the m16 x k16 block, chunk l / 16
+                const int r = warp_m * WM + mi * 16 + (lane & 15);
+                const int ch = ks * 2 + (lane >> 4);
+                fg_ldmatrix_x4(af[mi], &a_s[(stage * BM + r) * 4 + (ch ^ ((r >> 1) & 3))]);
             }
+            // two n8 fragments per ldmatrix
+            FG_UNROLL
+            for (int nj = 0; nj < NI / 2; nj++) {
+                fg_u32 t[4];
+                // transposed: lane l addresses k row (l & 7) + 8 ((l >> 3) & 1), n chunk l >> 4
+                const int CH = BN / 8;
+                const int r = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+                const int q = (warp_n * WN + nj * 16) / 8 + (lane >> 4);
+                const int sq = CH >= 8 ? q ^ (r & 7) : q ^ ((r >> 1) & 3);
+                fg_ldmatrix_x4_trans(t, &b_s[stage * BN * 4 + r * CH + sq]);
+                bf[2 * nj][0] = t[0];
+                bf[2 * nj][1] = t[1];
+                bf[2 * nj + 1][0] = t[2];
+                bf[2 * nj + 1][1] = t[3];
+            }
+            FG_UNROLL
+            for (int mi = 0; mi < MI; mi++)
+                FG_UNROLL
+                for (int ni = 0; ni < NI; ni++)
+                    fg_mma_16816_bf16(acc[mi][ni], af[mi], bf[ni], acc[mi][ni]);
+        }
+        free_stage = stage;
+        stage = stage == STAGES - 1 ? 0 : stage + 1;
+    }
+    // (the groups still open are empty: nothing is left in flight)
+
+    // C fragment: e = 0, 1 -> row group, columns tig*2 + {0, 1}; e = 2, 3 -> row group + 8
+    const int group = lane >> 2, tig = lane & 3;
+    FG_UNROLL
+    for (int mi = 0; mi < MI; mi++)
+        FG_UNROLL
+        for (int h = 0; h < 2; h++) {
+            const fg_i64 row = m0 + warp_m * WM + mi * 16 + h * 8 + group;
+            if (row >= M)
+                continue;
+            FG_UNROLL
+            for (int ni = 0; ni < NI; ni++) {
+                const fg_i64 col = n0 + warp_n * WN + ni * 8 + tig * 2;
+                if (col >= N)
+                    continue;
+                const float v0 = fg_epilogue(p, acc[mi][ni][h * 2], row, col);
+                fg_store(Y + row * N + col, v0);
+                if (col + 1 < N) {
+                    const float v1 = fg_epilogue(p, acc[mi][ni][h * 2 + 1], row, col + 1);
+                    fg_store(Y + row * N + col + 1, v1);
+                }
+            }
+        }
 }

@@ -253,6 +253,31 @@ def cases():
     cs.append(mobilenet_block())
     cs.append(mlp_gelu())
     cs.extend(exported_activations())
+    cs.extend(matmul_batched_cases())
+    return cs
+
+
+# ---- MatMul with numpy semantics (gemm templates) -----------------------------
+def matmul_batched_cases():
+    """MatMul batched on both sides, batch axes broadcast, rank 1 operands,
+    ranks up to 5, computed and constant B, odd sizes (element loads on
+    tensor cores), with a bias + activation epilogue."""
+    cs = []
+    mm = N("MatMul", ["a", "b"], ["y"])
+    cs.append(Case("matmul_both_batched", [mm], {"a": (2, 3, 5, 16), "b": (2, 3, 16, 8)}, {}, ["y"]))
+    cs.append(Case("matmul_batch_broadcast", [mm], {"a": (2, 1, 5, 16), "b": (3, 16, 8)}, {}, ["y"]))
+    cs.append(Case("matmul_b_batched_const", [N("MatMul", ["a", "W"], ["y"])], {"a": (5, 16)},
+                   {"W": rnd(3, 16, 8, scale=0.3)}, ["y"]))
+    cs.append(Case("matmul_a_vector", [N("MatMul", ["a", "W"], ["y"])], {"a": (16,)},
+                   {"W": rnd(2, 16, 8, scale=0.3)}, ["y"]))
+    cs.append(Case("matmul_b_vector", [mm], {"a": (2, 5, 16), "b": (16,)}, {}, ["y"]))
+    cs.append(Case("matmul_rank5", [mm], {"a": (2, 1, 2, 3, 16), "b": (2, 1, 16, 8)}, {}, ["y"]))
+    cs.append(Case("matmul_odd_bias_relu", [N("MatMul", ["a", "b"], ["m"]), N("Add", ["m", "B"], ["r"]),
+                                            N("Relu", ["r"], ["y"])],
+                   {"a": (3, 7, 13), "b": (3, 13, 9)}, {"B": rnd(9)}, ["y"]))
+    cs.append(Case("matmul_tiles_gelu", [N("MatMul", ["a", "W"], ["m"]), N("Add", ["m", "B"], ["r"]),
+                                         N("Gelu", ["r"], ["y"], approximate="tanh")],
+                   {"a": (2, 67, 40)}, {"W": rnd(40, 72, scale=0.2), "B": rnd(72)}, ["y"], opset=20))
     return cs
 
 
