@@ -58,6 +58,14 @@ fg_status fg_em_apply(fg_emitter *em, int node, const char *chain, const char *c
         if (!chain && x->producer >= 0 && in_group(em, x->producer))
             return fg_em_error(em, FG_ERR_INTERNAL, "node '%s' reads '%s' produced inside its own kernel", nd->name,
                                x->name);
+        int pre = -1;   /* loaded by the template, a parameter of the epilogue */
+        for (int k = 0; chain && k < em->npre && pre < 0; k++)
+            if (em->pre[k].t == t && em->pre[k].per_channel == op->inputs[i].per_channel)
+                pre = k;
+        if (pre >= 0) {
+            snprintf(store[i], sizeof store[i], "pre_%d", pre);
+            continue;
+        }
         char local[48];
         fg_em_identifier(op->inputs[i].name, local, sizeof local);
         snprintf(store[i], sizeof store[i], "in_%s%s", local, em->vec_names ? "[j]" : "");
@@ -194,6 +202,8 @@ fg_status fg_em_epilogue(fg_emitter *em)
         fg_buf_printf(&b, "%s%s", i ? ", " : "", coords[i]);
     fg_buf_printf(&b, ") are the logical coordinates of %s\n", em->ot->name);
     fg_buf_printf(&b, "FG_DEVICE float fg_epilogue(const fg_params_%s &p, float v", em->k->name);
+    for (int k = 0; k < em->npre; k++)
+        fg_buf_printf(&b, ", float pre_%d", k);
     for (int i = 0; i < rank; i++)
         fg_buf_printf(&b, ", fg_i64 %s", coords[i]);
     fg_buf_put(&b, ")\n{\n");

@@ -16,6 +16,7 @@
 
 #define FG_EM_MAX_VARS 48
 #define FG_EM_MAX_SHAPES 48
+#define FG_EM_MAX_PRE 8
 
 struct fg_template;
 
@@ -36,6 +37,9 @@ typedef struct fg_emitter {
     const char *template_file;    /* e.g. "conv2d.cuh" */
     unsigned threads;             /* block size (also FG_KERNEL's max_threads) */
     int vec_names;                /* fg_em_apply: inputs are arrays in_<name>[j], loaded by the caller */
+    int npre;                     /* epilogue inputs the template loads itself (pointwise vector path): */
+    struct { int t, per_channel; } pre[FG_EM_MAX_PRE]; /* a read of tensor t (so indexed) is the
+                                     epilogue's parameter pre_<k>, passed after v; 0 for other families */
     int nvars;
     struct { const char *name; char *value; } vars[FG_EM_MAX_VARS];
     int nshapes;
@@ -79,7 +83,8 @@ int fg_em_chain_input(const fg_emitter *em, int node);
 /* Emits, at indentation ind, the loads of node's inputs other than the chain
  * input as locals `in_<name>` and returns in *expr the C expression of the
  * node's op with the chain input as `chain` (NULL: none).  Reads use the
- * output coordinates coords (rank of the output). */
+ * output coordinates coords (rank of the output).  With a chain (an
+ * epilogue node), a read listed in em->pre is the parameter pre_<k>. */
 fg_status fg_em_apply(fg_emitter *em, int node, const char *chain, const char *const *coords, int ind,
                       fg_buf *code, fg_buf *expr);
 /* Calls the rule's tile hook (if any) for keys[0..n); vals hold defaults. */

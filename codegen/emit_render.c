@@ -13,9 +13,9 @@
 
 /* ---- template files and their placeholders -------------------------------- */
 
-static const char *const ph_pointwise[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "OUT", "COORDS",
-                                           "LOADS", "COMPUTE", "COORD_ARGS", "VEC4", "LOADS4", "COMPUTE4",
-                                           NULL};
+static const char *const ph_pointwise[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "OUT", "COORDS", "LOADS",
+                                           "COMPUTE", "COORD_ARGS", "PRE", "VEC", "VEC_OK", "VLOADS", "VELEM",
+                                           "VCOMPUTE", "VPRE", NULL};
 static const char *const ph_conv2d[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "TILE_K", "CHUNK_C", "WTILE",
                                         "X", "WGT", "Y", NULL};
 static const char *const ph_conv2d_dw[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "X", "WGT", "Y", NULL};

@@ -149,6 +149,58 @@ FG_DEVICE void fg_store4(fg_bf16 *p, const float v[4])
     *reinterpret_cast<fg_vec4h *>(p) = q;
 }
 
+// ---- 16-byte vector access (pointwise template) ------------------------------
+// fg_aligned16: whether p may take a 16-byte vector access.  fg_load8 /
+// fg_store8: eight consecutive elements; fp16 / bf16 in one 16-byte access,
+// fp32 in two; p 16-byte aligned.
+struct alignas(16) fg_vec8h { fg_u32 w[4]; };
+FG_DEVICE bool fg_aligned16(const void *p) { return ((fg_u64)p & 15u) == 0; }
+FG_DEVICE void fg_load8(const float *p, float v[8])
+{
+    fg_load4(p, v);
+    fg_load4(p + 4, v + 4);
+}
+FG_DEVICE void fg_store8(float *p, const float v[8])
+{
+    fg_store4(p, v);
+    fg_store4(p + 4, v + 4);
+}
+FG_DEVICE void fg_load8(const fg_half *p, float v[8])
+{
+    const fg_vec8h q = *reinterpret_cast<const fg_vec8h *>(p);
+    fg_half h;
+    FG_UNROLL
+    for (int i = 0; i < 4; i++) {
+        h.bits = (unsigned short)(q.w[i] & 0xffffu); v[2 * i] = fg_h2f(h);
+        h.bits = (unsigned short)(q.w[i] >> 16); v[2 * i + 1] = fg_h2f(h);
+    }
+}
+FG_DEVICE void fg_store8(fg_half *p, const float v[8])
+{
+    fg_vec8h q;
+    FG_UNROLL
+    for (int i = 0; i < 4; i++)
+        q.w[i] = (fg_u32)fg_f2h(v[2 * i]).bits | ((fg_u32)fg_f2h(v[2 * i + 1]).bits << 16);
+    *reinterpret_cast<fg_vec8h *>(p) = q;
+}
+FG_DEVICE void fg_load8(const fg_bf16 *p, float v[8])
+{
+    const fg_vec8h q = *reinterpret_cast<const fg_vec8h *>(p);
+    FG_UNROLL
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = __uint_as_float(q.w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(q.w[i] & 0xffff0000u);
+    }
+}
+FG_DEVICE void fg_store8(fg_bf16 *p, const float v[8])
+{
+    fg_vec8h q;
+    FG_UNROLL
+    for (int i = 0; i < 4; i++)
+        q.w[i] = (fg_u32)fg_f2bf(v[2 * i]).bits | ((fg_u32)fg_f2bf(v[2 * i + 1]).bits << 16);
+    *reinterpret_cast<fg_vec8h *>(p) = q;
+}
+
 // ---- math ------------------------------------------------------------------
 FG_DEVICE float fg_rsqrtf(float x) { return 1.0f / sqrtf(x); }
 

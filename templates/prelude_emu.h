@@ -278,6 +278,26 @@ template <typename T> static inline void fg_store2(T *p, float a, float b)
     fg_store(p + 1, b);
 }
 
+/* ---- 16-byte vector access (pointwise template) ----
+ * Same as the device prelude: fg_aligned16 tells whether p may take a 16-byte
+ * access; fg_load8 / fg_store8 move eight elements and, like the device's
+ * 16-byte accesses, fail the launch on a pointer that is not 16-byte aligned. */
+static inline bool fg_aligned16(const void *p) { return (uintptr_t)p % 16 == 0; }
+
+template <typename T> static inline void fg_load8(const T *p, float v[8])
+{
+    fg_emu_check_align(p, 16, "fg_load8: pointer not 16-byte aligned");
+    for (int i = 0; i < 8; i++)
+        v[i] = fg_load(p + i);
+}
+
+template <typename T> static inline void fg_store8(T *p, const float v[8])
+{
+    fg_emu_check_align(p, 16, "fg_store8: pointer not 16-byte aligned");
+    for (int i = 0; i < 8; i++)
+        fg_store(p + i, v[i]);
+}
+
 /* ---- ldmatrix ---- */
 
 /* ldmatrix: each lane deposits the 16 bytes of the row it addresses; the

@@ -640,7 +640,7 @@ typedef struct mutation {
     double amount;
 } mutation;
 
-/* Rewrites every output store `fg_store(p.NAME ...` / `fg_store4(p.NAME ...`
+/* Rewrites every output store `fg_store(p.NAME ...` / `fg_store4(p.NAME ...` / `fg_store8(p.NAME ...`
  * of src into `fg_mut_store(p.NAME, (void *)p.OTHER, p.NAME ...` and inserts
  * the wrappers, which know the output's element count, after the prelude
  * include.  OTHER is the params field `other` (MUT_INPUT), else NAME.
@@ -679,6 +679,11 @@ static char *mutate_source(const char *src, const mutation *m, const char *other
                    "    for (int j = 0; j < 4; j++)\n"
                    "        fg_mut_store(base, other, ptr + j, v[j]);\n"
                    "}\n"
+                   "template <typename T> FG_DEVICE void fg_mut_store8(T *base, void *other, T *ptr, const float *v)\n"
+                   "{\n"
+                   "    for (int j = 0; j < 8; j++)\n"
+                   "        fg_mut_store(base, other, ptr + j, v[j]);\n"
+                   "}\n"
                    "// ---- end of test mutation ----\n");
     *nstores = 0;
     const char *s = at + strlen(inc);
@@ -687,8 +692,8 @@ static char *mutate_source(const char *src, const mutation *m, const char *other
         if (!f)
             break;
         const char *rest = f + 8;
-        int four = rest[0] == '4';
-        if (four)
+        char width = rest[0] == '4' || rest[0] == '8' ? rest[0] : 0;   /* fg_store4 / fg_store8 */
+        if (width)
             rest++;
         if (strncmp(rest, "(p.", 3) != 0) {
             fg_buf_putn(&b, s, (size_t)(rest - s));
@@ -699,7 +704,7 @@ static char *mutate_source(const char *src, const mutation *m, const char *other
         while ((*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z') || (*e >= '0' && *e <= '9') || *e == '_')
             e++;
         fg_buf_putn(&b, s, (size_t)(f - s));
-        fg_buf_printf(&b, "fg_mut_store%s(p.%.*s, (void *)p.", four ? "4" : "", (int)(e - name), name);
+        fg_buf_printf(&b, "fg_mut_store%.*s(p.%.*s, (void *)p.", width ? 1 : 0, &width, (int)(e - name), name);
         if (other)
             fg_buf_printf(&b, "%s, p.", other);
         else
