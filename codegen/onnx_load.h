@@ -31,8 +31,11 @@
 #define FG_ONNX_FILE_MAX ((size_t)1 << 30)
 /* Largest weight, in elements (kept as fp32 in memory: 1 GiB). */
 #define FG_ONNX_MAX_WEIGHT_NUMEL (1ll << 28)
-/* Opsets of the default domain this importer knows. */
-#define FG_ONNX_OPSET_MIN 11
+/* Opsets of the default domain this importer knows.  Opsets 7 to 10 define
+ * the supported operators as 11 does, except for forms the importer refuses
+ * with an error (Clip's min / max attributes, BatchNormalization's spatial
+ * attribute). */
+#define FG_ONNX_OPSET_MIN 7
 #define FG_ONNX_OPSET_MAX 22
 
 /* Nonzero when path names an ONNX model: its name ends in ".onnx", or its

@@ -144,3 +144,88 @@ class Lib:
     def close(self):
         self.L.fg_context_free(self.ctx)
         self.ctx = None
+
+
+# ---- additions for the conformance runner (tests/onnx/test_conformance.py) ----
+
+GROUP_INFO_MAX_NODES = 16   # FG_GROUP_INFO_MAX_NODES in include/fusegen.h
+
+
+class GroupInfo(C.Structure):
+    _fields_ = [("rule", C.c_char_p), ("rule_file", C.c_char_p), ("rule_line", C.c_int), ("nnodes", C.c_int),
+                ("nodes", C.c_char_p * GROUP_INFO_MAX_NODES), ("folded", C.c_int * GROUP_INFO_MAX_NODES),
+                ("anchor", C.c_char_p), ("template_name", C.c_char_p), ("output", C.c_char_p),
+                ("epilogue", C.c_char * 256)]
+
+
+def _bind_extra(L):
+    L.fg_plan_group_info.restype = C.c_int
+    L.fg_plan_group_info.argtypes = [C.c_void_p, C.c_void_p, C.c_int, C.POINTER(GroupInfo)]
+
+
+def run_ordered(lib, g, arrays, device="emu"):
+    """Plans, compiles and runs graph g once with the graph inputs given by
+    position (arrays[i] for the i-th graph input, converted to its dtype);
+    returns (outputs in graph output order, kernels, ops): ops is the number
+    of graph nodes the plan's groups compute (after rewrites), kernels the
+    number of kernels launched."""
+    L = lib.L
+    if not getattr(L, "_fg_extra", False):
+        _bind_extra(L)
+        L._fg_extra = True
+    p, e = C.c_void_p(), C.c_void_p()
+    try:
+        lib.check(L.fg_plan_build(lib.ctx, g, C.byref(p)))
+        ops = 0
+        for i in range(L.fg_plan_group_count(p)):
+            gi = GroupInfo()
+            lib.check(L.fg_plan_group_info(lib.ctx, p, i, C.byref(gi)))
+            ops += gi.nnodes
+        co = CompileOptions(DEVICE[device], 0, 0, C.sizeof(CompileOptions))
+        lib.check(L.fg_plan_compile(lib.ctx, p, C.byref(co), C.byref(e)))
+        nin = L.fg_exec_input_count(e)
+        if nin != len(arrays):
+            raise FusegenError(-1, ["the plan has %d inputs, %d arrays given" % (nin, len(arrays))])
+        binds, keep, outs = [], [], []
+        for i in range(nin):
+            info = TensorInfo()
+            L.fg_exec_input_info(e, i, C.byref(info))
+            shape = tuple(info.shape[:info.rank])
+            a = np.ascontiguousarray(arrays[i], dtype=DTYPES[info.dtype])
+            if a.size != int(np.prod(shape)) or a.nbytes != info.bytes:
+                raise FusegenError(-1, ["input %d '%s': %s given, the plan takes %s" %
+                                        (i, info.name.decode(), a.shape, shape)])
+            keep.append(a)
+            binds.append(Binding(info.name, a.ctypes.data))
+        for i in range(L.fg_exec_output_count(e)):
+            info = TensorInfo()
+            L.fg_exec_output_info(e, i, C.byref(info))
+            a = np.full(tuple(info.shape[:info.rank]), np.nan, dtype=DTYPES[info.dtype])
+            outs.append(a)
+            binds.append(Binding(info.name, a.ctypes.data))
+        arr = (Binding * len(binds))(*binds)
+        lib.check(L.fg_exec_run_host(e, arr, len(binds)))
+        return outs, L.fg_exec_kernel_count(e), ops
+    finally:
+        L.fg_exec_free(e)
+        L.fg_plan_free(p)
+
+
+def plan_counts(lib, g):
+    """(kernels, ops) of graph g's plan without compiling: the number of
+    fused groups and of graph nodes they compute."""
+    L = lib.L
+    if not getattr(L, "_fg_extra", False):
+        _bind_extra(L)
+        L._fg_extra = True
+    p = C.c_void_p()
+    try:
+        lib.check(L.fg_plan_build(lib.ctx, g, C.byref(p)))
+        ops = 0
+        for i in range(L.fg_plan_group_count(p)):
+            gi = GroupInfo()
+            lib.check(L.fg_plan_group_info(lib.ctx, p, i, C.byref(gi)))
+            ops += gi.nnodes
+        return L.fg_plan_group_count(p), ops
+    finally:
+        L.fg_plan_free(p)
