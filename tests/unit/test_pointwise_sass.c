@@ -1,11 +1,13 @@
 /*
  * test_pointwise_sass.c -- the machine code of the pointwise template's
  * vector path, read without a GPU.  Pointwise chains planned with the
- * shipped rules (fp16 NHWC with a per-channel slope and a residual, fp32
- * NCHW with a broadcast bias, bf16 rank 1 with a tail) are compiled by NVRTC
- * for sm_80 and sm_90 (no warnings), and each cubin's SASS (nvdisasm) must
- * hold 128-bit global loads and stores (LDG.E.128, STG.E.128) and no local
- * memory (no LDL / STL; cuobjdump -res-usage: STACK:0, LOCAL:0).
+ * shipped rules (a residual, a per-channel slope and broadcast weights in
+ * fp32, fp16 and bf16, NCHW and NHWC, innermost axes that are and are not a
+ * multiple of the vector width, shapes as constants and as parameters; rank
+ * 1 with a tail) are compiled by NVRTC for sm_80 and sm_90 (no warnings),
+ * and each cubin's SASS (nvdisasm) must hold 128-bit global loads and stores
+ * (LDG.E.128, STG.E.128) and no local memory (no LDL / STL; cuobjdump
+ * -res-usage: STACK:0, LOCAL:0).
  *
  * nvdisasm and cuobjdump are looked for as test_conv_tc_sass.c does:
  * $FUSEGEN_CUDA_TOOLS, PATH, /usr/local/cuda/bin, Python's site-packages
@@ -88,20 +90,41 @@ static long res_field(const char *text, const char *key)
     return s ? strtol(s + strlen(key), NULL, 10) : -1;
 }
 
-static const char *const graphs[] = {
-    "graph: nhwc_f16\ndtype: fp16\nlayout: NHWC\ninputs:\n"
-    "  - { name: x, shape: [1, 64, 14, 14] }\n  - { name: r, shape: [1, 64, 14, 14] }\n"
-    "weights:\n  - { name: slope, shape: [64] }\n"
-    "nodes:\n  - { name: a, op: add, inputs: [x, r] }\n  - { name: y, op: prelu, inputs: [a, slope] }\n"
-    "outputs: [y]\n",
-    "graph: nchw_f32\ndtype: fp32\ninputs:\n  - { name: x, shape: [2, 32, 16, 16] }\n"
-    "weights:\n  - { name: b, shape: [16] }\n"
-    "nodes:\n  - { name: a, op: add, inputs: [x, b] }\n  - { name: y, op: silu, inputs: [a] }\n"
-    "outputs: [y]\n",
-    "graph: rank1_bf16\ndtype: bf16\ninputs:\n  - { name: x, shape: [4097] }\n  - { name: r, shape: [4097] }\n"
-    "nodes:\n  - { name: a, op: mul, inputs: [x, r] }\n  - { name: y, op: gelu, inputs: [a] }\n"
-    "outputs: [y]\n",
-};
+/* The graphs: test_pointwise_vec's rank-4 chain y = (prelu(x + b, slope) +
+ * r) * g in every dtype and layout, with an innermost axis that is and is
+ * not a multiple of the vector width, specialized and not; and rank-1
+ * chains with a tail. */
+enum { NG = 3 * 2 * 2 + 2 + 3 };
+
+static char *graph_text(int i, int *specialize)
+{
+    static const char *const dts[] = {"fp32", "fp16", "bf16"};
+    char buf[1024];
+    *specialize = 1;
+    if (i < 12) {
+        int dt = i / 4, nhwc = i / 2 % 2, odd = i % 2;
+        int C = odd ? 7 : 16, W = odd ? 5 : 16;
+        snprintf(buf, sizeof buf,
+                 "graph: pw4\ndtype: %s\nlayout: %s\ninputs:\n"
+                 "  - { name: x, shape: [2, %d, 3, %d] }\n  - { name: r, shape: [2, %d, 3, %d] }\n"
+                 "weights:\n  - { name: b, shape: [1, %d, 1, 1] }\n  - { name: slope, shape: [%d] }\n"
+                 "  - { name: g, shape: [%d] }\n"
+                 "nodes:\n  - { name: a, op: add, inputs: [x, b] }\n  - { name: pr, op: prelu, inputs: [a, slope] }\n"
+                 "  - { name: s, op: add, inputs: [pr, r] }\n  - { name: y, op: mul, inputs: [s, g] }\n"
+                 "outputs: [y]\n",
+                 dts[dt], nhwc ? "NHWC" : "NCHW", C, W, C, W, C, C, W);
+    } else if (i < 14) {
+        *specialize = 0;
+        return graph_text(i == 12 ? 6 : 0, &i);   /* fp16 NHWC and fp32 NCHW, shapes as parameters */
+    } else {
+        snprintf(buf, sizeof buf,
+                 "graph: pw1\ndtype: %s\ninputs:\n  - { name: x, shape: [4097] }\n  - { name: r, shape: [4097] }\n"
+                 "nodes:\n  - { name: a, op: mul, inputs: [x, r] }\n  - { name: y, op: gelu, inputs: [a] }\n"
+                 "outputs: [y]\n",
+                 dts[i - 14]);
+    }
+    return fg_xstrdup(buf);
+}
 
 static void test_pointwise_sass(void **state)
 {
@@ -118,16 +141,19 @@ static void test_pointwise_sass(void **state)
     }
     setenv("FUSEGEN_CACHE", "off", 1);   /* compile for real */
     fg_context *ctx = tu_ctx_shipped();
-    enum { NG = sizeof graphs / sizeof graphs[0] };
     fg_graph *g[NG];
     fg_plan *p[NG];
     fg_kernel ks[NG];
     for (int i = 0; i < NG; i++) {
-        fg_status st = fg_graph_parse(ctx, "sass.yaml", graphs[i], strlen(graphs[i]), &g[i]);
+        int spec;
+        char *text = graph_text(i, &spec);
+        fg_emit_opts o = {.specialize = spec};
+        fg_status st = fg_graph_parse(ctx, "sass.yaml", text, strlen(text), &g[i]);
         if (st == FG_OK)
             st = fg_plan_build(ctx, g[i], &p[i]);
         if (st == FG_OK)
-            st = fg_emit_group(ctx, p[i], 0, NULL, &ks[i]);
+            st = fg_emit_group(ctx, p[i], 0, &o, &ks[i]);
+        free(text);
         if (st)
             tu_dump_errors(ctx);
         assert_int_equal(st, FG_OK);
@@ -144,7 +170,8 @@ static void test_pointwise_sass(void **state)
         if (st)
             tu_dump_errors(ctx);
         assert_int_equal(st, FG_OK);
-        printf("%s: %-24s %4s %9s %9s %4s %4s\n", archs[a], "kernel", "REG", "LDG.128", "STG.128", "LDL", "STL");
+        printf("%s: %-32s %4s %9s %9s %4s %4s\n", archs[a], "kernel (output)", "REG", "LDG.128", "STG.128", "LDL",
+               "STL");
         for (int i = 0; i < NG; i++) {
             if (infos[i].log[0]) {
                 fprintf(stderr, "%s (%s): NVRTC log:\n%s\n", ks[i].name, archs[a], infos[i].log);
@@ -163,7 +190,12 @@ static void test_pointwise_sass(void **state)
             int ldg = count_128(sass, "LDG"), stg = count_128(sass, "STG");
             int ldl = count_op(sass, "LDL"), stl = count_op(sass, "STL");
             long reg = res_field(res, "REG:"), stack = res_field(res, "STACK:"), local = res_field(res, "LOCAL:");
-            printf("%s: %-24s %4ld %9d %9d %4d %4d\n", archs[a], ks[i].name, reg, ldg, stg, ldl, stl);
+            const fg_tensor *y = &p[i]->graph->tensors[p[i]->groups[0].output];
+            char what[64];
+            snprintf(what, sizeof what, "%d: %s %s %lld el.%s", i, fg_dtype_name(y->dtype),
+                     y->rank == 4 ? fg_layout_name(y->layout) : "rank 1", (long long)fg_tensor_numel(y),
+                     i == 12 || i == 13 ? " unspec." : "");
+            printf("%s: %-32s %4ld %9d %9d %4d %4d\n", archs[a], what, reg, ldg, stg, ldl, stl);
             if (!ldg || !stg || ldl || stl || stack != 0 || local != 0) {
                 fprintf(stderr, "%s (%s): LDG.128 %d, STG.128 %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
                         ks[i].name, archs[a], ldg, stg, ldl, stl, stack, local, sass);
