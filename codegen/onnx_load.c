@@ -844,6 +844,12 @@ static fg_attr_value a_ints2(int64_t a, int64_t b)
     v.ints[1] = b;
     return v;
 }
+static fg_attr_value a_intsn(const int64_t *v, int n)
+{
+    fg_attr_value a = {.type = FG_ATTR_INTS, .n = n};
+    memcpy(a.ints, v, sizeof(int64_t) * (size_t)n);
+    return a;
+}
 static fg_attr_value a_float(double f) { return (fg_attr_value){.type = FG_ATTR_FLOAT, .f = f, .i = (int64_t)f}; }
 static fg_attr_value a_int(int64_t i) { return (fg_attr_value){.type = FG_ATTR_INT, .i = i, .f = (double)i}; }
 static fg_attr_value a_bool(int b) { return (fg_attr_value){.type = FG_ATTR_BOOL, .i = b != 0, .f = b != 0}; }
@@ -1346,9 +1352,15 @@ static int reshape_to(nctx *nc, int r, const int64_t *shape)
     }
     if (r == 2 && xt->rank >= 2 && shape[0] == xt->shape[0])
         return emit_out(nc, "flatten", &x, 1, NULL, 0);
-    return nerr(nc, "reshaping a computed tensor %s to %s is not supported: only no-op reshapes and [N, rest] "
-                    "(flatten) are", fg_shape_str(xt->shape, xt->rank, b1, sizeof b1),
-                fg_shape_str(shape, r, b2, sizeof b2)), -1;
+    /* any other shape: a reshape (a copy kernel re-indexing when the layout needs it) */
+    int64_t n = 1, one = 1;
+    for (int d = 0; d < r; d++)
+        n *= shape[d];
+    if (n != fg_tensor_numel(xt))
+        return nerr(nc, "cannot reshape %s to %s (element counts differ)",
+                    fg_shape_str(xt->shape, xt->rank, b1, sizeof b1), fg_shape_str(shape, r, b2, sizeof b2)), -1;
+    aset a = {"shape", a_intsn(r ? shape : &one, r ? r : 1)};
+    return emit_out(nc, "reshape", &x, 1, &a, 1);
 }
 
 /* The shape of input 0 (constant or tensor). */
@@ -1643,6 +1655,187 @@ static int op_constant(nctx *nc)
     return 0;
 }
 
+/* ---- Transpose, Softmax, Concat, Sum, LRN ------------------------------------------ */
+
+/* Transpose: `perm` (default: the axes reversed).  A constant is transposed
+ * at load time; a computed tensor gets a transpose node (a copy kernel). */
+static int op_transpose(nctx *nc)
+{
+    char b1[128];
+    int64_t in[FG_MAX_RANK], perm[FG_MAX_INTS], shape[FG_MAX_RANK];
+    int r = in0_shape(nc, in);
+    if (r < 0)
+        return -1;
+    int np = attr_ints(nc, "perm", 0, FG_MAX_INTS, perm);
+    if (np < 0)
+        return -1;
+    if (np == 0) {
+        np = r;
+        for (int d = 0; d < r; d++)
+            perm[d] = r - 1 - d;
+    }
+    int seen[FG_MAX_RANK] = {0};
+    if (np != r)
+        return nerr(nc, "perm has %d entries for an input of rank %d", np, r), -1;
+    for (int d = 0; d < r; d++) {
+        if (perm[d] < 0 || perm[d] >= r || seen[perm[d]])
+            return nerr(nc, "perm is not a permutation of the axes of %s", fg_shape_str(in, r, b1, sizeof b1)), -1;
+        seen[perm[d]] = 1;
+        shape[d] = in[perm[d]];
+    }
+    int ident = 1;
+    for (int d = 0; d < r; d++)
+        ident &= perm[d] == d;
+    value *v = in_value(nc, 0);
+    if (ident) {
+        alias_output(nc, 0);
+        return 0;
+    }
+    if (v->kind == V_CONST) {
+        konst *k = &nc->L->consts[v->idx];
+        int64_t xs[FG_MAX_RANK], s = 1, n = k->numel;
+        for (int d = r - 1; d >= 0; d--) {
+            xs[d] = s;
+            s *= in[d];
+        }
+        float *f = k->f ? fg_xmalloc(sizeof(float) * (size_t)(n + 1)) : NULL;
+        int64_t *iv = k->i ? fg_xmalloc(sizeof(int64_t) * (size_t)(n + 1)) : NULL;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t rest = i, off = 0;
+            for (int d = r - 1; d >= 0; d--) {
+                off += (rest % shape[d]) * xs[perm[d]];
+                rest /= shape[d];
+            }
+            if (f)
+                f[i] = k->f[off];
+            if (iv)
+                iv[i] = k->i[off];
+        }
+        int c = new_const(nc->L, nc->n->output[0], k->dtype, r, shape, f, iv);
+        def_output(nc, 0, V_CONST, c);
+        return 0;
+    }
+    int x = v->idx;
+    aset a = {"perm", a_intsn(perm, r)};
+    return emit_out(nc, "transpose", &x, 1, &a, 1);
+}
+
+/* Softmax: opset 13 normalizes along `axis` (default -1); earlier opsets
+ * coerce the input to 2-D at `axis` (default 1) and normalize each row of
+ * the trailing axes together. */
+static int op_softmax(nctx *nc)
+{
+    int x = x_in(nc);
+    if (x < 0)
+        return -1;
+    if (in_const(nc, 0))
+        return nerr(nc, "a Softmax of a constant is not supported (fold constants first)"), -1;
+    const fg_tensor *xt = T(nc, x);
+    int legacy = nc->L->opset < 13;
+    int64_t axis = attr_int(nc, "axis", legacy ? 1 : -1), a = axis < 0 ? axis + xt->rank : axis;
+    if (a < 0 || a >= xt->rank)
+        return nerr(nc, "axis %lld is out of range for rank %d", (long long)axis, xt->rank), -1;
+    aset as[2] = {{"axis", a_int(a)}, {"naxes", a_int(legacy ? 0 : 1)}};
+    return emit_out(nc, "softmax", &x, 1, as, 2);
+}
+
+/* Concat along `axis`: one concat node of up to FG_MAX_INPUTS inputs, a
+ * chain of them for more (each joins the previous result and the next
+ * inputs). */
+static int op_concat(nctx *nc)
+{
+    int n = nin(nc), ins[FG_MAX_INPUTS];
+    if (n < 1)
+        return nerr(nc, "needs at least one input"), -1;
+    int all_const = 1;
+    for (int i = 0; i < n; i++)
+        all_const &= in_const(nc, i) != NULL;
+    if (all_const)
+        return nerr(nc, "every input is a constant; fold constant subgraphs before importing"), -1;
+    if (n == 1) {
+        alias_output(nc, 0);
+        return 0;
+    }
+    int x0 = in_tensor(nc, 0);
+    if (x0 < 0)
+        return -1;
+    int rank = T(nc, x0)->rank;
+    int64_t axis = attr_int(nc, "axis", 0), a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank)
+        return nerr(nc, "axis %lld is out of range for rank %d", (long long)axis, rank), -1;
+    aset as = {"axis", a_int(a)};
+    int acc = x0, next = 1, part = 0;
+    while (next < n) {
+        int k = 0;
+        ins[k++] = acc;
+        while (k < FG_MAX_INPUTS && next < n) {
+            int t = in_tensor(nc, next++);
+            if (t < 0)
+                return -1;
+            ins[k++] = t;
+        }
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, "_part%d", part++);
+        acc = next < n ? emit(nc, "concat", ins, k, &as, 1, 0, suffix) : emit_out(nc, "concat", ins, k, &as, 1);
+        if (acc < 0)
+            return -1;
+    }
+    return acc;
+}
+
+/* Sum: a chain of adds (numpy broadcasting), which the pointwise rules fuse. */
+static int op_sum(nctx *nc)
+{
+    int n = nin(nc);
+    if (n < 1)
+        return nerr(nc, "needs at least one input"), -1;
+    int all_const = 1;
+    for (int i = 0; i < n; i++)
+        all_const &= in_const(nc, i) != NULL;
+    if (all_const)
+        return nerr(nc, "every input is a constant; fold constant subgraphs before importing"), -1;
+    if (n == 1) {
+        alias_output(nc, 0);
+        return 0;
+    }
+    /* a computed input first, so that fusion rules see it as the chain */
+    int first = 0;
+    while (in_const(nc, first))
+        first++;
+    int acc = in_tensor(nc, first);
+    for (int i = 0, done = 1; i < n && acc >= 0; i++) {
+        if (i == first)
+            continue;
+        int ins[2] = {acc, in_tensor(nc, i)};
+        if (ins[1] < 0)
+            return -1;
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, "_add%d", done);
+        acc = ++done < n ? emit(nc, "add", ins, 2, NULL, 0, 0, suffix) : emit_out(nc, "add", ins, 2, NULL, 0);
+    }
+    return acc;
+}
+
+/* LRN: size (required), alpha, beta, bias over [N, C, ...]. */
+static int op_lrn(nctx *nc)
+{
+    int x = x_in(nc);
+    if (x < 0)
+        return -1;
+    if (!attr_get(nc, "size"))
+        return nerr(nc, "needs attribute 'size'"), -1;
+    int64_t size = attr_int(nc, "size", 1);
+    if (size < 1)
+        return nerr(nc, "size must be positive, got %lld", (long long)size), -1;
+    if (T(nc, x)->rank < 3)
+        return nerr(nc, "input must be [N, C, D1, ...] (rank 3 or more), got rank %d", T(nc, x)->rank), -1;
+    aset as[4] = {{"size", a_int(size)},
+                  {"alpha", a_float(attr_float(nc, "alpha", 1e-4))},
+                  {"beta", a_float(attr_float(nc, "beta", 0.75))},
+                  {"bias", a_float(attr_float(nc, "bias", 1.0))}};
+    return emit_out(nc, "lrn", &x, 1, as, 4);
+}
+
 /* ---- the operator table -------------------------------------------------------- */
 
 typedef struct onnx_op {
@@ -1659,6 +1852,7 @@ static const onnx_op onnx_ops[] = {
     {"BatchNormalization", op_batch_norm, "epsilon momentum training_mode", 5, 5, 1},
     {"Clip", op_clip, "", 1, 3, 1},
     {"Constant", op_constant, "value value_float value_floats value_int value_ints", 0, 0, 1},
+    {"Concat", op_concat, "axis", 1, 1 << 20, 1},
     {"Conv", op_conv, "auto_pad dilations group kernel_shape pads strides", 2, 3, 1},
     {"Div", op_div, "", 2, 2, 1},
     {"Dropout", op_dropout, "seed ratio", 1, 3, 1},
@@ -1672,6 +1866,7 @@ static const onnx_op onnx_ops[] = {
     {"HardSigmoid", op_hardsigmoid, "alpha beta", 1, 1, 1},
     {"HardSwish", op_hardswish, "", 1, 1, 1},
     {"Identity", op_identity, "", 1, 1, 1},
+    {"LRN", op_lrn, "alpha beta bias size", 1, 1, 1},
     {"LeakyRelu", op_leaky_relu, "alpha", 1, 1, 1},
     {"MatMul", op_matmul, "", 2, 2, 1},
     {"MaxPool", op_maxpool, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides", 1, 1, 1},
@@ -1680,10 +1875,13 @@ static const onnx_op onnx_ops[] = {
     {"Relu", op_relu, "", 1, 1, 1},
     {"Reshape", op_reshape, "allowzero", 2, 2, 1},
     {"Sigmoid", op_sigmoid, "", 1, 1, 1},
+    {"Softmax", op_softmax, "axis", 1, 1, 1},
     {"Softplus", op_softplus, "", 1, 1, 1},
     {"Squeeze", op_squeeze0, "axes", 1, 2, 1},
     {"Sub", op_sub, "", 2, 2, 1},
+    {"Sum", op_sum, "", 1, 1 << 20, 1},
     {"Tanh", op_tanh, "", 1, 1, 1},
+    {"Transpose", op_transpose, "perm", 1, 1, 1},
     {"Unsqueeze", op_unsqueeze, "axes", 1, 2, 1},
 };
 

@@ -527,14 +527,14 @@ def extra_checks(run, tmp, failed):
     run.lib.free_graph(g)
     expect(True, "external data from memory with base_dir", failed)
     # refusals: one error listing every unsupported operator, exit 2
-    bad = Case("bad", [N("Relu", ["x"], ["r"]), N("Softmax", ["r"], ["s"], name="sm1"),
-                       N("Transpose", ["s"], ["t"], name="tr"), N("Softmax", ["t"], ["y"], name="sm2")],
+    bad = Case("bad", [N("Relu", ["x"], ["r"]), N("Hardmax", ["r"], ["s"], name="sm1"),
+                       N("LpNormalization", ["s"], ["t"], name="tr"), N("Hardmax", ["t"], ["y"], name="sm2")],
                {"x": (2, 4)}, {}, ["y"])
     bpath = os.path.join(tmp, "bad.onnx")
     onnx.save(bad.model("fp32"), bpath)
     rc, out = cli("plan", bpath)
-    expect(rc == 2 and out.count("error:") == 1 and "Softmax (node 1 'sm1', node 3 'sm2')" in out
-           and "Transpose (node 2 'tr')" in out, "unsupported operators: one error, every node named, exit 2", failed)
+    expect(rc == 2 and out.count("error:") == 1 and "Hardmax (node 1 'sm1', node 3 'sm2')" in out
+           and "LpNormalization (node 2 'tr')" in out, "unsupported operators: one error, every node named, exit 2", failed)
     asym = conv_case("asym", (1, 4, 8, 8), (6, 4, 3, 3), 6, pads=[0, 0, 1, 1])
     apath = os.path.join(tmp, "asym.onnx")
     onnx.save(asym.model("fp32"), apath)

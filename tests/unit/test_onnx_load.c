@@ -357,17 +357,17 @@ static void test_unsupported_ops(void **state)
 {
     mb b;
     mb_init(&b);
-    mb_node(&b, "sm1", "Softmax", "x", NULL, "s");
-    mb_node(&b, "tr", "Transpose", "s", NULL, "t");
-    mb_node(&b, "sm2", "Softmax", "t", NULL, "u");
+    mb_node(&b, "sm1", "Hardmax", "x", NULL, "s");
+    mb_node(&b, "tr", "LpNormalization", "s", NULL, "t");
+    mb_node(&b, "sm2", "Hardmax", "t", NULL, "u");
     Onnx__NodeProto *c = mb_node(&b, "custom", "FusedConv", "u", NULL, "y");
     c->domain = "com.microsoft";
     fg_graph *g = NULL;
     fg_context_clear_errors(g_ctx);
     assert_int_equal(mb_load(g_ctx, &b, NULL, NULL, &g), FG_ERR_INPUT);
     assert_int_equal(fg_context_error_count(g_ctx), 1);
-    assert_true(tu_has_error(g_ctx, "m.onnx: error: unsupported operators: Softmax (node 0 'sm1', node 2 'sm2'); "
-                                    "Transpose (node 1 'tr'); com.microsoft.FusedConv (node 3 'custom')"));
+    assert_true(tu_has_error(g_ctx, "m.onnx: error: unsupported operators: Hardmax (node 0 'sm1', node 2 'sm2'); "
+                                    "LpNormalization (node 1 'tr'); com.microsoft.FusedConv (node 3 'custom')"));
 
     /* an unsupported attribute and an unsupported value: both reported, located by node */
     mb_init(&b);
