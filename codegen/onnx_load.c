@@ -1898,6 +1898,8 @@ static const onnx_op *find_onnx_op(const Onnx__NodeProto *n)
 static int word_in(const char *list, const char *w)
 {
     size_t n = strlen(w);
+    if (n == 0)   /* an empty name is no word (and strstr finds "" everywhere: the loop would not advance) */
+        return 0;
     for (const char *p = list; (p = strstr(p, w)) != NULL; p += n)
         if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0))
             return 1;
