@@ -424,7 +424,7 @@ int fg_npy_read(const char *path, int64_t max_numel, fg_file_tensor *out, char *
         goto done;
     hdr[hlen] = 0;
     npy_hdr h = {.s = hdr, .n = (size_t)hlen};
-    char descr[32];
+    char descr[32] = "";
     int fortran = 0;
     int64_t shape[FG_MAX_RANK + 1];
     int rank = 0;
@@ -434,9 +434,10 @@ int fg_npy_read(const char *path, int64_t max_numel, fg_file_tensor *out, char *
     }
     char sd[300];
     int file_le = descr[0] == '<' || (descr[0] == '=' && host_is_le());
-    if (!strcmp(descr + 1, "f4") && (descr[0] == '<' || descr[0] == '>' || descr[0] == '=')) {
+    int ordered = descr[0] == '<' || descr[0] == '>' || descr[0] == '=';   /* then descr + 1 is inside the string */
+    if (ordered && !strcmp(descr + 1, "f4")) {
         out->dtype = FG_DTYPE_F32;
-    } else if (!strcmp(descr + 1, "f2") && (descr[0] == '<' || descr[0] == '>' || descr[0] == '=')) {
+    } else if (ordered && !strcmp(descr + 1, "f2")) {
         out->dtype = FG_DTYPE_F16;
     } else {
         fail(why, whysz, "dtype '%s' (%s) is not supported: an .npy tensor must be float32 or float16 "

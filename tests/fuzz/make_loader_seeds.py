@@ -77,6 +77,9 @@ def npy_seeds():
     hdr = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }"
     hdr += b" " * (63 - 10 - len(hdr)) + b"\n"
     put("fuzz_npy", "python2_long", b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr + f4.tobytes())
+    hdr = b"{'descr': '', 'fortran_order': False, 'shape': (2, 3), }"
+    hdr += b" " * (63 - 10 - len(hdr)) + b"\n"
+    put("fuzz_npy", "descr_empty", b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr + f4.tobytes())
     put("fuzz_npy", "empty", b"")
 
 
