@@ -52,8 +52,9 @@ static const char *tool_dir(const char *tool)
 }
 
 /* Lines of SASS text holding an instruction that starts with op and has
- * the width suffix ".128" among its modifiers (LDG.E.128, STG.E.128.STRONG...). */
-static int count_128(const char *sass, const char *op)
+ * the width suffix ".128" among its modifiers (LDG.E.128, STG.E.128.STRONG...);
+ * the first one's mnemonic goes to first[0..64). */
+static int count_128(const char *sass, const char *op, char first[64])
 {
     int n = 0;
     size_t len = strlen(op);
@@ -64,7 +65,8 @@ static int count_128(const char *sass, const char *op)
         size_t w = strcspn(s, " \t;\n");
         for (const char *m = s + len; m < s + w; m++)
             if (strncmp(m, ".128", 4) == 0 && (m + 4 == s + w || m[4] == '.')) {
-                n++;
+                if (!n++)
+                    snprintf(first, 64, "%.*s", (int)(w < 63 ? w : 63), s);
                 break;
             }
     }
@@ -187,7 +189,8 @@ static void test_pointwise_sass(void **state)
             assert_int_equal(tu_run(cmd, &sass), 0);
             snprintf(cmd, sizeof cmd, "'%s/cuobjdump' -res-usage '%s'", objdump, path);
             assert_int_equal(tu_run(cmd, &res), 0);
-            int ldg = count_128(sass, "LDG"), stg = count_128(sass, "STG");
+            char ldg_op[64] = "", stg_op[64] = "";
+            int ldg = count_128(sass, "LDG", ldg_op), stg = count_128(sass, "STG", stg_op);
             int ldl = count_op(sass, "LDL"), stl = count_op(sass, "STL");
             long reg = res_field(res, "REG:"), stack = res_field(res, "STACK:"), local = res_field(res, "LOCAL:");
             const fg_tensor *y = &p[i]->graph->tensors[p[i]->groups[0].output];
@@ -195,7 +198,8 @@ static void test_pointwise_sass(void **state)
             snprintf(what, sizeof what, "%d: %s %s %lld el.%s", i, fg_dtype_name(y->dtype),
                      y->rank == 4 ? fg_layout_name(y->layout) : "rank 1", (long long)fg_tensor_numel(y),
                      i == 12 || i == 13 ? " unspec." : "");
-            printf("%s: %-32s %4ld %9d %9d %4d %4d\n", archs[a], what, reg, ldg, stg, ldl, stl);
+            printf("%s: %-32s %4ld %9d %9d %4d %4d  %s %s\n", archs[a], what, reg, ldg, stg, ldl, stl, ldg_op,
+                   stg_op);
             if (!ldg || !stg || ldl || stl || stack != 0 || local != 0) {
                 fprintf(stderr, "%s (%s): LDG.128 %d, STG.128 %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
                         ks[i].name, archs[a], ldg, stg, ldl, stl, stack, local, sass);
