@@ -117,6 +117,11 @@ static void params_struct(fg_emitter *em, fg_buf *b)
             if (t->rank == 4)
                 fg_buf_printf(b, " %s", fg_layout_name(t->layout));
             fg_buf_put(b, "\n");
+        } else if (kp->kind == FG_KPARAM_WORKSPACE) {
+            char decl[128];
+            snprintf(decl, sizeof decl, "void *%s;", kp->name);
+            fg_buf_printf(b, "    %-36s // workspace, %" PRId64 " bytes (zeroed; counters left at zero)\n", decl,
+                          kp->value);
         } else {
             char decl[128];
             snprintf(decl, sizeof decl, "fg_i64 %s;", kp->name);

@@ -20,6 +20,9 @@
 typedef enum fg_kparam_kind {
     FG_KPARAM_TENSOR = 0,   /* pointer to the data of plan-graph tensor `tensor` */
     FG_KPARAM_I64,          /* an int64 scalar with value `value` */
+    FG_KPARAM_WORKSPACE,    /* scratch memory of `value` bytes (split-K partial sums): zeroed once before
+                               the first launch and shared by the plan's kernels, which run one at a
+                               time; a kernel leaves whatever it counts in it at zero again */
     FG_KPARAM_KIND_COUNT
 } fg_kparam_kind;
 

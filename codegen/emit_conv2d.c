@@ -1,7 +1,8 @@
 /*
  * emit_conv2d.c -- the conv2d family: templates/conv2d.cuh (direct
  * convolution, weights staged in shared memory) and conv2d_depthwise.cuh
- * (one input channel per group).  NCHW and NHWC, stride, padding, dilation,
+ * (one input channel per group).  NCHW and NHWC, stride, padding (begin
+ * pads from fg_node_pads; the end pads only size the output), dilation,
  * groups; every tensor is addressed in its own layout.
  */
 #include <inttypes.h>
@@ -46,8 +47,10 @@ fg_status fg_emit_conv2d(fg_emitter *em)
     fg_em_shape(em, "Kg", Kg);
     fg_em_shape(em, "SH", fg_em_attr_int(em, a, "stride", 0));
     fg_em_shape(em, "SW", fg_em_attr_int(em, a, "stride", 1));
-    fg_em_shape(em, "PH", fg_em_attr_int(em, a, "padding", 0));
-    fg_em_shape(em, "PW", fg_em_attr_int(em, a, "padding", 1));
+    int64_t pb[2], pe[2];
+    fg_node_pads(nd, pb, pe);   /* index arithmetic needs only the begin pads */
+    fg_em_shape(em, "PH", pb[0]);
+    fg_em_shape(em, "PW", pb[1]);
     fg_em_shape(em, "DH", fg_em_attr_int(em, a, "dilation", 0));
     fg_em_shape(em, "DW", fg_em_attr_int(em, a, "dilation", 1));
 
@@ -97,14 +100,14 @@ fg_status fg_emit_conv2d(fg_emitter *em)
     if (vals[1] < 1 || vals[1] > 32)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_k = %" PRId64 " (want 1..32)", vals[1]);
     int64_t tile_k = vals[1] < Kg ? vals[1] : Kg;
-    /* weights tile of at most 4096 floats (16 KiB) where the kernel allows */
+    /* two weight stages of at most 4096 floats (16 KiB) each where the kernel allows */
     int64_t chunk = 4096 / (tile_k * R * S);
     if (chunk < 1)
         chunk = 1;
     if (chunk > Cg)
         chunk = Cg;
     int64_t wtile = tile_k * chunk * R * S;
-    if (wtile * 4 > 48 * 1024)
+    if (2 * wtile * 4 > 48 * 1024)
         return fg_em_error(em, FG_ERR_UNSUPPORTED, "conv2d '%s': a %" PRId64 "x%" PRId64
                            " kernel does not fit the shared weight tile", nd->name, R, S);
     fg_em_set(em, "TILE_K", "%" PRId64, tile_k);
@@ -123,8 +126,8 @@ fg_status fg_emit_conv2d(fg_emitter *em)
     return FG_OK;
 }
 
-/* The default tile (threads 128, tile_k 8) must fit shared memory and the
- * grid's second dimension. */
+/* The default tile (threads 128, tile_k 8) must fit shared memory (two
+ * weight stages) and the grid's second dimension. */
 int fg_check_conv2d(const fg_tcand *c, char *why, size_t whysz)
 {
     const fg_node *nd = &c->g->nodes[c->anchor];
@@ -132,7 +135,7 @@ int fg_check_conv2d(const fg_tcand *c, char *why, size_t whysz)
     int64_t K = w->shape[0], R = w->shape[2], S = w->shape[3];
     int64_t groups = fg_node_attr(nd, "groups") ? fg_node_attr_int(nd, "groups", 0) : 1;
     int64_t Kg = groups > 0 ? K / groups : K, tile_k = Kg < 8 ? Kg : 8;
-    if (tile_k * R * S * 4 > 48 * 1024) {
+    if (2 * tile_k * R * S * 4 > 48 * 1024) {
         snprintf(why, whysz, "a %" PRId64 "x%" PRId64 " kernel does not fit the shared weight tile", R, S);
         return 0;
     }

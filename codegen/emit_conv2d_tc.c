@@ -2,13 +2,22 @@
  * emit_conv2d_tc.c -- template conv2d_tc of the conv2d family: implicit-GEMM
  * convolution on tensor cores (templates/conv2d_tc.cuh; docs/codegen.md).
  *
- * It takes NHWC fp16 / bf16 convolutions with one group and C a multiple of
- * 8; fg_check_conv2d_tc says why it refuses anything else, and the planner
- * then gives the group to the direct conv2d template (NCHW included: a gather
- * path for NCHW would read 2-byte elements a channel plane apart, so NCHW is
- * refused rather than made slow).  The weights need no re-layout: NHWC
- * weights are stored [K, R, S, C], which is the GEMM's B with the reduction
- * index (r, s, c) contiguous, the same order as an input pixel's channels.
+ * It takes NHWC convolutions with one group: fp16 / bf16 with C a multiple
+ * of 8 (mma m16n8k16), and fp32 with C a multiple of 4 when the graph's
+ * precision is tf32 (mma m16n8k8 on operands rounded to tf32; exact fp32
+ * never runs on tensor cores).  fg_check_conv2d_tc says why it refuses
+ * anything else, and the planner then gives the group to the direct conv2d
+ * template (NCHW included: a gather path for NCHW would read elements a
+ * channel plane apart, so NCHW is refused rather than made slow).  The
+ * weights need no re-layout: NHWC weights are stored [K, R, S, C], which is
+ * the GEMM's B with the reduction index (r, s, c) contiguous, the same order
+ * as an input pixel's channels.
+ *
+ * The block tile and split-K are chosen per shape (tc_choose): the largest
+ * tile that still fills the target SMs, else a small tile with the reduction
+ * split so that tiles x splits does; a rule's `params:` hook may override
+ * tile_m, tile_n and split_k.  The planner shows the default in --explain
+ * (fg_conv2d_tc_describe), the kernel's header comment the one it uses.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -32,34 +41,75 @@ static const tc_tile tc_tiles[] = {
     {128, 64, 2, 2},
     {64, 128, 2, 2},
     {64, 64, 2, 2},
+    {32, 64, 2, 2},
 };
 
-#define TC_BK 32
+#define TC_ROW_BYTES 64       /* one reduction tile row: four 16-byte chunks */
 #define TC_STAGES 3
-/* blocks wanted before a larger tile is preferred: about one per SM of a large GPU */
-#define TC_BLOCKS_WANTED 128
+/* the SMs to fill (an H200 has 132); blocks wanted before a larger tile is preferred */
+#define TC_TARGET_SMS 132
+#define TC_MAX_SPLITS 16      /* split-K: at most this many slices of the reduction */
+#define TC_MIN_KT_SPLIT 4     /* and at least this many k tiles in each (the pipeline's depth + 1) */
 
-_Static_assert(TC_STAGES * (128 + 128) * TC_BK * 2 <= 48 * 1024, "the largest tile fits static shared memory");
+_Static_assert(TC_STAGES * (128 + 128) * TC_ROW_BYTES <= 48 * 1024, "the largest tile fits static shared memory");
 
-/* The default tile for an M x K output: the largest that still gives
- * TC_BLOCKS_WANTED blocks and is not mostly empty, else the smallest. */
-static const tc_tile *default_tile(int64_t M, int64_t K)
+/* Elements per 16-byte chunk. */
+static int tc_epc(fg_dtype d) { return d == FG_DTYPE_F32 ? 4 : 8; }
+
+/* The shape of the GEMM a conv node is. */
+typedef struct tc_shape {
+    int64_t M, K, RSC;   /* output pixels, output channels, reduction length */
+    int64_t KT;          /* reduction tiles of 4 chunks */
+} tc_shape;
+
+/* The default tile and split for shape s: the largest tile that is not
+ * mostly empty and still gives TC_TARGET_SMS blocks; else the tile that
+ * wastes least (ties: the larger), its reduction split so that blocks x
+ * splits reaches the target, each split keeping TC_MIN_KT_SPLIT k tiles. */
+static void tc_choose(const tc_shape *s, const tc_tile **tile, int *splits)
 {
     const int n = (int)FG_COUNTOF(tc_tiles);
-    for (int i = 0; i < n - 1; i++) {
+    const tc_tile *best = NULL;
+    int64_t best_area = 0;
+    for (int i = 0; i < n; i++) {
         const tc_tile *t = &tc_tiles[i];
-        if ((t->bm > 64 && M <= 64) || (t->bn > 64 && K <= 64))
+        if ((t->bm > 64 && s->M <= 64) || (t->bn > 64 && s->K <= 64))
             continue;
-        int64_t blocks = ((M + t->bm - 1) / t->bm) * ((K + t->bn - 1) / t->bn);
-        if (blocks >= TC_BLOCKS_WANTED)
-            return t;
+        int64_t gm = (s->M + t->bm - 1) / t->bm, gn = (s->K + t->bn - 1) / t->bn;
+        if (gm * gn >= TC_TARGET_SMS && t->bm >= 64) {
+            *tile = t;
+            *splits = 1;
+            return;
+        }
+        int64_t area = gm * t->bm * gn * t->bn;   /* computed outputs, padding included */
+        if (!best || area < best_area) {
+            best = t;
+            best_area = area;
+        }
     }
-    return &tc_tiles[n - 1];
+    int64_t blocks = ((s->M + best->bm - 1) / best->bm) * ((s->K + best->bn - 1) / best->bn);
+    int64_t want = (TC_TARGET_SMS + blocks - 1) / blocks;
+    int64_t most = s->KT / TC_MIN_KT_SPLIT;
+    if (want > most)
+        want = most;
+    if (want > TC_MAX_SPLITS)
+        want = TC_MAX_SPLITS;
+    if (want < 1)
+        want = 1;
+    *tile = best;
+    *splits = (int)want;
+}
+
+/* k tiles per split and the splits that then exist (none empty). */
+static void tc_split_shape(int64_t KT, int splits, int64_t *kt_split, int *used)
+{
+    *kt_split = (KT + splits - 1) / splits;
+    *used = (int)((KT + *kt_split - 1) / *kt_split);
 }
 
 /* The conv node's tensors and what the template needs of them, shared by the
- * check and the emitter; NULL-safe reasons in why. */
-static int tc_supported(const fg_graph *g, int anchor, int out, char *why, size_t whysz)
+ * check and the emitter; NULL-safe reasons in why.  *s is filled on success. */
+static int tc_supported(const fg_graph *g, int anchor, int out, char *why, size_t whysz, tc_shape *s)
 {
     const fg_node *nd = &g->nodes[anchor];
     const fg_tensor *x = &g->tensors[nd->inputs[0]], *w = &g->tensors[nd->inputs[1]];
@@ -74,22 +124,28 @@ static int tc_supported(const fg_graph *g, int anchor, int out, char *why, size_
                  "conv2d_depthwise)", groups);
         return 0;
     }
-    const fg_tensor *nchw = x->layout != FG_LAYOUT_NHWC ? x : w->layout != FG_LAYOUT_NHWC ? w
-                          : y->layout != FG_LAYOUT_NHWC ? y : o->layout != FG_LAYOUT_NHWC ? o : NULL;
-    if (nchw) {
-        snprintf(why, whysz, "%s is %s (reads 8 channels at a time, so NHWC only)", nchw->name,
-                 fg_layout_name(nchw->layout));
-        return 0;
-    }
     if (x->dtype != o->dtype || w->dtype != o->dtype || y->dtype != o->dtype) {
         snprintf(why, whysz, "input %s, weight %s, output %s (needs one dtype)", fg_dtype_name(x->dtype),
                  fg_dtype_name(w->dtype), fg_dtype_name(o->dtype));
         return 0;
     }
+    if (o->dtype == FG_DTYPE_F32 && g->precision != FG_PRECISION_TF32) {
+        snprintf(why, whysz, "fp32 with precision %s (fp32 runs on tensor cores only with precision tf32)",
+                 fg_precision_name(g->precision));
+        return 0;
+    }
+    const int epc = tc_epc(o->dtype);
+    const fg_tensor *nchw = x->layout != FG_LAYOUT_NHWC ? x : w->layout != FG_LAYOUT_NHWC ? w
+                          : y->layout != FG_LAYOUT_NHWC ? y : o->layout != FG_LAYOUT_NHWC ? o : NULL;
+    if (nchw) {
+        snprintf(why, whysz, "%s is %s (reads %d channels at a time, so NHWC only)", nchw->name,
+                 fg_layout_name(nchw->layout), epc);
+        return 0;
+    }
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
     int64_t K = w->shape[0], R = w->shape[2], S = w->shape[3];
-    if (C % 8 != 0) {
-        snprintf(why, whysz, "C = %" PRId64 " is not a multiple of 8 (16-byte loads along C)", C);
+    if (C % epc != 0) {
+        snprintf(why, whysz, "C = %" PRId64 " is not a multiple of %d (16-byte loads along C)", C, epc);
         return 0;
     }
     if (w->shape[1] != C || y->shape[1] != K) {
@@ -104,12 +160,36 @@ static int tc_supported(const fg_graph *g, int anchor, int out, char *why, size_
         snprintf(why, whysz, "too large for 32-bit tile indices (%" PRId64 " pixels, %" PRId64 " channels)", M, K);
         return 0;
     }
+    s->M = M;
+    s->K = K;
+    s->RSC = R * S * C;
+    s->KT = (s->RSC + 4 * epc - 1) / (4 * epc);
     return 1;
 }
 
 int fg_check_conv2d_tc(const fg_tcand *c, char *why, size_t whysz)
 {
-    return tc_supported(c->g, c->anchor, c->g->nodes[c->nodes[c->nnodes - 1]].output, why, whysz);
+    tc_shape s;
+    return tc_supported(c->g, c->anchor, c->g->nodes[c->nodes[c->nnodes - 1]].output, why, whysz, &s);
+}
+
+void fg_conv2d_tc_describe(const fg_tcand *c, char *buf, size_t size)
+{
+    tc_shape s;
+    char why[256];
+    buf[0] = 0;
+    if (c->anchor < 0 || !tc_supported(c->g, c->anchor, c->g->nodes[c->nodes[c->nnodes - 1]].output, why,
+                                       sizeof why, &s))
+        return;
+    const tc_tile *t;
+    int splits, used;
+    int64_t kts;
+    tc_choose(&s, &t, &splits);
+    tc_split_shape(s.KT, splits, &kts, &used);
+    int64_t blocks = ((s.M + t->bm - 1) / t->bm) * ((s.K + t->bn - 1) / t->bn);
+    snprintf(buf, size, "tile %d x %d, split-K %d (M %" PRId64 ", N %" PRId64 ", K %" PRId64 ": %" PRId64
+             " tiles x %d = %" PRId64 " blocks for %d SMs)", t->bm, t->bn, used, s.M, s.K, s.RSC, blocks, used,
+             blocks * used, TC_TARGET_SMS);
 }
 
 fg_status fg_emit_conv2d_tc(fg_emitter *em)
@@ -118,19 +198,23 @@ fg_status fg_emit_conv2d_tc(fg_emitter *em)
     if (a < 0 || em->g->nodes[a].op->kind != FG_OPK_CONV2D)
         return fg_em_error(em, FG_ERR_INPUT, "template %s needs a conv2d anchor", em->grp->template_name);
     char why[256];
-    if (!tc_supported(em->g, a, em->out, why, sizeof why))
+    tc_shape sh;
+    if (!tc_supported(em->g, a, em->out, why, sizeof why, &sh))
         return fg_em_error(em, FG_ERR_UNSUPPORTED, "template conv2d_tc cannot run conv2d '%s': %s",
                            em->g->nodes[a].name, why);
     const fg_node *nd = &em->g->nodes[a];
     int xt = nd->inputs[0], wt = nd->inputs[1];
     const fg_tensor *x = &em->g->tensors[xt], *w = &em->g->tensors[wt], *y = em->ot;
     int64_t N = x->shape[0], C = x->shape[1], K = w->shape[0], R = w->shape[2], S = w->shape[3];
-    int64_t OH = y->shape[2], OW = y->shape[3], M = N * OH * OW;
+    int64_t OH = y->shape[2], OW = y->shape[3], M = sh.M;
+    const int epc = tc_epc(y->dtype);
 
-    const tc_tile *tile = default_tile(M, K);
-    const char *keys[] = {"tile_m", "tile_n"};
-    int64_t v[2] = {tile->bm, tile->bn};
-    fg_status st = fg_em_tile_params(em, keys, 2, v);
+    const tc_tile *tile;
+    int splits;
+    tc_choose(&sh, &tile, &splits);
+    const char *keys[] = {"tile_m", "tile_n", "split_k"};
+    int64_t v[3] = {tile->bm, tile->bn, splits};
+    fg_status st = fg_em_tile_params(em, keys, 3, v);
     if (st != FG_OK)
         return st;
     tile = NULL;
@@ -139,8 +223,16 @@ fg_status fg_emit_conv2d_tc(fg_emitter *em)
             tile = &tc_tiles[i];
     if (!tile)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_m = %" PRId64 ", tile_n = %" PRId64
-                           " (want 64 or 128 each)", v[0], v[1]);
+                           " (want 128 x 128, 128 x 64, 64 x 128, 64 x 64 or 32 x 64)", v[0], v[1]);
+    if (v[2] < 1 || v[2] > 64 || v[2] > sh.KT)
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: split_k = %" PRId64 " (want 1 to %" PRId64
+                           ", the reduction's %" PRId64 " k tiles, at most 64)", v[2], sh.KT < 64 ? sh.KT : 64,
+                           sh.KT);
+    int64_t kt_split;
+    tc_split_shape(sh.KT, (int)v[2], &kt_split, &splits);
 
+    int64_t pb[2], pe[2];
+    fg_node_pads(nd, pb, pe);   /* index arithmetic needs only the begin pads */
     fg_em_shape(em, "N", N);
     fg_em_shape(em, "C", C);
     fg_em_shape(em, "H", x->shape[2]);
@@ -152,12 +244,12 @@ fg_status fg_emit_conv2d_tc(fg_emitter *em)
     fg_em_shape(em, "S", S);
     fg_em_shape(em, "SH", fg_em_attr_int(em, a, "stride", 0));
     fg_em_shape(em, "SW", fg_em_attr_int(em, a, "stride", 1));
-    fg_em_shape(em, "PH", fg_em_attr_int(em, a, "padding", 0));
-    fg_em_shape(em, "PW", fg_em_attr_int(em, a, "padding", 1));
+    fg_em_shape(em, "PH", pb[0]);
+    fg_em_shape(em, "PW", pb[1]);
     fg_em_shape(em, "DH", fg_em_attr_int(em, a, "dilation", 0));
     fg_em_shape(em, "DW", fg_em_attr_int(em, a, "dilation", 1));
     fg_em_shape(em, "M", M);
-    fg_em_shape(em, "RSC", R * S * C);
+    fg_em_shape(em, "RSC", sh.RSC);
 
     fg_em_set(em, "X", "%s", fg_em_tensor(em, xt, 0));
     fg_em_set(em, "WGT", "%s", fg_em_tensor(em, wt, 0));
@@ -165,23 +257,49 @@ fg_status fg_emit_conv2d_tc(fg_emitter *em)
     static const char *const yc[] = {"n", "c", "h", "w"};
     if ((st = fg_em_offset_fn(em, "off_y", em->out, yc)) != FG_OK)
         return st;
-    int h = y->dtype == FG_DTYPE_F16;
-    fg_em_set(em, "T", "%s", h ? "fg_half" : "fg_bf16");
-    fg_em_set(em, "MMA", "%s", h ? "fg_mma_16816_f16" : "fg_mma_16816_bf16");
+    fg_dtype dt = y->dtype;
+    fg_em_set(em, "T", "%s", fg_em_ctype(dt));
+    fg_em_set(em, "MMA", "%s", dt == FG_DTYPE_F32 ? "fg_mma_1688_tf32"
+                             : dt == FG_DTYPE_F16 ? "fg_mma_16816_f16" : "fg_mma_16816_bf16");
+    fg_em_set(em, "TF32", "%d", dt == FG_DTYPE_F32);
+    fg_em_set(em, "EPC", "%d", epc);
     fg_em_set(em, "BM", "%d", tile->bm);
     fg_em_set(em, "BN", "%d", tile->bn);
     fg_em_set(em, "WARPS_M", "%d", tile->warps_m);
     fg_em_set(em, "WARPS_N", "%d", tile->warps_n);
     fg_em_set(em, "PAIR", "%d", K % 2 == 0);
+    fg_em_set(em, "SPLITS", "%d", splits);
+    fg_em_set(em, "KT_SPLIT", "%" PRId64, kt_split);
+    fg_em_set(em, "SPLIT", "%d", splits > 1);
+
+    unsigned gm = (unsigned)((M + tile->bm - 1) / tile->bm), gn = (unsigned)((K + tile->bn - 1) / tile->bn);
+    if (splits > 1) {
+        /* the workspace: splits slots of BM x BN floats per tile, then one int per tile */
+        int64_t tiles = (int64_t)gm * gn;
+        int64_t bytes = tiles * splits * tile->bm * tile->bn * 4 + tiles * 4;
+        if (em->k->nparams >= FG_MAX_KPARAMS)
+            return fg_em_error(em, FG_ERR_INTERNAL, "too many kernel parameters");
+        fg_kparam *kp = &em->k->params[em->k->nparams++];
+        memset(kp, 0, sizeof *kp);
+        kp->kind = FG_KPARAM_WORKSPACE;
+        kp->tensor = -1;
+        kp->value = bytes;
+        snprintf(kp->name, sizeof kp->name, "fg_workspace");
+        fg_em_set(em, "WS", "%s", kp->name);
+    } else {
+        fg_em_set(em, "WS", "%s", "fg_no_workspace");
+    }
 
     unsigned threads = 32u * (unsigned)(tile->warps_m * tile->warps_n);
-    fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages, %u threads (%d x %d warps)\n", tile->bm,
-                  tile->bn, TC_BK, TC_STAGES, threads, tile->warps_m, tile->warps_n);
+    fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages, %u threads (%d x %d warps), split-K %d "
+                  "(%" PRId64 " of %" PRId64 " k tiles each), %s\n", tile->bm, tile->bn, 4 * epc, TC_STAGES, threads,
+                  tile->warps_m, tile->warps_n, splits, kt_split, sh.KT,
+                  dt == FG_DTYPE_F32 ? "mma m16n8k8 tf32" : "mma m16n8k16");
     em->template_file = "conv2d_tc.cuh";
     em->threads = threads;
-    em->k->grid[0] = (unsigned)((M + tile->bm - 1) / tile->bm);
-    em->k->grid[1] = (unsigned)((K + tile->bn - 1) / tile->bn);
-    em->k->grid[2] = 1;
+    em->k->grid[0] = gm;
+    em->k->grid[1] = gn;
+    em->k->grid[2] = (unsigned)splits;
     em->k->block[0] = threads;
     em->k->block[1] = em->k->block[2] = 1;
     return FG_OK;

@@ -19,8 +19,9 @@ static const char *const ph_pointwise[] = {"KERNEL", "PARAMS", "THREADS", "SHAPE
 static const char *const ph_conv2d[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "TILE_K", "CHUNK_C", "WTILE",
                                         "X", "WGT", "Y", NULL};
 static const char *const ph_conv2d_dw[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "X", "WGT", "Y", NULL};
-static const char *const ph_conv2d_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BM", "BN", "WARPS_M",
-                                           "WARPS_N", "T", "MMA", "X", "WGT", "Y", "PAIR", NULL};
+static const char *const ph_conv2d_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BM", "BN", "EPC", "SPLITS",
+                                           "KT_SPLIT", "WARPS_M", "WARPS_N", "T", "MMA", "X", "WGT", "Y", "TF32",
+                                           "SPLIT", "WS", "PAIR", NULL};
 static const char *const ph_gemm[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "TILE_M", "TILE_N", "TILE_K",
                                       "BATCH", "A", "B", "Y", "TA", "TB", "EPI_ARGS", NULL};
 static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BM", "BN", "STAGES", "WARPS_M",

@@ -640,6 +640,14 @@ static int add_group(planner *P, int rule, const pmatch *m)
             fg_buf_printf(&text, "; hook %s picked %s", r->select_hook, acc[pick]->name);
         }
     }
+    /* the chosen template's default tile / split-K (--explain) */
+    const fg_template *ct = fg_template_find(P->ctx, grp->template_name);
+    char tiles[256];
+    if (ct) {
+        fg_template_describe(ct, &c, tiles, sizeof tiles);
+        if (tiles[0])
+            fg_buf_printf(&text, "; %s: %s", ct->name, tiles);
+    }
     grp->choice = fg_buf_take(&text);
     return gi;
 }

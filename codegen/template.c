@@ -29,7 +29,7 @@
 static const char *const tile_threads[] = {"threads", NULL};
 static const char *const tile_conv[] = {"threads", "tile_k", NULL};
 static const char *const tile_gemm[] = {"tile_m", "tile_n", "tile_k", NULL};
-static const char *const tile_conv_tc[] = {"tile_m", "tile_n", NULL};
+static const char *const tile_conv_tc[] = {"tile_m", "tile_n", "split_k", NULL};
 static const char *const tile_gemm_tc[] = {"tile_m", "tile_n", "stages", NULL};
 
 #define BUILTIN(name_, family_, kinds_, dtypes_, prio_, tiles_, check_, emit_, summary_)                        \
@@ -46,8 +46,9 @@ static const fg_template builtins[] = {
     BUILTIN("conv2d_depthwise", "conv2d", KIND(FG_OPK_CONV2D), ALL_DTYPES, 10, tile_threads,
             fg_check_conv2d_depthwise, fg_emit_conv2d,
             "depthwise convolution (one input channel per group), one thread per output element"),
-    BUILTIN("conv2d_tc", "conv2d", KIND(FG_OPK_CONV2D), HALF_DTYPES, 20, tile_conv_tc, fg_check_conv2d_tc,
-            fg_emit_conv2d_tc, "fp16/bf16 NHWC implicit-GEMM convolution on tensor cores (C % 8 == 0, groups 1)"),
+    BUILTIN("conv2d_tc", "conv2d", KIND(FG_OPK_CONV2D), ALL_DTYPES, 20, tile_conv_tc, fg_check_conv2d_tc,
+            fg_emit_conv2d_tc, "NHWC implicit-GEMM convolution on tensor cores, groups 1: fp16/bf16 (C % 8 == 0), "
+            "fp32 with precision tf32 (C % 4 == 0); tile and split-K chosen per shape"),
     BUILTIN("gemm", "gemm", KIND(FG_OPK_MATMUL), 1u << FG_DTYPE_F32, 0, tile_gemm, fg_check_gemm, fg_emit_gemm,
             "fp32 GEMM on shared-memory tiles (SIMT)"),
     BUILTIN("gemm_tc", "gemm", KIND(FG_OPK_MATMUL), HALF_DTYPES, 10, tile_gemm_tc, fg_check_gemm_tc, fg_emit_gemm,
@@ -64,6 +65,22 @@ static const fg_template builtins[] = {
     BUILTIN("lrn", "lrn", KIND(FG_OPK_LRN), ALL_DTYPES, 0, tile_threads, fg_check_lrn, fg_emit_lrn,
             "local response normalization across channels, one thread per output element"),
 };
+
+/* The built-ins' --explain descriptions (a designated field kept out of the
+ * BUILTIN macro, which every row shares). */
+static void (*builtin_describe(const fg_template *t))(const fg_tcand *, char *, size_t)
+{
+    return strcmp(t->name, "conv2d_tc") == 0 ? fg_conv2d_tc_describe : NULL;
+}
+
+void fg_template_describe(const fg_template *t, const fg_tcand *c, char *buf, size_t size)
+{
+    const fg_template *b = fg_template_base(t);
+    void (*fn)(const fg_tcand *, char *, size_t) = b->describe ? b->describe : builtin_describe(b);
+    buf[0] = 0;
+    if (fn)
+        fn(c, buf, size);
+}
 
 /* ---- lookup ---------------------------------------------------------------- */
 

@@ -55,6 +55,9 @@ typedef struct fg_template {
     int max_tensors;               /* tensor parameters of the kernel */
     const char *const *tile_keys;  /* what a `params:` hook may set (NULL-terminated) */
     fg_template_check_fn check;    /* the family's own constraints, or NULL */
+    /* The default tile / split choice for an accepted candidate as one line
+     * for --explain ("" when there is nothing to say), or NULL. */
+    void (*describe)(const fg_tcand *c, char *buf, size_t size);
     fg_status (*emit)(struct fg_emitter *em);
     const char *summary;           /* one line for `fusegen rules templates` and the docs */
     /* registered variants (NULL / zero for built-ins) */
@@ -87,6 +90,10 @@ int fg_template_candidates(const fg_context *ctx, const char *rule_template, fg_
  * family's constraints, a registered variant's `where`.  1 = accepted. */
 int fg_template_check(const fg_template *t, const fg_tcand *c, char *why, size_t whysz);
 
+/* The default tile / split choice of template t for accepted candidate c,
+ * for --explain; "" when the template has nothing to say. */
+void fg_template_describe(const fg_template *t, const fg_tcand *c, char *buf, size_t size);
+
 /* Loads one `template:` document (a registered variant) into the context. */
 fg_status fg_template_load(fg_context *ctx, const struct fg_ynode *map, uint64_t file_hash);
 /* Frees the context's registered templates (fg_context_free). */
@@ -97,6 +104,7 @@ int fg_check_pointwise(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_conv2d(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_conv2d_depthwise(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_conv2d_tc(const fg_tcand *c, char *why, size_t whysz);
+void fg_conv2d_tc_describe(const fg_tcand *c, char *buf, size_t size);
 int fg_check_gemm(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_gemm_tc(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_pool2d(const fg_tcand *c, char *why, size_t whysz);

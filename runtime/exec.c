@@ -46,6 +46,8 @@ struct fg_exec {
 
     size_t weight_bytes, arena_bytes, inter_bytes;
     uint64_t weights, arena;        /* device addresses (host pointers in emulation); 0: none */
+    size_t workspace_bytes;         /* the largest FG_KPARAM_WORKSPACE of the kernels (one at a time) */
+    uint64_t workspace;             /* zeroed once; 0: none */
 
     void *stream;                   /* the exec's own stream (NULL in emulation) */
     void **events;                  /* nkernels + 1, for timing */
@@ -188,6 +190,8 @@ static fg_status place_tensors(fg_exec *e)
         const fg_kernel *K = &e->kernels[k];
         for (int j = 0; j < K->nparams; j++) {
             const fg_kparam *p = &K->params[j];
+            if (p->kind == FG_KPARAM_WORKSPACE && p->value > 0 && (uint64_t)p->value > e->workspace_bytes)
+                e->workspace_bytes = (size_t)p->value;
             if (p->kind != FG_KPARAM_TENSOR)
                 continue;
             if (p->tensor < 0 || p->tensor >= nt) {
@@ -320,6 +324,15 @@ static fg_status load_weights(fg_exec *e)
         st = be->alloc(ctx, e->weight_bytes, "the weights", &e->weights);
     if (!st && e->arena_bytes)
         st = be->alloc(ctx, e->arena_bytes, "the intermediates", &e->arena);
+    if (!st && e->workspace_bytes) {   /* split-K partial sums and tile counters: zeroed once */
+        st = be->alloc(ctx, e->workspace_bytes, "the split-K workspace", &e->workspace);
+        void *zeros = st ? NULL : calloc(1, e->workspace_bytes);
+        if (!st && !zeros)
+            st = fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "out of memory zeroing the workspace");
+        if (!st)
+            st = be->upload(ctx, e->workspace, zeros, e->workspace_bytes, NULL);
+        free(zeros);
+    }
     if (st || !e->weight_bytes)
         return st;
     char *host = be->host_memory ? (char *)(uintptr_t)e->weights : calloc(1, e->weight_bytes);
@@ -477,6 +490,7 @@ FG_API void fg_exec_free(fg_exec *e)
         be->free(e->io[i]);
     be->free(e->weights);
     be->free(e->arena);
+    be->free(e->workspace);
     for (int k = 0; e->kernels && k < e->nkernels; k++)
         fg_kernel_free(&e->kernels[k]);   /* releases the loaded kernel too */
     free(e->kernels);
@@ -558,8 +572,9 @@ static uint64_t tensor_addr(const fg_exec *e, int t)
 static void pack_slots(const fg_exec *e, const fg_kernel *K, uint64_t *slots)
 {
     for (int j = 0; j < K->nparams; j++)
-        slots[j] = K->params[j].kind == FG_KPARAM_TENSOR ? tensor_addr(e, K->params[j].tensor)
-                                                          : (uint64_t)K->params[j].value;
+        slots[j] = K->params[j].kind == FG_KPARAM_TENSOR      ? tensor_addr(e, K->params[j].tensor)
+                   : K->params[j].kind == FG_KPARAM_WORKSPACE ? e->workspace
+                                                               : (uint64_t)K->params[j].value;
 }
 
 /* Launches every kernel on stream s, with an event before each and one at

@@ -2,13 +2,18 @@
 // Each thread computes TILE_K output channels of one output pixel (n, oh, ow).
 // The block's TILE_K channels lie in one group; their weights are staged in
 // shared memory CHUNK_C input channels at a time and reused by every thread.
-// Accumulation in fp32; blockIdx.y = group * tiles_per_group + channel tile.
+// Two weight stages: while chunk c is multiplied from one, chunk c + 1 was
+// staged into the other just before, each thread issuing its loads 8 at a
+// time (independent, so they are in flight together) before storing them;
+// one barrier per chunk.  Accumulation in fp32; blockIdx.y = group *
+// tiles_per_group + channel tile.
 FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 {
 {{SHAPES}}
     const fg_i64 TILE_K = {{TILE_K}};
     const fg_i64 CHUNK_C = {{CHUNK_C}};
-    FG_SHARED float w_tile[{{WTILE}}];  // [TILE_K][CHUNK_C][R][S]
+    const fg_i64 WTILE = {{WTILE}};
+    FG_SHARED float w_tile[2 * {{WTILE}}];  // two stages of [TILE_K][CHUNK_C][R][S]
 
     // output channels k0 .. k_end-1 of group g
     const fg_i64 tiles_per_group = (Kg + TILE_K - 1) / TILE_K;
@@ -27,17 +32,40 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
     for (int kk = 0; kk < TILE_K; kk++)
         acc[kk] = 0.0f;
 
-    for (fg_i64 c0 = 0; c0 < Cg; c0 += CHUNK_C) {
+    // Stages weights [k0, k0 + TILE_K) x [c0, c0 + CHUNK_C) into stage buf
+    // (zeros past the ends): per thread, batches of 8 loads, then 8 stores.
+    const int THREADS = {{THREADS}}, PER_THREAD = (int)((WTILE + THREADS - 1) / THREADS);
+    auto stage_weights = [&](int buf, fg_i64 c0) {
         const fg_i64 cn = Cg - c0 < CHUNK_C ? Cg - c0 : CHUNK_C;
-        // stage weights [k0, k0 + TILE_K) x [c0, c0 + cn); zeros past the ends
-        for (fg_i64 t = fg_tid_x(); t < TILE_K * CHUNK_C * R * S; t += fg_bdim_x()) {
-            const fg_i64 kk = t / (CHUNK_C * R * S);
-            const fg_i64 cc = t / (R * S) % CHUNK_C;
-            const fg_i64 r = t / S % R;
-            const fg_i64 s = t % S;
-            w_tile[t] = (k0 + kk < k_end && cc < cn) ? fg_load(p.{{WGT}} + off_w(p, k0 + kk, c0 + cc, r, s)) : 0.0f;
+        for (int b0 = 0; b0 < PER_THREAD; b0 += 8) {
+            float v[8];
+            FG_UNROLL
+            for (int u = 0; u < 8; u++) {
+                const fg_i64 t = fg_tid_x() + (fg_i64)(b0 + u) * THREADS;
+                const fg_i64 kk = t / (CHUNK_C * R * S);
+                const fg_i64 cc = t / (R * S) % CHUNK_C;
+                const fg_i64 r = t / S % R;
+                const fg_i64 s = t % S;
+                v[u] = (t < WTILE && k0 + kk < k_end && cc < cn) ? fg_load(p.{{WGT}} + off_w(p, k0 + kk, c0 + cc, r, s))
+                                                                 : 0.0f;
+            }
+            FG_UNROLL
+            for (int u = 0; u < 8; u++) {
+                const fg_i64 t = fg_tid_x() + (fg_i64)(b0 + u) * THREADS;
+                if (t < WTILE)
+                    w_tile[buf * WTILE + t] = v[u];
+            }
         }
-        fg_sync();
+    };
+
+    stage_weights(0, 0);
+    fg_sync();
+    int buf = 0;
+    for (fg_i64 c0 = 0; c0 < Cg; c0 += CHUNK_C) {
+        // the next chunk into the other stage (free: everyone passed the last barrier)
+        if (c0 + CHUNK_C < Cg)
+            stage_weights(buf ^ 1, c0 + CHUNK_C);
+        const fg_i64 cn = Cg - c0 < CHUNK_C ? Cg - c0 : CHUNK_C;
         if (active) {
             for (fg_i64 cc = 0; cc < cn; cc++) {
                 const fg_i64 ci = g * Cg + c0 + cc;  // input channel
@@ -50,14 +78,15 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
                         if (iw < 0 || iw >= W)
                             continue;
                         const float xv = fg_load(p.{{X}} + off_x(p, n, ci, ih, iw));
-                        const float *wt = &w_tile[(cc * R + r) * S + s];
+                        const float *wt = &w_tile[buf * WTILE + (cc * R + r) * S + s];
                         for (int kk = 0; kk < TILE_K; kk++)
                             acc[kk] += xv * wt[kk * CHUNK_C * R * S];
                     }
                 }
             }
         }
-        fg_sync();
+        fg_sync();   // the next stage is complete; this one is free for the chunk after
+        buf ^= 1;
     }
     if (!active)
         return;

@@ -1,26 +1,37 @@
 // ---- template conv2d_tc.cuh: implicit-GEMM convolution on tensor cores -------
-// NHWC, fp16 / bf16, groups 1, C a multiple of 8.  The GEMM: row m = output
-// pixel (n, oh, ow), M = N*OH*OW; column = output channel k, K of them;
-// reduction index kk = (r*S + s)*C + c over RSC = R*S*C.  kk runs along C
-// within one filter tap, which is how an input pixel (NHWC) and a weight row
-// ([K, R, S, C], the NHWC weight layout) are stored: A and B are read in
-// place, 16 bytes (8 channels of one tap) at a time.
+// NHWC, groups 1; fp16 / bf16 (mma.sync m16n8k16, C a multiple of 8) or, with
+// the graph's precision tf32, fp32 (mma.sync m16n8k8 on operands rounded to
+// tf32, C a multiple of 4).  The GEMM: row m = output pixel (n, oh, ow),
+// M = N*OH*OW; column = output channel k, K of them; reduction index
+// kk = (r*S + s)*C + c over RSC = R*S*C.  kk runs along C within one filter
+// tap, which is how an input pixel (NHWC) and a weight row ([K, R, S, C], the
+// NHWC weight layout) are stored: A and B are read in place, 16 bytes (EPC
+// channels of one tap) at a time.
 //
 // A block computes a BM x BN output tile with WARPS_M x WARPS_N warps; a
-// warp computes a WM x WN patch as MI x NI mma.sync m16n8k16 fragments with
-// fp32 accumulators.  The reduction advances BK = 32 at a time through a
-// 3-stage cp.async pipeline: while tile kt is multiplied, tiles kt+1 and kt+2
-// are in flight.  Copies past the image (padding), past M, K or RSC are
-// zero-filled (src-size 0).  Shared tiles are rows of four 16-byte chunks,
-// chunk q of row i stored at q ^ ((i >> 1) & 3): the 8 rows one ldmatrix
-// phase reads, and the chunks one warp's cp.async writes, hit distinct banks.
-// Fragments come from ldmatrix.x4 (both operands have kk contiguous, so no
-// .trans); the epilogue runs on the accumulators, pairs of channels stored
-// together.
+// warp computes a WM x WN patch as MI x NI mma fragments with fp32
+// accumulators.  A reduction tile is 64 bytes per row (BK = 4 * EPC
+// elements, two mma k steps) through a 3-stage cp.async pipeline: while
+// tile kt is multiplied, tiles kt+1 and kt+2 are in flight.  Copies past the
+// image (padding), past M, K or RSC are zero-filled (src-size 0).  Shared
+// tiles are rows of four 16-byte chunks, chunk q of row i stored at
+// q ^ ((i >> 1) & 3): the 8 rows one ldmatrix phase reads, and the chunks
+// one warp's cp.async writes, hit distinct banks.  Fragments come from
+// ldmatrix.x4 (both operands have kk contiguous, so no .trans; the tf32
+// fragments of m16n8k8 have the byte layout of the 16-bit ones of m16n8k16,
+// and each 32-bit register is then rounded to tf32).
+//
+// Split-K (SPLITS > 1): block z of the grid's third axis reduces its share
+// of the k tiles, writes its accumulators to slot z of its tile in the
+// workspace, and the last block of the tile to arrive (an integer counter)
+// adds the SPLITS slots in order 0, 1, ... -- the same sum whatever the
+// arrival order -- resets the counter, and alone runs the epilogue, which
+// stores pairs of channels together.
 FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 {
 {{SHAPES}}
-    const int BM = {{BM}}, BN = {{BN}}, BK = 32, STAGES = 3, THREADS = {{THREADS}};
+    const int BM = {{BM}}, BN = {{BN}}, EPC = {{EPC}}, BK = 4 * EPC, STAGES = 3, THREADS = {{THREADS}};
+    const int KT_SPLIT = {{KT_SPLIT}};   // k tiles per split (the last may have fewer)
     const int WARPS_M = {{WARPS_M}}, WARPS_N = {{WARPS_N}};
     const int WM = BM / WARPS_M, WN = BN / WARPS_N;   // one warp's patch
     const int MI = WM / 16, NI = WN / 8;              // its fragments
@@ -62,7 +73,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 
     // Issues the copies of reduction tile kt into stage `dst`.
     auto load_tile = [&](int dst, int kt) {
-        const int kk = kt * BK + q * 8;
+        const int kk = kt * BK + q * EPC;
         const bool kk_ok = kk < RSC;
         const int c = kk % (int)C, rs = kk / (int)C;
         const int s = rs % (int)S, r = rs / (int)S;
@@ -92,22 +103,25 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
             for (int e = 0; e < 4; e++)
                 acc[mi][ni][e] = 0.0f;
 
+    // this block's k tiles: [kt0, kt0 + NT)
     const int KT = (int)((RSC + BK - 1) / BK);
+    const int kt0 = (int)fg_bid_z() * KT_SPLIT;
+    const int NT = KT - kt0 < KT_SPLIT ? KT - kt0 : KT_SPLIT;
     FG_UNROLL
     for (int st = 0; st < STAGES - 1; st++) {
-        if (st < KT)
-            load_tile(st, st);
+        if (st < NT)
+            load_tile(st, kt0 + st);
         fg_cp_async_commit();
     }
-    int stage = 0, free_stage = STAGES - 1;   // kt % STAGES, (kt - 1) % STAGES
-    for (int kt = 0; kt < KT; kt++) {
-        fg_cp_async_wait_group<STAGES - 2>();   // this thread's copies of tile kt have landed
+    int stage = 0, free_stage = STAGES - 1;   // it % STAGES, (it - 1) % STAGES
+    for (int it = 0; it < NT; it++) {
+        fg_cp_async_wait_group<STAGES - 2>();   // this thread's copies of tile it have landed
         fg_sync();                              // everyone's have; free_stage is read by nobody
-        if (kt + STAGES - 1 < KT)
-            load_tile(free_stage, kt + STAGES - 1);
+        if (it + STAGES - 1 < NT)
+            load_tile(free_stage, kt0 + it + STAGES - 1);
         fg_cp_async_commit();                   // possibly empty: the group count stays in step
         FG_UNROLL
-        for (int ks = 0; ks < BK / 16; ks++) {
+        for (int ks = 0; ks < 2; ks++) {        // two mma k steps of 32 bytes
             fg_u32 af[MI][4], bf[NI][2];
             // A: lane l addresses row l % 16 of the m16 x k16 block, chunk l / 16
             FG_UNROLL
@@ -129,6 +143,19 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
                 bf[2 * nj + 1][0] = t[2];
                 bf[2 * nj + 1][1] = t[3];
             }
+{{#TF32}}
+            // fp32 bits -> tf32 (cvt.rna), as mma .tf32 takes them
+            FG_UNROLL
+            for (int mi = 0; mi < MI; mi++)
+                FG_UNROLL
+                for (int e = 0; e < 4; e++)
+                    af[mi][e] = fg_tf32_bits(af[mi][e]);
+            FG_UNROLL
+            for (int ni = 0; ni < NI; ni++)
+                FG_UNROLL
+                for (int e = 0; e < 2; e++)
+                    bf[ni][e] = fg_tf32_bits(bf[ni][e]);
+{{/TF32}}
             FG_UNROLL
             for (int mi = 0; mi < MI; mi++)
                 FG_UNROLL
@@ -139,6 +166,52 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         stage = stage == STAGES - 1 ? 0 : stage + 1;
     }
     // (the groups still open are empty: nothing is left in flight)
+{{#SPLIT}}
+
+    // Split-K: slot z of this tile's SPLITS slots of BM * BN floats, each
+    // thread's accumulators at [(mi, ni, e)][tid]; then one int per tile.
+    {
+        const int SPLITS = {{SPLITS}};
+        float *ws = (float *)p.{{WS}};
+        const fg_i64 tile = (fg_i64)fg_bid_y() * fg_gdim_x() + fg_bid_x();
+        const fg_i64 ntiles = (fg_i64)fg_gdim_x() * fg_gdim_y();
+        float *slot = ws + (tile * SPLITS + fg_bid_z()) * (fg_i64)(BM * BN);
+        FG_UNROLL
+        for (int mi = 0; mi < MI; mi++)
+            FG_UNROLL
+            for (int ni = 0; ni < NI; ni++)
+                FG_UNROLL
+                for (int e = 0; e < 4; e++)
+                    slot[((mi * NI + ni) * 4 + e) * THREADS + tid] = acc[mi][ni][e];
+        fg_threadfence();                        // the slot is visible before the count
+        fg_sync();
+        FG_SHARED int last_block;
+        if (tid == 0) {
+            int *count = (int *)(ws + ntiles * SPLITS * (fg_i64)(BM * BN)) + tile;
+            const int arrived = fg_atomic_add_i32(count, 1);
+            last_block = arrived == SPLITS - 1;
+            if (last_block)
+                *count = 0;                      // ready for the next launch
+        }
+        fg_sync();
+        if (!last_block)
+            return;
+        fg_threadfence();                        // see the other blocks' slots
+        const float *base = ws + tile * SPLITS * (fg_i64)(BM * BN);
+        FG_UNROLL
+        for (int mi = 0; mi < MI; mi++)
+            FG_UNROLL
+            for (int ni = 0; ni < NI; ni++)
+                FG_UNROLL
+                for (int e = 0; e < 4; e++) {
+                    const int at = ((mi * NI + ni) * 4 + e) * THREADS + tid;
+                    float sum = base[at];
+                    for (int z = 1; z < SPLITS; z++)   // fixed order: split 0, 1, 2, ...
+                        sum += base[(fg_i64)z * (BM * BN) + at];
+                    acc[mi][ni][e] = sum;
+                }
+    }
+{{/SPLIT}}
 
     // C fragment: e = 0, 1 -> row group, columns tig*2 + {0, 1}; e = 2, 3 -> row group + 8
     const int group = lane >> 2, tig = lane & 3;

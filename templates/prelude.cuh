@@ -292,6 +292,9 @@ FG_DEVICE fg_u32 fg_f2tf32(float f)
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
     return r;
 }
+// fg_tf32_bits: the same for an fp32 value given as its bits (a fragment
+// register loaded by ldmatrix from an fp32 tile).
+FG_DEVICE fg_u32 fg_tf32_bits(fg_u32 bits) { return fg_f2tf32(__uint_as_float(bits)); }
 FG_DEVICE void fg_mma_1688_tf32(float d[4], const fg_u32 a[4], const fg_u32 b[2], const float c[4])
 {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
@@ -300,5 +303,12 @@ FG_DEVICE void fg_mma_1688_tf32(float d[4], const fg_u32 a[4], const fg_u32 b[2]
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
                    "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 }
+
+// ---- split-K: partial sums in a workspace, the last block of a tile reduces ----
+// fg_threadfence: this thread's global writes are visible device-wide before
+// its later ones (__threadfence).  fg_atomic_add_i32: *p += v, returns the
+// old value (an integer counter: results never depend on the order).
+FG_DEVICE void fg_threadfence() { __threadfence(); }
+FG_DEVICE int fg_atomic_add_i32(int *p, int v) { return atomicAdd(p, v); }
 
 #endif // FUSEGEN_PRELUDE_CUH

@@ -377,6 +377,8 @@ static inline fg_u32 fg_f2tf32(float f)
     return (x + 0x1000u) & 0xffffe000u;
 }
 
+static inline fg_u32 fg_tf32_bits(fg_u32 bits) { return fg_f2tf32(fg_emu_bitsf(bits)); }
+
 static inline void fg_mma_1688_tf32(float d[4], const fg_u32 a[4], const fg_u32 b[2], const float c[4])
 {
     for (int i = 0; i < 4; i++)
@@ -392,5 +394,12 @@ static inline void fg_mma_1688_tf32(float d[4], const fg_u32 a[4], const fg_u32 
     fg_emu_api_->warp(FG_EMU_WOP_MMA_TF32, 0, in, 10, out, 4);
     for (int i = 0; i < 4; i++) d[i] = fg_emu_bitsf(out[i]);
 }
+
+/* ---- split-K: partial sums in a workspace, the last block of a tile reduces ----
+ * Same as the device prelude.  Blocks run one after another here, so the
+ * last block to arrive is always the highest split; the reduction order is
+ * fixed by the kernel (split 0 first), not by arrival. */
+static inline void fg_threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline int fg_atomic_add_i32(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 
 #endif /* FG_PRELUDE_EMU_H */

@@ -4,11 +4,14 @@
  * its numerics in emulation against the host reference of the unfused graph
  * on odd shapes (N 1 and 2; C 8, 16, 24, 32, 40; K 8, 13, 24, 72, 136; H, W
  * 1, 7, 13, 14; 1x1 and 3x3; stride 1 and 2; padding 0, 1, 2; dilation 2)
- * with the shipped epilogues (bias + relu, BN folded, residual add), fp16 and
- * bf16, every block tile, specialized and not.  Then the pipeline's
- * synchronization: the same kernel with its cp.async wait weakened by one
- * group, or removed, or without its barrier, must fail the numerics (the
- * emulator lands a copy only at its wait).
+ * with the shipped epilogues (bias + relu / silu / hardswish, BN folded,
+ * residual add), fp16, bf16 and fp32 with precision tf32, every block tile
+ * and split-K (the default choice at batch 1 and a batch-32-like shape, and
+ * forced ones), specialized and not.  Then the pipeline's synchronization:
+ * the same kernel with its cp.async wait weakened by one group, or removed,
+ * or without its barrier, must fail the numerics (the emulator lands a copy
+ * only at its wait); split-K's reduction must add every slot and leave its
+ * counters at zero (a second launch on the same workspace is checked).
  *
  * The runner is small and self-contained: each case plans to one kernel,
  * which is emitted (optionally mutated), built for the emulator and launched
@@ -38,9 +41,12 @@
 #include "testutil.h"
 
 static uint64_t seed = 20240901;
+static int fp32_exact;   /* parse_case: fp32 graphs keep precision exact (refusal test) */
 static char *cache_dir;
 
-static double tol_of(fg_dtype d) { return d == FG_DTYPE_F16 ? 5e-3 : 2e-2; }
+/* tf32: operands rounded to 11 significant bits (2^-11 relative each), fp32
+ * accumulation and output: 1e-2 as for PyTorch's allow_tf32 comparisons. */
+static double tol_of(fg_dtype d) { return d == FG_DTYPE_F16 ? 5e-3 : d == FG_DTYPE_BF16 ? 2e-2 : 1e-2; }
 
 /* ---- cases ---------------------------------------------------------------- */
 
@@ -121,6 +127,39 @@ static const tc_case cases[] = {
      "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
      "  - { name: y, op: relu, inputs: [c] }\n"
      "outputs: [y]\n"},
+    /* batch 1, 7x7: one 64 x 64 tile, so the reduction is split (fp16 4 ways, fp32 9) */
+    {"n1_c64_k64_7x7_3x3_p1_bias_silu_splitk", "conv_act",
+     "inputs: [{ name: x, shape: [1, 64, 7, 7] }]\n"
+     "weights: [{ name: w, shape: [64, 64, 3, 3] }, { name: b, shape: [64] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
+     "  - { name: y, op: silu, inputs: [c] }\n"
+     "outputs: [y]\n"},
+    /* batch 1, 13x13: 3 tiles, 9 k tiles split 2 ways (5 + 4) */
+    {"n1_c32_k24_13x13_3x3_hardswish_splitk", "conv_act",
+     "inputs: [{ name: x, shape: [1, 32, 13, 13] }]\n"
+     "weights: [{ name: w, shape: [24, 32, 3, 3] }, { name: b, shape: [24] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
+     "  - { name: y, op: hardswish, inputs: [c] }\n"
+     "outputs: [y]\n"},
+    /* batch 32 at 3x3 pixels: 288 output pixels, no split */
+    {"n32_c16_k24_3x3_3x3_p1_bn_relu", "conv_bn_act",
+     "inputs: [{ name: x, shape: [32, 16, 3, 3] }]\n"
+     "weights:\n  - { name: w, shape: [24, 16, 3, 3] }\n" BN_WEIGHTS(24)
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [c, g, be, mu, v] }\n"
+     "  - { name: y, op: relu, inputs: [bn] }\n"
+     "outputs: [y]\n"},
+    /* asymmetric padding [top, left, bottom, right]: begin pads in the index arithmetic */
+    {"n1_c8_k16_7x6_3x3_pads_1_0_2_1", "conv_act",
+     "inputs: [{ name: x, shape: [1, 8, 7, 6] }]\n"
+     "weights: [{ name: w, shape: [16, 8, 3, 3] }, { name: b, shape: [16] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 0, 2, 1] } }\n"
+     "  - { name: y, op: relu, inputs: [c] }\n"
+     "outputs: [y]\n"},
 };
 
 static const tc_case *find_case(const char *name)
@@ -142,15 +181,16 @@ typedef struct mutation {
 typedef struct tc_result {
     double rel;           /* relative L2 error, NaN included as +inf */
     int64_t nan_left;     /* output elements still NaN */
-    char tile[96];        /* the "tile:" header line of the kernel */
+    char tile[160];       /* the "tile:" header line of the kernel */
 } tc_result;
 
 static fg_graph *parse_case(fg_context *ctx, const tc_case *c, fg_dtype dt, fg_layout lay)
 {
     char *text = NULL;
     fg_buf b = {0};
-    fg_buf_printf(&b, "graph: %s\nseed: %" PRIu64 "\ndtype: %s\nlayout: %s\n%s", c->name, seed,
-                  fg_dtype_name(dt), fg_layout_name(lay), c->body);
+    /* fp32 cases run with precision tf32 (exact fp32 never uses tensor cores) */
+    fg_buf_printf(&b, "graph: %s\nseed: %" PRIu64 "\ndtype: %s\nlayout: %s\n%s%s", c->name, seed,
+                  fg_dtype_name(dt), fg_layout_name(lay), dt == FG_DTYPE_F32 && !fp32_exact ? "precision: tf32\n" : "", c->body);
     text = fg_buf_take(&b);
     fg_graph *g = NULL;
     fg_status st = fg_graph_parse(ctx, c->name, text, strlen(text), &g);
@@ -161,10 +201,12 @@ static fg_graph *parse_case(fg_context *ctx, const tc_case *c, fg_dtype dt, fg_l
     return g;
 }
 
-/* Plans case c (fp16 or bf16, NHWC) to one conv2d_tc kernel, runs it in
- * emulation and compares with the reference. */
-static void run_case(fg_context *ctx, const tc_case *c, fg_dtype dt, int specialize, const mutation *mut,
-                     tc_result *res)
+/* Plans case c (fp16, bf16 or fp32 with tf32, NHWC) to one conv2d_tc
+ * kernel, runs it in emulation (launches times on the same buffers and
+ * workspace, the output poisoned before each) and compares the last output
+ * with the reference. */
+static void run_case_n(fg_context *ctx, const tc_case *c, fg_dtype dt, int specialize, const mutation *mut,
+                       int launches, tc_result *res)
 {
     memset(res, 0, sizeof *res);
     fg_graph *src = parse_case(ctx, c, dt, FG_LAYOUT_NHWC);
@@ -227,6 +269,12 @@ static void run_case(fg_context *ctx, const tc_case *c, fg_dtype dt, int special
     int out_slot = -1;
     for (int j = 0; j < k.nparams; j++) {
         const fg_kparam *kp = &k.params[j];
+        if (kp->kind == FG_KPARAM_WORKSPACE) {   /* zeroed once, as the executor does */
+            assert_true(kp->value > 0);
+            bufs[j] = calloc(1, (size_t)kp->value);
+            args[j] = (uint64_t)(uintptr_t)bufs[j];
+            continue;
+        }
         if (kp->kind != FG_KPARAM_TENSOR) {
             args[j] = (uint64_t)kp->value;
             continue;
@@ -252,10 +300,14 @@ static void run_case(fg_context *ctx, const tc_case *c, fg_dtype dt, int special
         args[j] = (uint64_t)(uintptr_t)bufs[j];
     }
     assert_true(out_slot >= 0);
-    st = fg_emu_launch(ctx, &k, args);
-    if (st)
-        tu_dump_errors(ctx);
-    assert_int_equal(st, FG_OK);
+    for (int l = 0; l < launches; l++) {
+        const fg_tensor *ot = &pg->tensors[k.params[out_slot].tensor];
+        memset(bufs[out_slot], 0xff, (size_t)fg_tensor_numel(ot) * fg_dtype_size(ot->dtype));
+        st = fg_emu_launch(ctx, &k, args);
+        if (st)
+            tu_dump_errors(ctx);
+        assert_int_equal(st, FG_OK);
+    }
 
     assert_int_equal(fg_reference_run(ctx, src, ref), FG_OK);
     const fg_tensor *ot = &pg->tensors[k.params[out_slot].tensor];
@@ -278,10 +330,18 @@ static void run_case(fg_context *ctx, const tc_case *c, fg_dtype dt, int special
     fg_graph_free(src);
 }
 
-/* Runs one case in fp16 and bf16 and checks the tolerance. */
+static void run_case(fg_context *ctx, const tc_case *c, fg_dtype dt, int specialize, const mutation *mut,
+                     tc_result *res)
+{
+    run_case_n(ctx, c, dt, specialize, mut, 1, res);
+}
+
+/* Runs one case in fp16, bf16 and fp32 (tf32) and checks the tolerance. */
 static void check_case(fg_context *ctx, const tc_case *c, int specialize)
 {
-    for (int d = FG_DTYPE_F16; d <= FG_DTYPE_BF16; d++) {
+    static const fg_dtype dts[] = {FG_DTYPE_F16, FG_DTYPE_BF16, FG_DTYPE_F32};
+    for (int i = 0; i < 3; i++) {
+        fg_dtype d = dts[i];
         tc_result r;
         run_case(ctx, c, (fg_dtype)d, specialize, NULL, &r);
         print_message("  %-44s %s%s  rel_l2 %.2e (tolerance %.0e)  tile %s\n", c->name, fg_dtype_name((fg_dtype)d),
@@ -337,7 +397,8 @@ static void test_numerics_unspecialized(void **state)
 static void test_every_tile(void **state)
 {
     (void)state;
-    static const int tiles[][2] = {{64, 64}, {64, 128}, {128, 64}, {128, 128}};
+    static const int tiles[][3] = {{64, 64, 1},  {64, 128, 1}, {128, 64, 1}, {128, 128, 1},
+                                   {32, 64, 1},  {64, 64, 3},  {32, 64, 2},  {128, 128, 9}};
     for (size_t i = 0; i < sizeof tiles / sizeof *tiles; i++) {
         char *dir = tu_vocab_dir();
         char rules[512], lua[160];
@@ -345,8 +406,8 @@ static void test_every_tile(void **state)
                  "rule: conv_act\nhooks: tiles.lua\nmatch:\n  - conv: { op: conv2d }\n  - act: { op: relu }\n"
                  "kernel:\n  template: conv2d\n  params: tiles\n  epilogue:\n    - bias: conv.bias\n"
                  "    - apply: act\n");
-        snprintf(lua, sizeof lua, "function tiles(group)\n  return { tile_m = %d, tile_n = %d }\nend\n", tiles[i][0],
-                 tiles[i][1]);
+        snprintf(lua, sizeof lua, "function tiles(group)\n  return { tile_m = %d, tile_n = %d, split_k = %d }\nend\n",
+                 tiles[i][0], tiles[i][1], tiles[i][2]);
         free(tu_write(dir, "rules.yaml", rules));
         free(tu_write(dir, "tiles.lua", lua));
         fg_context *ctx = tu_ctx_empty();
@@ -358,8 +419,10 @@ static void test_every_tile(void **state)
         check_case(ctx, c, 1);
         tc_result r;
         run_case(ctx, c, FG_DTYPE_F16, 1, NULL, &r);
-        char want[32];
-        snprintf(want, sizeof want, "%d x %d x 32", tiles[i][0], tiles[i][1]);
+        char want[64];
+        snprintf(want, sizeof want, "%d x %d x 32,", tiles[i][0], tiles[i][1]);
+        assert_non_null(strstr(r.tile, want));
+        snprintf(want, sizeof want, "split-K %d (", tiles[i][2]);
         assert_non_null(strstr(r.tile, want));
         fg_context_free(ctx);
         tu_rmtree(dir);
@@ -390,6 +453,60 @@ static void test_missing_wait_fails(void **state)
         print_message("  mutation %-24s rel_l2 %.2e, %" PRId64 " NaN outputs\n", what[i], r.rel, r.nan_left);
         assert_true(r.rel > 100 * tol_of(FG_DTYPE_F16));
     }
+    fg_context_free(ctx);
+}
+
+/* The --explain text of case c's plan (malloc'd). */
+static char *explain_text(fg_context *ctx, const tc_case *c, fg_dtype dt)
+{
+    fg_graph *g = parse_case(ctx, c, dt, FG_LAYOUT_NHWC);
+    fg_plan *p = NULL;
+    assert_int_equal(fg_plan_build(ctx, g, &p), FG_OK);
+    char *text = NULL;
+    assert_int_equal(fg_plan_text(ctx, p, 1, &text), FG_OK);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    return text;
+}
+
+/* Split-K: the default choice per shape (shown by --explain and in the
+ * kernel), the reduction of every slot in order, the counters left at zero
+ * for the next launch. */
+static void test_split_k(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    const tc_case *c7 = find_case("n1_c64_k64_7x7_3x3_p1_bias_silu_splitk");
+    tc_result r;
+    run_case(ctx, c7, FG_DTYPE_F16, 1, NULL, &r);
+    print_message("  default at 7x7 fp16: %s\n", r.tile);
+    assert_non_null(strstr(r.tile, "64 x 64 x 32, 3 stages, 128 threads (2 x 2 warps), split-K 4 (5 of 18 k tiles"));
+    run_case(ctx, c7, FG_DTYPE_F32, 1, NULL, &r);
+    print_message("  default at 7x7 fp32 tf32: %s\n", r.tile);
+    assert_non_null(strstr(r.tile, "64 x 64 x 16, 3 stages, 128 threads (2 x 2 warps), split-K 9 (4 of 36 k tiles"));
+    assert_non_null(strstr(r.tile, "mma m16n8k8 tf32"));
+    char *text = explain_text(ctx, c7, FG_DTYPE_F16);
+    if (!strstr(text, "conv2d_tc: tile 64 x 64, split-K 4 (M 49, N 64, K 576: 1 tiles x 4 = 4 blocks for 132 SMs)"))
+        fail_msg("no tile choice in:\n%s", text);
+    free(text);
+    run_case(ctx, find_case("n32_c16_k24_3x3_3x3_p1_bn_relu"), FG_DTYPE_F16, 1, NULL, &r);
+    assert_non_null(strstr(r.tile, "split-K 1 ("));
+    run_case(ctx, find_case("n1_c32_k24_13x13_3x3_hardswish_splitk"), FG_DTYPE_F16, 1, NULL, &r);
+    assert_non_null(strstr(r.tile, "split-K 2 (5 of 9 k tiles"));
+
+    /* a second launch on the same workspace: the counters were reset */
+    run_case_n(ctx, c7, FG_DTYPE_F16, 1, NULL, 2, &r);
+    assert_int_equal(r.nan_left, 0);
+    assert_true(r.rel <= tol_of(FG_DTYPE_F16));
+    static const mutation no_reset = {"*count = 0;", ";"};
+    run_case_n(ctx, c7, FG_DTYPE_F16, 1, &no_reset, 2, &r);
+    print_message("  counter not reset: rel_l2 %.2e, %" PRId64 " NaN outputs on the second launch\n", r.rel, r.nan_left);
+    assert_true(r.nan_left > 0);
+    /* the reduction must start from slot 0 */
+    static const mutation skip0 = {"float sum = base[at];", "float sum = 0.0f;"};
+    run_case(ctx, c7, FG_DTYPE_F16, 1, &skip0, &r);
+    print_message("  slot 0 skipped: rel_l2 %.2e\n", r.rel);
+    assert_true(r.rel > 10 * tol_of(FG_DTYPE_F16));
     fg_context_free(ctx);
 }
 
@@ -443,7 +560,20 @@ static void test_refusals(void **state)
     check_refused(conv_c16, FG_DTYPE_BF16, FG_LAYOUT_NCHW,
                   "conv2d_tc refused: x is NCHW (reads 8 channels at a time, so NHWC only)");
     check_refused(conv_g2, FG_DTYPE_F16, FG_LAYOUT_NHWC, "conv2d_tc refused: groups 2 (one group only");
-    check_refused(conv_c16, FG_DTYPE_F32, FG_LAYOUT_NHWC, "conv2d_tc refused: dtype fp32 (takes fp16, bf16)");
+    fp32_exact = 1;
+    check_refused(conv_c16, FG_DTYPE_F32, FG_LAYOUT_NHWC, "conv2d_tc refused: fp32 with precision exact (fp32 runs on "
+                  "tensor cores only with precision tf32)");
+    fp32_exact = 0;
+    /* with precision tf32 (parse_case adds it for fp32): NHWC and C % 4 */
+    check_refused(conv_c16, FG_DTYPE_F32, FG_LAYOUT_NCHW,
+                  "conv2d_tc refused: x is NCHW (reads 4 channels at a time, so NHWC only)");
+    static const char conv_c6[] =
+        "inputs: [{ name: x, shape: [1, 6, 7, 7] }]\n"
+        "weights: [{ name: w, shape: [8, 6, 3, 3] }, { name: b, shape: [8] }]\n"
+        "nodes:\n  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
+        "  - { name: y, op: relu, inputs: [c] }\noutputs: [y]\n";
+    check_refused(conv_c6, FG_DTYPE_F32, FG_LAYOUT_NHWC,
+                  "conv2d_tc refused: C = 6 is not a multiple of 4 (16-byte loads along C)");
 }
 
 int main(void)
@@ -454,6 +584,7 @@ int main(void)
         cmocka_unit_test(test_numerics_unspecialized),
         cmocka_unit_test(test_every_tile),
         cmocka_unit_test(test_missing_wait_fails),
+        cmocka_unit_test(test_split_k),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

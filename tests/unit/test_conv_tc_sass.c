@@ -1,9 +1,11 @@
 /*
  * test_conv_tc_sass.c -- the machine code of the tensor-core convolution,
- * read without a GPU.  ResNet-50 (examples/resnet50.yaml) in fp16 NHWC is
- * planned with the shipped rules; every dense convolution whose channels are
- * a multiple of 8 must run on conv2d_tc (the 7x7 stem, C = 3, on the direct
- * conv2d).  Those kernels are compiled by NVRTC for sm_80 and sm_90 (no
+ * read without a GPU.  ResNet-50 (examples/resnet50.yaml) in fp16 NHWC, and
+ * in fp32 NHWC with precision tf32, is planned with the shipped rules (batch
+ * 1: most layers take split-K); every dense convolution whose channels are a
+ * multiple of 8 (fp16) or 4 (fp32) must run on conv2d_tc (the 7x7 stem,
+ * C = 3, on the direct conv2d).  In fp32 the mma must be the tf32 one
+ * (HMMA.1688.F32.TF32).  Those kernels are compiled by NVRTC for sm_80 and sm_90 (no
  * warnings), and each cubin's SASS (nvdisasm) must hold tensor-core mma
  * (HMMA), ldmatrix (LDSM) and cp.async (LDGSTS), and no local memory: no
  * LDL / STL, and cuobjdump -res-usage reports STACK:0 and LOCAL:0.  A table
@@ -86,9 +88,9 @@ static char *signature(const fg_kernel *k, const char *rule)
     return fg_buf_take(&b);
 }
 
-static void test_resnet50_fp16_nhwc_sass(void **state)
+/* ResNet-50 in dtype dt, NHWC, with precision prec: the SASS of its conv2d_tc kernels. */
+static void check_resnet50_sass(fg_dtype dt, fg_precision prec)
 {
-    (void)state;
     char disasm[1100], objdump[1100];
     snprintf(disasm, sizeof disasm, "%s", tool_dir("nvdisasm"));
     snprintf(objdump, sizeof objdump, "%s", tool_dir("cuobjdump"));
@@ -109,9 +111,11 @@ static void test_resnet50_fp16_nhwc_sass(void **state)
         tu_dump_errors(ctx);
     assert_int_equal(st, FG_OK);
     for (int t = 0; t < g->ntensors; t++) {
-        g->tensors[t].dtype = FG_DTYPE_F16;
+        g->tensors[t].dtype = dt;
         g->tensors[t].layout = FG_LAYOUT_NHWC;
     }
+    assert_int_equal(fg_graph_set_precision(ctx, g, prec), FG_OK);
+    const int epc = dt == FG_DTYPE_F32 ? 4 : 8;
     fg_plan *p = NULL;
     st = fg_plan_build(ctx, g, &p);
     if (st)
@@ -132,7 +136,7 @@ static void test_resnet50_fp16_nhwc_sass(void **state)
             continue;
         dense++;
         int64_t C = pg->tensors[nd->inputs[0]].shape[1];
-        if (C % 8) {
+        if (C % epc) {
             assert_string_equal(grp->template_name, "conv2d");
             printf("%s: C = %lld, direct conv2d\n", nd->name, (long long)C);
             continue;
@@ -158,8 +162,8 @@ static void test_resnet50_fp16_nhwc_sass(void **state)
         sigs[nk] = sig;
         ks[nk++] = k;
     }
-    printf("resnet50 fp16 NHWC: %d dense convolutions, %d on conv2d_tc, %d distinct (rule, tile, shapes)\n", dense,
-           on_tc, nk);
+    printf("resnet50 %s NHWC precision %s: %d dense convolutions, %d on conv2d_tc, %d distinct (rule, tile, shapes)\n",
+           fg_dtype_name(dt), fg_precision_name(prec), dense, on_tc, nk);
     assert_int_equal(dense, 53);
     assert_int_equal(on_tc, 52);
 
@@ -194,12 +198,17 @@ static void test_resnet50_fp16_nhwc_sass(void **state)
             long reg = res_field(res, "REG:"), stack = res_field(res, "STACK:"), shared = res_field(res, "SHARED:");
             long local = res_field(res, "LOCAL:");
             const char *tl = strstr(ks[i].source, "//   tile:");
-            char tile[32] = "?";
+            char tile[40] = "?";
             if (tl)
                 sscanf(tl + strlen("//   tile:"), " %31[0-9 x]", tile);
+            const char *sk = tl ? strstr(tl, "split-K ") : NULL;
+            if (sk)
+                snprintf(tile + strlen(tile), sizeof tile - strlen(tile), "/%d", atoi(sk + 8));
+            /* fp32: the tf32 mma and nothing else */
+            int tf32_ok = dt != FG_DTYPE_F32 || (strstr(sass, "HMMA.1688.F32.TF32") && !strstr(sass, "HMMA.16816"));
             printf("%s: %-28s %-20s %4ld %6ld %5d %5d %6d %4d %4d\n", archs[a], ks[i].name, tile, reg, shared, hmma,
                    ldsm, ldgsts, ldl, stl);
-            if (!hmma || !ldsm || !ldgsts || ldl || stl || stack != 0 || local != 0) {
+            if (!hmma || !ldsm || !ldgsts || ldl || stl || stack != 0 || local != 0 || !tf32_ok) {
                 fprintf(stderr, "%s (%s): HMMA %d, LDSM %d, LDGSTS %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
                         ks[i].name, archs[a], hmma, ldsm, ldgsts, ldl, stl, stack, local, res);
                 failures++;
@@ -221,10 +230,23 @@ static void test_resnet50_fp16_nhwc_sass(void **state)
     fg_context_free(ctx);
 }
 
+static void test_resnet50_fp16_nhwc_sass(void **state)
+{
+    (void)state;
+    check_resnet50_sass(FG_DTYPE_F16, FG_PRECISION_EXACT);
+}
+
+static void test_resnet50_fp32_tf32_nhwc_sass(void **state)
+{
+    (void)state;
+    check_resnet50_sass(FG_DTYPE_F32, FG_PRECISION_TF32);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resnet50_fp16_nhwc_sass),
+        cmocka_unit_test(test_resnet50_fp32_tf32_nhwc_sass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -989,8 +989,20 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
         assert_int_equal(st, FG_OK);
 
         uint64_t args[FG_MAX_KPARAMS];
+        void *ws_host = NULL;   /* a split-K workspace, zeroed, as the executor's */
+        CUdeviceptr ws_dev = 0;
         for (int j = 0; j < k.nparams; j++) {
             const fg_kparam *kp = &k.params[j];
+            if (kp->kind == FG_KPARAM_WORKSPACE) {
+                ws_host = calloc(1, (size_t)kp->value);
+                assert_non_null(ws_host);
+                if (use_cuda) {
+                    assert_int_equal(CU_CHECK(ctx, fg_cu()->MemAlloc(&ws_dev, (size_t)kp->value)), FG_OK);
+                    assert_int_equal(CU_CHECK(ctx, fg_cu()->MemcpyHtoD(ws_dev, ws_host, (size_t)kp->value)), FG_OK);
+                }
+                args[j] = use_cuda ? (uint64_t)ws_dev : (uint64_t)(uintptr_t)ws_host;
+                continue;
+            }
             if (kp->kind != FG_KPARAM_TENSOR) {
                 args[j] = (uint64_t)kp->value;
                 continue;
@@ -1038,6 +1050,9 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
         if (st != FG_OK)
             tu_dump_errors(ctx);
         assert_int_equal(st, FG_OK);
+        free(ws_host);
+        if (ws_dev)
+            fg_cu()->MemFree(ws_dev);
         for (int t = 0; t < pg->ntensors; t++) {
             nbuf *b = &bufs[t];
             if (!b->base)

@@ -1,0 +1,155 @@
+/*
+ * test_conv_direct.c -- the fallback convolutions (templates conv2d.cuh and
+ * conv2d_depthwise.cuh) and the executor's split-K workspace, in emulation
+ * through fg_plan_compile / fg_exec_run_host against the host reference of
+ * the unfused graph (exact fp32 1e-5, fp16 5e-3 relative L2).
+ *
+ * conv2d stages two weight chunks in shared memory (batched loads, one
+ * barrier per chunk): the cases have one chunk, several chunks with a
+ * short last one (130 input channels of a 3x3 kernel: 56 + 56 + 18), groups,
+ * stride, dilation and asymmetric padding [top, left, bottom, right] (only
+ * the begin pads enter the index arithmetic).
+ * The split-K cases (a batch-1 7x7 layer on conv2d_tc, fp16 and fp32 with
+ * tf32) check that the executor sizes, zeroes and passes the workspace, and
+ * that later runs on the same exec (counters reset) are right too.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+#include "plan.h"
+#include "testutil.h"
+
+static char *cache_dir;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    cache_dir = tu_tmpdir();
+    setenv("FUSEGEN_CACHE_DIR", cache_dir, 1);
+    unsetenv("FUSEGEN_EMU_ASAN");
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(cache_dir);
+    free(cache_dir);
+    return 0;
+}
+
+/* Plans yaml, checks that group 0 runs on template tpl, compiles for the
+ * emulator and compares with the reference; returns the exec (caller frees
+ * it, the plan and the graph through *pp / *gp). */
+static fg_exec *run_yaml(fg_context *ctx, const char *yaml, const char *tpl, double tol, fg_plan **pp, fg_graph **gp)
+{
+    fg_graph *g = NULL;
+    fg_plan *p = NULL;
+    if (fg_graph_parse(ctx, "t.yaml", yaml, strlen(yaml), &g) != FG_OK || fg_plan_build(ctx, g, &p) != FG_OK) {
+        tu_dump_errors(ctx);
+        fail();
+    }
+    assert_string_equal(p->groups[0].template_name, tpl);
+    fg_compile_options co = {.device = FG_DEVICE_EMU};
+    fg_exec *e = NULL;
+    fg_status st = fg_plan_compile(ctx, p, &co, &e);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    tu_exec_vs_reference(ctx, g, e, 4321, tol);
+    *pp = p;
+    *gp = g;
+    return e;
+}
+
+static void check_yaml(fg_context *ctx, const char *yaml, const char *tpl, double tol)
+{
+    fg_plan *p;
+    fg_graph *g;
+    fg_exec *e = run_yaml(ctx, yaml, tpl, tol, &p, &g);
+    fg_exec_free(e);
+    fg_plan_free(p);
+    fg_graph_free(g);
+}
+
+/* A one-conv graph: header, input [N, C, H, W], weight [K, C/groups, R, S], conv attrs, then relu. */
+static const char *conv_graph(const char *dtype, const char *layout, int N, int C, int H, int W, int K, int groups,
+                              int R, const char *attrs)
+{
+    static char buf[2048];
+    snprintf(buf, sizeof buf,
+             "graph: c\nseed: 5\ndtype: %s\nlayout: %s\n"
+             "inputs: [{ name: x, shape: [%d, %d, %d, %d] }]\n"
+             "weights: [{ name: w, shape: [%d, %d, %d, %d] }, { name: b, shape: [%d] }]\n"
+             "nodes:\n"
+             "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: %s }\n"
+             "  - { name: y, op: relu, inputs: [c] }\n"
+             "outputs: [y]\n",
+             dtype, layout, N, C, H, W, K, C / groups, R, R, K, attrs);
+    return buf;
+}
+
+static void test_direct_conv(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    /* one chunk, fp32 NCHW, exact */
+    check_yaml(ctx, conv_graph("fp32", "NCHW", 2, 3, 9, 7, 5, 1, 3, "{ padding: [1, 1] }"), "conv2d", 1e-5);
+    /* three chunks (56 + 56 + 18 channels), stride 2 */
+    check_yaml(ctx, conv_graph("fp32", "NCHW", 1, 130, 7, 6, 9, 1, 3, "{ stride: [2, 2], padding: [1, 1] }"), "conv2d",
+               1e-5);
+    check_yaml(ctx, conv_graph("fp32", "NHWC", 1, 130, 5, 5, 16, 1, 3, "{ padding: [1, 1] }"), "conv2d", 1e-5);
+    /* asymmetric padding, dilation, groups */
+    check_yaml(ctx, conv_graph("fp32", "NCHW", 2, 6, 8, 7, 4, 2, 3, "{ groups: 2, padding: [2, 0, 1, 3], dilation: [2, 1] }"),
+               "conv2d", 1e-5);
+    check_yaml(ctx, conv_graph("fp16", "NHWC", 1, 3, 13, 13, 8, 1, 7, "{ stride: [2, 2], padding: [3, 2, 2, 3] }"),
+               "conv2d", 5e-3);
+    /* depthwise with asymmetric padding */
+    check_yaml(ctx, conv_graph("fp32", "NHWC", 1, 8, 7, 7, 8, 8, 3, "{ groups: 8, padding: [0, 1, 2, 1] }"),
+               "conv2d_depthwise", 1e-5);
+    fg_context_free(ctx);
+}
+
+/* The executor's workspace: a batch-1 7x7 layer splits its reduction. */
+static void test_split_k_in_exec(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    static const char *const heads[] = {"fp16", "fp32"};
+    for (int i = 0; i < 2; i++) {
+        char yaml[2048];
+        snprintf(yaml, sizeof yaml, "%s%s", i ? "precision: tf32\n" : "",
+                 conv_graph(heads[i], "NHWC", 1, 64, 7, 7, 64, 1, 3, "{ padding: [1, 1] }"));
+        fg_plan *p;
+        fg_graph *g;
+        fg_exec *e = run_yaml(ctx, yaml, "conv2d_tc", i ? 1e-2 : 5e-3, &p, &g);
+        const char *src = fg_exec_kernel_source(e, 0);
+        assert_non_null(strstr(src, i ? "split-K 9 (" : "split-K 4 ("));
+        assert_non_null(strstr(src, "void *fg_workspace;"));
+        /* a second and third run on the same workspace */
+        tu_exec_vs_reference(ctx, g, e, 99, i ? 1e-2 : 5e-3);
+        tu_exec_vs_reference(ctx, g, e, 4321, i ? 1e-2 : 5e-3);
+        fg_exec_free(e);
+        fg_plan_free(p);
+        fg_graph_free(g);
+    }
+    fg_context_free(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_direct_conv),
+        cmocka_unit_test(test_split_k_in_exec),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
