@@ -850,7 +850,12 @@ static fg_attr_value a_intsn(const int64_t *v, int n)
     memcpy(a.ints, v, sizeof(int64_t) * (size_t)n);
     return a;
 }
-static fg_attr_value a_float(double f) { return (fg_attr_value){.type = FG_ATTR_FLOAT, .f = f, .i = (int64_t)f}; }
+static fg_attr_value a_float(double f)
+{
+    /* .i: f truncated, saturated (a cast of NaN or of a value outside int64 is undefined) */
+    int64_t i = f != f ? 0 : f >= 0x1p63 ? INT64_MAX : f < -0x1p63 ? INT64_MIN : (int64_t)f;
+    return (fg_attr_value){.type = FG_ATTR_FLOAT, .f = f, .i = i};
+}
 static fg_attr_value a_int(int64_t i) { return (fg_attr_value){.type = FG_ATTR_INT, .i = i, .f = (double)i}; }
 static fg_attr_value a_bool(int b) { return (fg_attr_value){.type = FG_ATTR_BOOL, .i = b != 0, .f = b != 0}; }
 
