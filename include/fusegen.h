@@ -436,9 +436,11 @@ typedef struct fg_kernel_report {
     int ldgsts, utmaldg;         /* asynchronous copies (cp.async, TMA) */
     int ldsm;                    /* ldmatrix */
     int ldl, stl;                /* local loads / stores */
-    int blocks_per_sm;           /* occupancy estimate (docs/api.md gives the formula) */
+    int blocks_per_sm;           /* occupancy estimate (docs/api.md gives the formula); -1 with the
+                                    registers or shared memory unknown, and so occupancy and waves */
     double occupancy;            /* active warps / the SM's maximum, 0..1 */
-    const char *occupancy_limit; /* "registers", "shared memory", "threads", "blocks", "block too large" */
+    const char *occupancy_limit; /* "registers", "shared memory", "threads", "blocks", "block too large",
+                                    "unknown" */
     double waves;                /* grid blocks / (SMs * blocks_per_sm) */
     double flops;                /* anchor (2 per multiply-add) + 1 per output element per epilogue stage */
     double bytes;                /* inputs + weights + outputs, each once */

@@ -127,9 +127,11 @@ static void find_tools(void)
 {
     char *py = NULL;
     int py_done = 0;
+    const char *env = getenv("FUSEGEN_CUDA_TOOLS");
+    if (env && strcmp(env, "off") == 0)
+        return;   /* as if none were installed */
     for (int t = 0; t < FG_TOOL_COUNT; t++) {
         const char *name = tool_names[t];
-        const char *env = getenv("FUSEGEN_CUDA_TOOLS");
         char *p = env && *env ? search_list(env, ":", name) : NULL;
         if (!p)
             p = search_list(getenv("PATH"), ":", name);

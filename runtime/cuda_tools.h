@@ -8,7 +8,8 @@
  * nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm.  A tool is looked for, in
  * order, in $FUSEGEN_CUDA_TOOLS, on PATH, in $CUDA_HOME/bin,
  * /usr/local/cuda/bin, and in Python's site-packages (nvidia/<cuXX>/bin, as
- * `python3` on PATH reports them).  The search runs once per process.
+ * `python3` on PATH reports them).  FUSEGEN_CUDA_TOOLS=off finds none (as on
+ * a machine without them).  The search runs once per process.
  */
 #ifndef FG_CUDA_TOOLS_H
 #define FG_CUDA_TOOLS_H

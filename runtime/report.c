@@ -91,12 +91,20 @@ static int uses_local(const fg_kernel_report *r)
 static void estimate(const fg_device_model *m, fg_kernel_report *r)
 {
     int threads = (int)(r->block[0] * r->block[1] * r->block[2]);
-    long smem = (r->static_smem > 0 ? r->static_smem : 0) + (long)r->dynamic_smem;
-    r->blocks_per_sm = fg_device_model_blocks_per_sm(m, threads, r->registers, smem, &r->occupancy_limit);
-    int warps = (threads + 31) / 32;
-    r->occupancy = (double)r->blocks_per_sm * warps / (m->max_threads_per_sm / 32);
-    double blocks = (double)r->grid[0] * r->grid[1] * r->grid[2];
-    r->waves = r->blocks_per_sm > 0 ? blocks / ((double)m->sms * r->blocks_per_sm) : 0;
+    if (r->registers < 0 || r->static_smem < 0) {
+        /* without cuobjdump the resources, and so the occupancy, are unknown */
+        r->blocks_per_sm = -1;
+        r->occupancy = -1;
+        r->occupancy_limit = "unknown";
+        r->waves = -1;
+    } else {
+        long smem = r->static_smem + (long)r->dynamic_smem;
+        r->blocks_per_sm = fg_device_model_blocks_per_sm(m, threads, r->registers, smem, &r->occupancy_limit);
+        int warps = (threads + 31) / 32;
+        r->occupancy = (double)r->blocks_per_sm * warps / (m->max_threads_per_sm / 32);
+        double blocks = (double)r->grid[0] * r->grid[1] * r->grid[2];
+        r->waves = r->blocks_per_sm > 0 ? blocks / ((double)m->sms * r->blocks_per_sm) : 0;
+    }
     int tc = r->sass_read && (r->hmma > 0 || r->hgmma > 0);
     if (tc && r->dtype == FG_DTYPE_F32) {
         r->peak_flops = m->tf32;
@@ -170,12 +178,20 @@ static void render(fg_report *R)
         int vals[7] = {r->hmma + r->hgmma, r->ldg128, r->ldgsts, r->utmaldg, r->ldsm, r->ldl, r->stl};
         for (int j = 0; j < 7; j++)
             num(mix[j], r->sass_read ? vals[j] : -1);
-        fg_buf_printf(&b, "%-3d %-26.26s %-10.10s %-12.12s %5u %7.0f %4s %6s %5s %5s %5s %5s %6s %6s %4s %4s %4s %4.0f%% "
-                          "%5.2f %9.2f %9.1f %9.2f %s (%s)\n",
+        char occ[16], waves[16];
+        if (r->blocks_per_sm < 0) {
+            snprintf(occ, sizeof occ, "-");
+            snprintf(waves, sizeof waves, "-");
+        } else {
+            snprintf(occ, sizeof occ, "%.0f%%", r->occupancy * 100);
+            snprintf(waves, sizeof waves, "%.2f", r->waves);
+        }
+        fg_buf_printf(&b, "%-3d %-26.26s %-10.10s %-12.12s %5u %7.0f %4s %6s %5s %5s %5s %5s %6s %6s %4s %4s %4s %5s "
+                          "%5s %9.2f %9.1f %9.2f %s (%s)\n",
                       i, r->name, r->template_name, t, r->block[0] * r->block[1] * r->block[2],
                       (double)r->grid[0] * r->grid[1] * r->grid[2], num(b1, r->registers), smem,
                       num(b2, r->stack_bytes), num(b3, r->local_bytes), mix[0], mix[1], mix[2], mix[3], mix[4], mix[5],
-                      mix[6], r->occupancy * 100, r->waves, r->flops / 1e6, r->bytes / 1024, r->bound_us, r->bound_by,
+                      mix[6], occ, waves, r->flops / 1e6, r->bytes / 1024, r->bound_us, r->bound_by,
                       r->peak_name);
         if (r->spill_store_bytes >= 0)
             fg_buf_printf(&b, "    ptxas: %d bytes stack frame, %d bytes spill stores, %d bytes spill loads\n",
