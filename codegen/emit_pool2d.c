@@ -1,8 +1,10 @@
 /*
  * emit_pool2d.c -- the pool2d family: templates/pool2d.cuh (max / average
- * pooling with kernel, stride, padding) and global_pool.cuh (mean over H, W,
- * one warp per output).  Semantics follow the host reference: padding is
- * skipped and an average divides by the elements inside the input.
+ * pooling with kernel, stride, begin/end padding, dilation; ceil_mode shows
+ * only in the output size) and global_pool.cuh (mean or max over H, W, one
+ * warp per output).  Semantics follow the host reference: padding is
+ * skipped, a max propagates NaN, and an average divides by the taps inside
+ * the input, or with count_include_pad by those inside the padded extent.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -37,6 +39,7 @@ fg_status fg_emit_pool2d(fg_emitter *em)
     if (a < 0 || (em->g->nodes[a].op->kind != FG_OPK_POOL2D && em->g->nodes[a].op->kind != FG_OPK_GLOBAL_POOL))
         return fg_em_error(em, FG_ERR_INPUT, "template pool2d needs a pool2d or global_pool anchor");
     const fg_node *nd = &em->g->nodes[a];
+    int is_max = nd->op->reduce && strcmp(nd->op->reduce, "max") == 0;
     int xt = nd->inputs[0];
     const fg_tensor *x = &em->g->tensors[xt], *y = em->ot;
     if (x->rank != 4)
@@ -70,6 +73,16 @@ fg_status fg_emit_pool2d(fg_emitter *em)
         if (st != FG_OK)
             return st;
         fg_em_set(em, "EPI_ARGS", "%s", y->rank == 4 ? "n, c, 0, 0" : "n, c");
+        if (is_max) {
+            fg_em_set(em, "INIT", "fg_load(p.%s + off_x(p, n, c, 0, 0))  /* an element of the plane */",
+                      fg_em_tensor(em, xt, 0));
+            fg_em_set(em, "REDUCE", "fg_maxf(acc, xv)");
+            fg_em_set(em, "FINISH", "acc");
+        } else {
+            fg_em_set(em, "INIT", "0.0f");
+            fg_em_set(em, "REDUCE", "acc + xv");
+            fg_em_set(em, "FINISH", "H * W > 0 ? acc / (float)(H * W) : 0.0f");
+        }
         em->template_file = "global_pool.cuh";
         launch_1d(em, x->shape[0] * x->shape[1] * 32, threads);
         return FG_OK;
@@ -77,15 +90,22 @@ fg_status fg_emit_pool2d(fg_emitter *em)
 
     if (y->rank != 4)
         return fg_em_error(em, FG_ERR_INPUT, "pooling '%s' output must be rank 4", nd->name);
-    int is_max = nd->op->reduce && strcmp(nd->op->reduce, "max") == 0;
+    int64_t beg[2], end[2];
+    fg_node_pads(nd, beg, end);
+    int include_pad = !is_max && fg_node_attr_num(nd, "count_include_pad", 0) != 0;
     fg_em_shape(em, "OH", y->shape[2]);
     fg_em_shape(em, "OW", y->shape[3]);
     fg_em_shape(em, "R", fg_em_attr_int(em, a, "kernel", 0));
     fg_em_shape(em, "S", fg_em_attr_int(em, a, "kernel", 1));
     fg_em_shape(em, "SH", fg_em_attr_int(em, a, "stride", 0));
     fg_em_shape(em, "SW", fg_em_attr_int(em, a, "stride", 1));
-    fg_em_shape(em, "PH", fg_em_attr_int(em, a, "padding", 0));
-    fg_em_shape(em, "PW", fg_em_attr_int(em, a, "padding", 1));
+    fg_em_shape(em, "PH", beg[0]);
+    fg_em_shape(em, "PW", beg[1]);
+    fg_em_shape(em, "EH", end[0]);
+    fg_em_shape(em, "EW", end[1]);
+    int dilated = fg_node_attr(nd, "dilation") != NULL; /* an op without `dilation` reads every tap */
+    fg_em_shape(em, "DH", dilated ? fg_em_attr_int(em, a, "dilation", 0) : 1);
+    fg_em_shape(em, "DW", dilated ? fg_em_attr_int(em, a, "dilation", 1) : 1);
     static const char *const yc[] = {"n", "c", "oh", "ow"};
     if ((st = fg_em_offset_fn(em, "off_y", em->out, xc)) != FG_OK)
         return st;
@@ -97,7 +117,10 @@ fg_status fg_emit_pool2d(fg_emitter *em)
     fg_buf_free(&coords);
     fg_em_set(em, "INIT", "%s", is_max ? "-3.402823466e+38f  /* lowest float */" : "0.0f");
     fg_em_set(em, "REDUCE", "%s", is_max ? "xv > acc ? xv : acc" : "acc + xv");
-    fg_em_set(em, "FINISH", "%s", is_max ? "count > 0 ? acc : 0.0f" : "count > 0 ? acc / (float)count : 0.0f");
+    fg_em_set(em, "FINISH", "%s",
+              is_max        ? "count > 0 ? acc : 0.0f"
+              : include_pad ? "count > 0 ? acc / (float)taps : 0.0f  /* count_include_pad */"
+                            : "count > 0 ? acc / (float)count : 0.0f");
     em->template_file = "pool2d.cuh";
     launch_1d(em, fg_em_numel(em, em->out), threads);
     return FG_OK;

@@ -70,8 +70,9 @@ typedef enum fg_op_kind {
     FG_OPK_CONV2D,         /* x[N,C,H,W] w[K,C/g,R,S] bias?[K]; stride, padding, dilation, groups */
     FG_OPK_MATMUL,         /* a[..,M,K] b[K,N] (trans_a / trans_b) bias?  */
     FG_OPK_BATCH_NORM,     /* x gamma beta mean var; eps, training; expr = inference form */
-    FG_OPK_POOL2D,         /* max or avg pooling; kernel, stride, padding */
-    FG_OPK_GLOBAL_POOL,    /* mean over H,W -> [N,C,1,1] */
+    FG_OPK_POOL2D,         /* max or avg pooling; kernel, stride, padding, dilation, ceil_mode,
+                              count_include_pad (avg) */
+    FG_OPK_GLOBAL_POOL,    /* mean (reduce: avg) or max over H,W -> [N,C,1,1] */
     FG_OPK_FLATTEN,        /* [N,C,H,W] -> [N,C*H*W] */
     FG_OPK_RESHAPE,        /* any shape of as many elements, logical (row-major) order kept */
     FG_OPK_TRANSPOSE,      /* axes permuted: out axis i is input axis perm[i] */
@@ -98,7 +99,7 @@ typedef struct fg_opdef {
     fg_attr_def attrs[FG_MAX_ATTRS];
     const char *expr_src;          /* pointwise / batch_norm: expression text */
     struct fg_expr *expr;          /* parsed expr_src (variables: inputs and attrs) */
-    const char *reduce;            /* pool2d: "max" or "avg" */
+    const char *reduce;            /* pool2d, global_pool: "max" or "avg" */
     fg_loc loc;                    /* the `op:` line */
     uint64_t file_hash;            /* hash of the defining file's bytes */
 } fg_opdef;
@@ -169,6 +170,11 @@ double fg_node_attr_num(const fg_node *n, const char *name, double def);
 /* Slot of n's op input called name, or -1. */
 int fg_node_input(const fg_node *n, const char *name);
 double fg_node_attr_float(const fg_node *n, const char *name);
+/* Begin and end padding of a conv2d / pool2d node along H and W: `padding`
+ * [top, left] pads both sides equally, [top, left, bottom, right] (ONNX
+ * order) gives each side; no `padding` attribute: zeros.  Index arithmetic
+ * needs only beg; the output size uses beg + end. */
+void fg_node_pads(const fg_node *n, int64_t beg[2], int64_t end[2]);
 /* Copy whose weight data is borrowed from g (copy-on-write through
  * fg_tensor_own), so g must outlive the copy. */
 fg_graph *fg_graph_clone(const fg_graph *g);
@@ -177,11 +183,6 @@ fg_graph *fg_graph_clone(const fg_graph *g);
 float *fg_tensor_own(fg_tensor *t);
 /* A weight's values, pending scale applied, as float or double. */
 void fg_tensor_values(const fg_tensor *t, float *dst);
-/* Begin and end padding of a conv2d / pool2d node along H and W: `padding`
- * [top, left] pads both sides equally, [top, left, bottom, right] (ONNX
- * order) gives each side; no `padding` attribute: zeros.  Index arithmetic
- * needs only beg; the output size uses beg + end. */
-void fg_node_pads(const fg_node *n, int64_t beg[2], int64_t end[2]);
 void fg_tensor_values_f64(const fg_tensor *t, double *dst);
 /* Multiplies a weight's values along axis by s[0 .. shape[axis]) without
  * touching the data now: the scale is applied when the values are read or

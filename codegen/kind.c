@@ -110,7 +110,7 @@ static const fg_kind_info kinds[] = {
     {"batch_norm", 5, 5, "inputs [x, gamma, beta, mean, var]", FG_ROLE_ELEMENTWISE, 1, 0, "pointwise",
      fg_infer_batch_norm, elementwise_vars, elementwise_vars_fn},
     {"pool2d", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 1, "pool2d", fg_infer_pool, pool_vars, pool_vars_fn},
-    {"global_pool", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 0, "pool2d", fg_infer_global_pool, pool_vars,
+    {"global_pool", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 1, "pool2d", fg_infer_global_pool, pool_vars,
      pool_vars_fn},
     {"flatten", 1, 1, "one input", FG_ROLE_RESHAPE, 0, 0, "pointwise", fg_infer_flatten, elementwise_vars,
      elementwise_vars_fn},

@@ -1141,42 +1141,18 @@ static int window_pads(nctx *nc, const int64_t *hw, const int64_t *k, const int6
     return 1;
 }
 
-static int64_t floordiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-/* The symmetric padding the op kinds take, per axis, for ONNX pads
- * (beg, end) and ceil_mode: the first pad, when it gives the output size
- * ONNX gives (padded elements beyond the last window are never read, so the
- * values agree).  Returns 0 with an error when no symmetric padding does. */
-static int symmetric_pads(nctx *nc, const int64_t *hw, const int64_t *k, const int64_t *s, const int64_t *d,
-                          const int64_t *beg, const int64_t *end, int ceil_mode, int same, int64_t *pad)
+/* The `padding` attribute of conv2d / pool2d for ONNX pads beg / end (H, W):
+ * [top, left] when each axis is padded equally, else [top, left, bottom,
+ * right]. */
+static fg_attr_value a_pads(const int64_t *beg, const int64_t *end)
 {
-    for (int a = 0; a < 2; a++) {
-        int64_t span = (k[a] - 1) * d[a] + 1, want;
-        if (same) {
-            want = (hw[a] + s[a] - 1) / s[a];
-        } else {
-            int64_t num = hw[a] + beg[a] + end[a] - span;
-            want = (ceil_mode ? -floordiv(-num, s[a]) : floordiv(num, s[a])) + 1;
-            if (ceil_mode && want > 1 && (want - 1) * s[a] >= hw[a] + beg[a])
-                want--;   /* the last window must start inside the input or the leading pad */
-        }
-        int64_t got = floordiv(hw[a] + 2 * beg[a] - span, s[a]) + 1;
-        if (got != want || want < 1) {
-            int64_t floor_out = floordiv(hw[a] + beg[a] + end[a] - span, s[a]) + 1;
-            if (ceil_mode && floor_out != want && beg[a] == end[a])
-                nerr(nc, "ceil_mode=1 adds a partial window along axis %d (output %lld instead of %lld); pooling "
-                         "with a partial last window is not supported",
-                     a + 2, (long long)want, (long long)floor_out);
-            else
-                nerr(nc, "pads [%lld, %lld, %lld, %lld] (begin H, W, end H, W) pad axis %d unequally and the "
-                         "difference changes the output size; fusegen's conv2d and pool2d pad both sides "
-                         "equally",
-                     (long long)beg[0], (long long)beg[1], (long long)end[0], (long long)end[1], a + 2);
-            return 0;
-        }
-        pad[a] = beg[a];
+    fg_attr_value v = a_ints2(beg[0], beg[1]);
+    if (beg[0] != end[0] || beg[1] != end[1]) {
+        v.n = 4;
+        v.ints[2] = end[0];
+        v.ints[3] = end[1];
     }
-    return 1;
+    return v;
 }
 
 /* kernel_shape / strides / dilations of a 2-D window op; 0 on error. */
@@ -1206,21 +1182,20 @@ static int op_conv(nctx *nc)
     if (xt->rank != 4 || wt->rank != 4)
         return nerr(nc, "only 2-D convolution is supported (input rank 4, weight rank 4; got %d and %d)", xt->rank,
                     wt->rank), -1;
-    int64_t k[2] = {wt->shape[2], wt->shape[3]}, kk[2], s[2], d[2], beg[2], end[2], pad[2];
+    int64_t k[2] = {wt->shape[2], wt->shape[3]}, kk[2], s[2], d[2], beg[2], end[2];
     if (!window_attrs(nc, kk, s, d, 0))
         return -1;
     if (attr_get(nc, "kernel_shape") && (kk[0] != k[0] || kk[1] != k[1]))
         return nerr(nc, "kernel_shape [%lld, %lld] differs from the weight's [%lld, %lld]", (long long)kk[0],
                     (long long)kk[1], (long long)k[0], (long long)k[1]), -1;
     int same;
-    if (!window_pads(nc, &xt->shape[2], k, s, d, beg, end, &same) ||
-        !symmetric_pads(nc, &xt->shape[2], k, s, d, beg, end, 0, same, pad))
+    if (!window_pads(nc, &xt->shape[2], k, s, d, beg, end, &same))
         return -1;
     int64_t group = attr_int(nc, "group", 1);
     if (nc->bad)
         return -1;
     aset as[4] = {{"stride", a_ints2(s[0], s[1])},
-                  {"padding", a_ints2(pad[0], pad[1])},
+                  {"padding", a_pads(beg, end)},
                   {"dilation", a_ints2(d[0], d[1])},
                   {"groups", a_int(group)}};
     int ins[3] = {x, w, b};
@@ -1239,27 +1214,11 @@ static int op_batch_norm(nctx *nc)
     return nc->bad ? -1 : emit_out(nc, "batch_norm", ins, 5, &a, 1);
 }
 
-/* AveragePool as a depthwise convolution with weights 1/(kh*kw): the
- * divisor counts padded positions (count_include_pad=1) and dilations work. */
-static int avg_as_conv(nctx *nc, int x, const int64_t *k, const int64_t *s, const int64_t *d, const int64_t *pad)
-{
-    const fg_tensor *xt = T(nc, x);
-    int64_t C = xt->shape[1], shape[4] = {C, 1, k[0], k[1]}, n = C * k[0] * k[1];
-    float *v = fg_xmalloc(sizeof(float) * (size_t)n);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = (float)(1.0 / (double)(k[0] * k[1]));
-    char hint[300];
-    snprintf(hint, sizeof hint, "%s.avg_weight", nc->n->name && nc->n->name[0] ? nc->n->name : nc->n->op_type);
-    int w = new_weight(nc->L, NULL, hint, xt->dtype, 4, shape, v);
-    free(v);
-    aset as[4] = {{"stride", a_ints2(s[0], s[1])},
-                  {"padding", a_ints2(pad[0], pad[1])},
-                  {"dilation", a_ints2(d[0], d[1])},
-                  {"groups", a_int(C)}};
-    int ins[3] = {x, w, -1};
-    return emit_out(nc, "conv2d", ins, 3, as, 4);
-}
-
+/* MaxPool / AveragePool: pads (any per side, or auto_pad), strides,
+ * dilations and ceil_mode map to the pool2d attributes one to one;
+ * count_include_pad to avg_pool2d's.  storage_order orders only the
+ * optional Indices output, which convert_node refuses when it is used, so
+ * either value gives the same values. */
 static int pool(nctx *nc, int is_max)
 {
     int x = x_in(nc);
@@ -1268,31 +1227,25 @@ static int pool(nctx *nc, int is_max)
     const fg_tensor *xt = T(nc, x);
     if (xt->rank != 4)
         return nerr(nc, "only 2-D pooling is supported (input rank 4, got %d)", xt->rank), -1;
-    int64_t k[2], s[2], d[2], beg[2], end[2], pad[2];
+    int64_t k[2], s[2], d[2], beg[2], end[2];
     if (!window_attrs(nc, k, s, d, 1))
         return -1;
-    int ceil_mode = (int)attr_int(nc, "ceil_mode", 0), same;
-    if (!window_pads(nc, &xt->shape[2], k, s, d, beg, end, &same) ||
-        !symmetric_pads(nc, &xt->shape[2], k, s, d, beg, end, ceil_mode, same, pad))
+    int ceil_mode = attr_int(nc, "ceil_mode", 0) != 0, same;
+    if (!window_pads(nc, &xt->shape[2], k, s, d, beg, end, &same))
         return -1;
-    int dilated = d[0] != 1 || d[1] != 1;
-    aset as[3] = {{"kernel", a_ints2(k[0], k[1])}, {"stride", a_ints2(s[0], s[1])},
-                  {"padding", a_ints2(pad[0], pad[1])}};
+    if (same)
+        ceil_mode = 0; /* SAME: the output size is ceil(size / stride) whatever ceil_mode says */
+    aset as[6] = {{"kernel", a_ints2(k[0], k[1])}, {"stride", a_ints2(s[0], s[1])},
+                  {"padding", a_pads(beg, end)},   {"dilation", a_ints2(d[0], d[1])},
+                  {"ceil_mode", a_bool(ceil_mode)}};
     if (is_max) {
-        if (attr_int(nc, "storage_order", 0) != 0)
-            return nerr(nc, "storage_order=1 is not supported"), -1;
-        if (dilated)
-            return nerr(nc, "dilations other than 1 are not supported for MaxPool"), -1;
-        return nc->bad ? -1 : emit_out(nc, "max_pool2d", &x, 1, as, 3);
+        int64_t order = attr_int(nc, "storage_order", 0);
+        if (order != 0 && order != 1)
+            return nerr(nc, "storage_order must be 0 or 1, got %lld", (long long)order), -1;
+        return nc->bad ? -1 : emit_out(nc, "max_pool2d", &x, 1, as, 5);
     }
-    int include_pad = (int)attr_int(nc, "count_include_pad", 0), padded = pad[0] || pad[1];
-    if (nc->bad)
-        return -1;
-    if (!dilated && (!include_pad || !padded))
-        return emit_out(nc, "avg_pool2d", &x, 1, as, 3);
-    if (dilated && padded && !include_pad)
-        return nerr(nc, "dilations with pads and count_include_pad=0 are not supported for AveragePool"), -1;
-    return avg_as_conv(nc, x, k, s, d, pad);
+    as[5] = (aset){"count_include_pad", a_bool(attr_int(nc, "count_include_pad", 0) != 0)};
+    return nc->bad ? -1 : emit_out(nc, "avg_pool2d", &x, 1, as, 6);
 }
 
 static int op_maxpool(nctx *nc) { return pool(nc, 1); }
@@ -1306,18 +1259,13 @@ static int op_global_avg(nctx *nc)
     return x < 0 ? -1 : emit_out(nc, "global_avg_pool", &x, 1, NULL, 0);
 }
 
-/* GlobalMaxPool: a max pool whose window is the whole plane. */
+/* GlobalMaxPool: the max over H, W, NaN propagating. */
 static int op_global_max(nctx *nc)
 {
     int x = x_in(nc);
-    if (x < 0)
-        return -1;
-    const fg_tensor *xt = T(nc, x);
-    if (xt->rank != 4)
-        return nerr(nc, "only 2-D global pooling is supported (input rank 4, got %d)", xt->rank), -1;
-    aset as[3] = {{"kernel", a_ints2(xt->shape[2], xt->shape[3])}, {"stride", a_ints2(1, 1)},
-                  {"padding", a_ints2(0, 0)}};
-    return emit_out(nc, "max_pool2d", &x, 1, as, 3);
+    if (x >= 0 && T(nc, x)->rank != 4)
+        return nerr(nc, "only 2-D global pooling is supported (input rank 4, got %d)", T(nc, x)->rank), -1;
+    return x < 0 ? -1 : emit_out(nc, "global_max_pool", &x, 1, NULL, 0);
 }
 
 /* Output 0 is input 0 viewed with shape (rank r): a constant is re-shaped,

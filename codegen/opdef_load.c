@@ -1,7 +1,8 @@
 /*
  * opdef_load.c -- op definitions (`op:` documents of a rules directory):
  * name, kind, inputs, typed attributes with defaults, the expression of
- * pointwise and batch_norm ops, the reduction of pool2d ops.
+ * pointwise and batch_norm ops, the reduction of pool2d and global_pool ops
+ * (global_pool without `reduce:` is the mean).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,7 +346,9 @@ fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash
     const fg_ynode *reduce = fg_ymap_get(map, "reduce");
     if (kind_ok && fg_kind(op->kind)->has_reduce) {
         const char *r;
-        if (!reduce)
+        if (!reduce && op->kind == FG_OPK_GLOBAL_POOL)
+            op->reduce = fg_intern(ctx, "avg"); /* global_pool predates `reduce`: the mean */
+        else if (!reduce)
             fg_diag_error(ctx, FG_ERR_INPUT, op->loc, "pool2d op '%s' has no `reduce` (max or avg)", op->name);
         else if (fg_yget_str(ctx, reduce, "reduce", &r)) {
             if (strcmp(r, "max") && strcmp(r, "avg"))
@@ -354,7 +357,7 @@ fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash
                 op->reduce = fg_intern(ctx, r);
         }
     } else if (kind_ok && reduce) {
-        fg_diag_error(ctx, FG_ERR_INPUT, fg_ymap_key(map, "reduce")->loc, "`reduce` is only for pool2d ops");
+        fg_diag_error(ctx, FG_ERR_INPUT, fg_ymap_key(map, "reduce")->loc, "`reduce` is only for pool2d and global_pool ops");
     }
 
     const fg_ynode *expr = fg_ymap_get(map, "expr");

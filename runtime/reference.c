@@ -232,37 +232,46 @@ static void run_pool(const fg_graph *g, const fg_node *nd, double **vals, double
     int64_t OH = ot->shape[2], OW = ot->shape[3];
     int64_t kh = attr_int(nd, "kernel", 0, 1), kw = attr_int(nd, "kernel", 1, 1);
     int64_t sh = attr_int(nd, "stride", 0, 1), sw = attr_int(nd, "stride", 1, 1);
-    int64_t ph = attr_int(nd, "padding", 0, 0), pw = attr_int(nd, "padding", 1, 0);
+    int64_t dh = attr_int(nd, "dilation", 0, 1), dw = attr_int(nd, "dilation", 1, 1);
+    int include_pad = attr_int(nd, "count_include_pad", 0, 0) != 0;
+    int64_t beg[2], end[2];
+    fg_node_pads(nd, beg, end);
     for (int64_t nc = 0; nc < N * C; nc++)
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
                 double acc = is_max ? -INFINITY : 0.0;
-                int64_t cnt = 0;
+                int64_t cnt = 0, taps = 0;
                 for (int64_t r = 0; r < kh; r++)
                     for (int64_t s = 0; s < kw; s++) {
-                        int64_t ih = oh * sh - ph + r, iw = ow * sw - pw + s;
+                        int64_t ih = oh * sh - beg[0] + r * dh, iw = ow * sw - beg[1] + s * dw;
+                        if (ih < H + end[0] && iw < W + end[1])
+                            taps++;
                         if (ih < 0 || ih >= H || iw < 0 || iw >= W)
                             continue;
                         double v = x[(nc * H + ih) * W + iw];
-                        /* max: NaN propagates (PyTorch's max_pool2d); a
-                         * window of -inf gives -inf */
-                        acc = is_max ? (v > acc || isnan(v) ? v : acc) : acc + v;
+                        acc = !is_max ? acc + v : isnan(acc) ? acc : (v > acc || isnan(v)) ? v : acc;
                         cnt++;
                     }
-                y[(nc * OH + oh) * OW + ow] = cnt == 0 ? 0.0 : is_max ? acc : acc / (double)cnt;
+                int64_t div = include_pad ? taps : cnt;
+                y[(nc * OH + oh) * OW + ow] = cnt == 0 ? 0.0 : is_max ? acc : acc / (double)div;
             }
 }
 
+/* Global pooling: the mean (reduce: avg) or the max (NaN propagating) of
+ * each [H, W] plane. */
 static void run_global_pool(const fg_graph *g, const fg_node *nd, double **vals, double *y)
 {
     const fg_tensor *xt = &g->tensors[nd->inputs[0]];
     const double *x = vals[nd->inputs[0]];
+    int is_max = nd->op->reduce && strcmp(nd->op->reduce, "max") == 0;
     int64_t NC = xt->shape[0] * xt->shape[1], HW = xt->shape[2] * xt->shape[3];
     for (int64_t i = 0; i < NC; i++) {
-        double s = 0.0;
-        for (int64_t j = 0; j < HW; j++)
-            s += x[i * HW + j];
-        y[i] = HW ? s / (double)HW : 0.0;
+        double s = is_max ? -INFINITY : 0.0;
+        for (int64_t j = 0; j < HW; j++) {
+            double v = x[i * HW + j];
+            s = !is_max ? s + v : isnan(s) ? s : (v > s || isnan(v)) ? v : s;
+        }
+        y[i] = HW == 0 ? 0.0 : is_max ? s : s / (double)HW;
     }
 }
 

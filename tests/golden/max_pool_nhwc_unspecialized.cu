@@ -28,6 +28,10 @@ struct fg_params_fg_k0_max_pool2d {
     fg_i64 dim_SW;                       // = 2 here
     fg_i64 dim_PH;                       // = 1 here
     fg_i64 dim_PW;                       // = 1 here
+    fg_i64 dim_EH;                       // = 1 here
+    fg_i64 dim_EW;                       // = 1 here
+    fg_i64 dim_DH;                       // = 1 here
+    fg_i64 dim_DW;                       // = 1 here
 };
 
 // offset of x NHWC at logical coordinates (n, c, h, w)
@@ -52,11 +56,17 @@ FG_DEVICE float fg_epilogue(const fg_params_fg_k0_max_pool2d &p, float v, fg_i64
 
 // ---- template pool2d.cuh: max / average pooling --------------------------------
 // One thread per output element, in the output's memory order (grid-stride
-// loop).  Padding is skipped: an average divides by the number of elements
-// inside the input, and an empty window gives 0.  The first element of the
-// window starts the reduction (the initial value stands for an empty window), so
-// the max of a window of -inf is -inf; a NaN in the window makes the result
-// NaN, for max as for average (PyTorch's max_pool2d semantics).
+// loop).  Window tap (r, s) of output (oh, ow) reads input row
+// oh * SH - PH + r * DH and column ow * SW - PW + s * DW (PH, PW: the begin
+// padding).  Taps in the padding are skipped; `taps` counts the taps inside
+// the padded extent (rows below H + EH, columns below W + EW; EH, EW: the end
+// padding), the divisor of an average that counts padding; `count` those
+// inside the input, the divisor of one that does not.  A ceil_mode window
+// overhanging the padded extent counts neither.  A window with no tap inside
+// the input gives 0.  The first element of the window starts the reduction
+// (the initial value stands for an empty window), so the max of a window of
+// -inf is -inf; a NaN in the window makes the result NaN, for max as for
+// average (PyTorch's max_pool2d semantics).
 FG_KERNEL(fg_k0_max_pool2d, fg_params_fg_k0_max_pool2d, 128)
 {
     const fg_i64 N = p.dim_N;
@@ -71,6 +81,10 @@ FG_KERNEL(fg_k0_max_pool2d, fg_params_fg_k0_max_pool2d, 128)
     const fg_i64 SW = p.dim_SW;
     const fg_i64 PH = p.dim_PH;
     const fg_i64 PW = p.dim_PW;
+    const fg_i64 EH = p.dim_EH;
+    const fg_i64 EW = p.dim_EW;
+    const fg_i64 DH = p.dim_DH;
+    const fg_i64 DW = p.dim_DW;
     const fg_i64 stride = (fg_i64)fg_gdim_x() * fg_bdim_x();
     for (fg_i64 i = (fg_i64)fg_bid_x() * fg_bdim_x() + fg_tid_x(); i < N * C * OH * OW; i += stride) {
         const fg_i64 c = i % p.dim_mp_1;
@@ -78,14 +92,17 @@ FG_KERNEL(fg_k0_max_pool2d, fg_params_fg_k0_max_pool2d, 128)
         const fg_i64 oh = i / (p.dim_mp_3 * p.dim_mp_1) % p.dim_mp_2;
         const fg_i64 n = i / (p.dim_mp_2 * p.dim_mp_3 * p.dim_mp_1);
         float acc = -3.402823466e+38f  /* lowest float */;
-        int count = 0;
+        int count = 0, taps = 0;
         for (fg_i64 r = 0; r < R; r++) {
-            const fg_i64 ih = oh * SH - PH + r;
-            if (ih < 0 || ih >= H)
-                continue;
+            const fg_i64 ih = oh * SH - PH + r * DH;
+            if (ih >= H + EH)
+                break;   // later rows lie further past the padded extent
             for (fg_i64 s = 0; s < S; s++) {
-                const fg_i64 iw = ow * SW - PW + s;
-                if (iw < 0 || iw >= W)
+                const fg_i64 iw = ow * SW - PW + s * DW;
+                if (iw >= W + EW)
+                    break;
+                taps++;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W)
                     continue;
                 const float xv = fg_load(p.x + off_x(p, n, c, ih, iw));
                 acc = (count == 0 || fg_isnanf(xv)) ? xv : (xv > acc ? xv : acc);
