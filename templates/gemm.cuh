@@ -32,7 +32,13 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
             acc[i][j] = 0.0f;
 
     for (fg_i64 k0 = 0; k0 < K; k0 += TILE_K) {
-        for (int t = tid; t < TILE_M * TILE_K; t += {{THREADS}}) {
+        // the tiles: TILE_M * TILE_K and TILE_K * TILE_N elements, a fixed
+        // number per thread (unrolled: no loop state kept across the tile)
+        FG_UNROLL
+        for (int i = 0; i < (TILE_M * TILE_K + {{THREADS}} - 1) / {{THREADS}}; i++) {
+            const int t = tid + i * {{THREADS}};
+            if (t >= TILE_M * TILE_K)
+                break;
 {{^TA}}
             const int mm = t / TILE_K, kk = t % TILE_K;   // A [M, K]: k fastest
             const fg_i64 m = m0 + mm, k = k0 + kk;
@@ -44,7 +50,11 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
             a_tile[kk][mm] = (m < M && k < K) ? A[k * M + m] : 0.0f;
 {{/TA}}
         }
-        for (int t = tid; t < TILE_K * TILE_N; t += {{THREADS}}) {
+        FG_UNROLL
+        for (int i = 0; i < (TILE_K * TILE_N + {{THREADS}} - 1) / {{THREADS}}; i++) {
+            const int t = tid + i * {{THREADS}};
+            if (t >= TILE_K * TILE_N)
+                break;
 {{^TB}}
             const int kk = t / TILE_N, nn = t % TILE_N;   // B [K, N]: n fastest
             const fg_i64 k = k0 + kk, n = n0 + nn;
@@ -57,6 +67,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 {{/TB}}
         }
         fg_sync();
+        FG_UNROLL
         for (int kk = 0; kk < TILE_K; kk++) {
             float a_frag[4], b_frag[4];
             FG_UNROLL

@@ -1,0 +1,248 @@
+/*
+ * test_gemm_sass.c -- the machine code of the gemm kernels, read without a
+ * GPU.  Transformer-MLP shaped matmuls (bias + GELU, both forms, residual),
+ * batched and transposed ones, every gemm_tc block tile and pipeline depth,
+ * and the fp32 SIMT gemm are planned with the shipped rules (tiles by a hook
+ * for the tile sweep), compiled by NVRTC for sm_80 and sm_90 with no
+ * warnings, and each cubin's SASS (nvdisasm) must show:
+ *   - gemm_tc: tensor-core mma (HMMA) and ldmatrix (LDSM); cp.async
+ *     (LDGSTS) when its operands are copied as 16-byte chunks;
+ *   - every gemm kernel: no local memory -- no LDL / STL, and cuobjdump
+ *     -res-usage reports STACK:0 and LOCAL:0 (the GELU epilogue included).
+ * A table of the instruction counts and resources is printed.
+ *
+ * nvdisasm and cuobjdump come from the toolkit or from pip
+ * (nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump): $FUSEGEN_CUDA_TOOLS, PATH,
+ * /usr/local/cuda/bin, then Python's site-packages (nvidia/<pkg>/bin).
+ * Without them the test is skipped and says so ("SASS check NOT RUN").
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+#include "jit.h"
+#include "plan.h"
+#include "testutil.h"
+
+/* The directory holding executable `tool` ("" when none), in buf. */
+static void find_tool(const char *tool, char *buf, size_t size)
+{
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "for d in \"$FUSEGEN_CUDA_TOOLS\" $(dirname \"$(command -v %s 2>/dev/null)\" 2>/dev/null) "
+             "/usr/local/cuda/bin $(python3 -c 'import glob, os, site\n"
+             "roots = site.getsitepackages() + [site.getusersitepackages()]\n"
+             "print(\" \".join(os.path.dirname(p) for r in roots for p in "
+             "sorted(glob.glob(os.path.join(r, \"nvidia\", \"*\", \"bin\", \"%s\")))))' 2>/dev/null); do "
+             "if [ -n \"$d\" ] && [ -x \"$d/%s\" ]; then printf '%%s' \"$d\"; break; fi; done",
+             tool, tool, tool);
+    buf[0] = 0;
+    if (tu_run(cmd, &out) == 0 && out)
+        snprintf(buf, size, "%s", out);
+    free(out);
+}
+
+/* Instructions with opcode op (op, op.MODIFIER) in SASS text. */
+static int opcount(const char *sass, const char *op)
+{
+    int n = 0;
+    size_t len = strlen(op);
+    for (const char *s = strstr(sass, op); s; s = strstr(s + 1, op)) {
+        char before = s > sass ? s[-1] : ' ';
+        if ((before == ' ' || before == '\t' || before == ';' || before == '}') && (s[len] == '.' || s[len] == ' '))
+            n++;
+    }
+    return n;
+}
+
+/* The number after "key" in cuobjdump -res-usage text, or -1. */
+static long resource(const char *text, const char *key)
+{
+    const char *s = strstr(text, key);
+    return s ? strtol(s + strlen(key), NULL, 10) : -1;
+}
+
+typedef struct sass_case {
+    const char *name, *dtype;
+    const char *body;      /* graph after the header */
+    const char *tiles;     /* tile hook result ("tile_m = 64, ...") or NULL: the shipped rules */
+} sass_case;
+
+#define MLP(M, K, N, ACT)                                                                                        \
+    "inputs: [{ name: x, shape: [" #M ", " #K "] }]\n"                                                          \
+    "weights: [{ name: w, shape: [" #K ", " #N "] }, { name: b, shape: [" #N "] }]\n"                         \
+    "nodes:\n  - { name: mm, op: matmul, inputs: [x, w] }\n  - { name: s, op: add, inputs: [mm, b] }\n"       \
+    "  - { name: y, op: " #ACT ", inputs: [s] }\noutputs: [y]\n"
+
+static const sass_case cases[] = {
+    {"mlp_4096x768x3072_gelu", "fp16", MLP(4096, 768, 3072, gelu), NULL},
+    {"mlp_64x768x3072_gelu_tanh", "bf16", MLP(64, 768, 3072, gelu_tanh), NULL},
+    {"mlp_16x3072x768_gelu", "fp16", MLP(16, 3072, 768, gelu), NULL},
+    {"mlp_512x768x3072_relu_fp32", "fp32", MLP(512, 768, 3072, relu), NULL},
+    {"mlp_64x768x3072_gelu_fp32", "fp32", MLP(64, 768, 3072, gelu), NULL},
+    {"attn_batched_transposed", "fp16",
+     "inputs: [{ name: q, shape: [2, 12, 64, 64] }, { name: k, shape: [2, 12, 64, 64] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [q, k], attrs: { trans_b: true } }\noutputs: [mm]\n",
+     NULL},
+    {"ta_kn_residual_gelu", "bf16",
+     "inputs: [{ name: a, shape: [256, 128] }, { name: r, shape: [128, 512] }]\n"
+     "weights: [{ name: w, shape: [256, 512] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_a: true } }\n"
+     "  - { name: s, op: add, inputs: [mm, r] }\n  - { name: y, op: gelu, inputs: [s] }\noutputs: [y]\n",
+     NULL},
+    {"odd_element_loads", "fp16", MLP(100, 77, 33, gelu), NULL},
+    {"tile_128x128_3", "fp16", MLP(512, 256, 512, gelu), "tile_m = 128, tile_n = 128, stages = 3"},
+    {"tile_128x64_4", "fp16", MLP(512, 256, 512, gelu), "tile_m = 128, tile_n = 64, stages = 4"},
+    {"tile_64x128_4", "fp16", MLP(512, 256, 512, gelu), "tile_m = 64, tile_n = 128, stages = 4"},
+    {"tile_64x64_3", "fp16", MLP(512, 256, 512, gelu), "tile_m = 64, tile_n = 64, stages = 3"},
+    {"tile_32x64_4", "bf16", MLP(512, 256, 512, gelu), "tile_m = 32, tile_n = 64, stages = 4"},
+    {"tile_32x32_4", "bf16", MLP(512, 256, 512, gelu), "tile_m = 32, tile_n = 32, stages = 4"},
+};
+
+/* Plans case c to one kernel and emits it into *k. */
+static void emit_case(const sass_case *c, fg_kernel *k)
+{
+    fg_context *ctx;
+    char *dir = NULL;
+    if (c->tiles) {
+        char lua[200];
+        dir = tu_vocab_dir();
+        free(tu_write(dir, "rules.yaml",
+                      "rule: mlp\nhooks: tiles.lua\nmatch:\n  - mm: { kind: matmul }\n  - add: { op: add }\n"
+                      "  - act: { op: [relu, gelu, gelu_tanh] }\n"
+                      "kernel:\n  template: gemm\n  params: tiles\n  epilogue:\n    - apply: add\n"
+                      "    - apply: act\n"));
+        snprintf(lua, sizeof lua, "function tiles(group)\n  return { %s }\nend\n", c->tiles);
+        free(tu_write(dir, "tiles.lua", lua));
+        ctx = tu_ctx_empty();
+        assert_int_equal(fg_rules_load(ctx, dir), FG_OK);
+    } else {
+        ctx = tu_ctx_shipped();
+    }
+    char text[2048];
+    snprintf(text, sizeof text, "graph: %s\nseed: 1\ndtype: %s\n%s", c->name, c->dtype, c->body);
+    fg_graph *g = NULL;
+    fg_status st = fg_graph_parse(ctx, c->name, text, strlen(text), &g);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    fg_plan *p = NULL;
+    st = fg_plan_build(ctx, g, &p);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    assert_int_equal(p->ngroups, 1);
+    st = fg_emit_group(ctx, p, 0, NULL, k);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_context_free(ctx);
+    if (dir) {
+        tu_rmtree(dir);
+        free(dir);
+    }
+}
+
+static void test_gemm_sass(void **state)
+{
+    (void)state;
+    char disasm[1100], objdump[1100];
+    find_tool("nvdisasm", disasm, sizeof disasm);
+    find_tool("cuobjdump", objdump, sizeof objdump);
+    if (!disasm[0] || !objdump[0]) {
+        printf("SASS check NOT RUN: nvdisasm or cuobjdump not found (pip install nvidia-cuda-nvdisasm "
+               "nvidia-cuda-cuobjdump, or set FUSEGEN_CUDA_TOOLS)\n");
+        fflush(stdout);
+        skip();
+    }
+    printf("tools: %s/nvdisasm, %s/cuobjdump\n", disasm, objdump);
+    setenv("FUSEGEN_CACHE", "off", 1);   /* compile for real */
+
+    enum { NK = sizeof cases / sizeof *cases };
+    fg_kernel ks[NK];
+    for (int i = 0; i < NK; i++)
+        emit_case(&cases[i], &ks[i]);
+
+    fg_context *ctx = tu_ctx_empty();
+    char *dir = tu_tmpdir();
+    static const char *const archs[] = {"sm_80", "sm_90"};
+    fg_jit_info infos[NK];
+    int failures = 0;
+    for (int a = 0; a < 2; a++) {
+        memset(infos, 0, sizeof infos);
+        fg_status st = fg_jit_compile_all(ctx, ks, NK, archs[a], infos);
+        if (st)
+            tu_dump_errors(ctx);
+        assert_int_equal(st, FG_OK);
+        printf("%s: %-28s %-8s %4s %6s %5s %5s %6s %4s %4s  %s\n", archs[a], "case", "template", "REG", "SHARED",
+               "HMMA", "LDSM", "LDGSTS", "LDL", "STL", "tile");
+        for (int i = 0; i < NK; i++) {
+            if (infos[i].log[0]) {
+                fprintf(stderr, "%s (%s): NVRTC log:\n%s\n", cases[i].name, archs[a], infos[i].log);
+                failures++;
+            }
+            char path[1200], cmd[4000], *sass = NULL, *res = NULL;
+            snprintf(path, sizeof path, "%s/k%d_%s.cubin", dir, i, archs[a]);
+            FILE *f = fopen(path, "wb");
+            assert_non_null(f);
+            assert_int_equal(fwrite(ks[i].binary, 1, ks[i].binary_size, f), ks[i].binary_size);
+            fclose(f);
+            snprintf(cmd, sizeof cmd, "'%s/nvdisasm' -c '%s'", disasm, path);
+            assert_int_equal(tu_run(cmd, &sass), 0);
+            snprintf(cmd, sizeof cmd, "'%s/cuobjdump' -res-usage '%s'", objdump, path);
+            assert_int_equal(tu_run(cmd, &res), 0);
+            int tc = strstr(ks[i].source, "template:  gemm_tc") != NULL;
+            int vec = strstr(ks[i].source, "16-byte cp.async loads") != NULL;
+            int hmma = opcount(sass, "HMMA"), ldsm = opcount(sass, "LDSM"), ldgsts = opcount(sass, "LDGSTS");
+            int ldl = opcount(sass, "LDL"), stl = opcount(sass, "STL");
+            long reg = resource(res, "REG:"), shared = resource(res, "SHARED:");
+            long stack = resource(res, "STACK:"), local = resource(res, "LOCAL:");
+            const char *tl = strstr(ks[i].source, "//   tile:");
+            char tile[48] = "?";
+            if (tl) {
+                tl += strlen("//   tile:");
+                tl += strspn(tl, " ");
+                snprintf(tile, sizeof tile, "%.*s", (int)strcspn(tl, ",\n"), tl);
+            }
+            printf("%s: %-28s %-8s %4ld %6ld %5d %5d %6d %4d %4d  %s\n", archs[a], cases[i].name,
+                   tc ? "gemm_tc" : "gemm", reg, shared, hmma, ldsm, ldgsts, ldl, stl, tile);
+            int bad = ldl || stl || stack != 0 || local != 0;
+            if (tc)
+                bad |= !hmma || !ldsm || (vec && !ldgsts);
+            else
+                bad |= hmma != 0;
+            if (strcmp(cases[i].dtype, "fp32") != 0)
+                bad |= !tc;
+            if (bad) {
+                fprintf(stderr, "%s (%s): HMMA %d, LDSM %d, LDGSTS %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
+                        cases[i].name, archs[a], hmma, ldsm, ldgsts, ldl, stl, stack, local, res);
+                failures++;
+            }
+            free(sass);
+            free(res);
+        }
+    }
+    assert_int_equal(failures, 0);
+    for (int i = 0; i < NK; i++)
+        fg_kernel_free(&ks[i]);
+    tu_rmtree(dir);
+    free(dir);
+    fg_context_free(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm_sass),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
