@@ -677,6 +677,22 @@ static int f_squeeze(fctx *c, val *out)
 
 static int f_identity(fctx *c, val *out) { return in_val(c, 0, out); }
 
+/* Dropout at inference: the data (training_mode, opset 12 on, must be
+ * false; the mask output must be unused, which the importer checks). */
+static int f_dropout(fctx *c, val *out)
+{
+    if (has_input(c, 2)) {
+        val tm;
+        if (!in_val(c, 2, &tm))
+            return 0;
+        int on = tm.n > 0 && vget(&tm, 0) != 0;
+        val_free(&tm);
+        if (on)
+            return ferr(c, "training_mode=true is not supported (inference only)");
+    }
+    return in_val(c, 0, out);
+}
+
 /* Gather along axis: out.shape = data.shape[:axis] + indices.shape +
  * data.shape[axis+1:]; negative indices count from the end. */
 static int f_gather(fctx *c, val *out)
@@ -1011,6 +1027,7 @@ static const fold_op fold_ops[] = {
     {"ConstantOfShape", f_constant_of_shape, "value", 1, 1},
     {"Cos", f_unary, "", 1, 1},
     {"Div", f_binary, "", 2, 2},
+    {"Dropout", f_dropout, "seed ratio", 1, 3},
     {"Erf", f_unary, "", 1, 1},
     {"Exp", f_unary, "", 1, 1},
     {"Expand", f_expand, "", 2, 2},

@@ -129,12 +129,14 @@ def cases():
     out.append(("int_arith", model(n, {"x": [1, 4, 3, 3]}, ["y"], inits), 2))
 
     # 4. Opset 11 forms (Unsqueeze / Squeeze axes as attributes), Size,
-    #    Flatten of a constant, Concat of float constants, Min, Exp, Log.
+    #    Flatten of a constant, Concat of float constants, Dropout, Min, Exp,
+    #    Log.
     n = [
         h.make_node("Size", ["x"], ["sz"]),                           # 24
         h.make_node("Cast", ["sz"], ["szf"], to=TP.FLOAT),
         h.make_node("Unsqueeze", ["szf"], ["sz1"], axes=[0]),
-        h.make_node("Concat", ["sz1", "c2"], ["v"], axis=0),          # [24, 2, 0.5, -1]
+        h.make_node("Concat", ["sz1", "c2"], ["v0"], axis=0),         # [24, 2, 0.5, -1]
+        h.make_node("Dropout", ["v0"], ["v"], ratio=0.5),             # inference: the data
         h.make_node("Exp", ["v"], ["e"]),
         h.make_node("Log", ["e"], ["le"]),
         h.make_node("Min", ["le", "cap"], ["lm"]),
