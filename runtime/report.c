@@ -43,39 +43,48 @@ static void tile_of(const char *src, char *out, size_t size)
     snprintf(out, size, "%.*s", (int)strcspn(t, "\n"), t);
 }
 
-/* Resources and SASS of one kernel through the tools (fields stay -1 / 0
- * where a tool is missing or fails). */
+/* Copies the counts of m into r when m holds instructions. */
+static void put_mix(const fg_sass_mix *m, fg_kernel_report *r)
+{
+    if (m->instructions <= 0)
+        return;
+    r->sass_read = 1;
+    r->instructions = m->instructions;
+    r->hmma = m->hmma;
+    r->hgmma = m->hgmma;
+    r->ldg128 = m->ldg128;
+    r->stg128 = m->stg128;
+    r->ldgsts = m->ldgsts;
+    r->utmaldg = m->utmaldg;
+    r->ldsm = m->ldsm;
+    r->ldl = m->ldl;
+    r->stl = m->stl;
+}
+
+/* Resources and SASS of one kernel through the tools: one cuobjdump run
+ * gives both (-res-usage -sass); nvdisasm reads the SASS when cuobjdump is
+ * missing.  Fields stay -1 / 0 where no tool could read them. */
 static void read_cubin(const fg_kernel *k, fg_kernel_report *r)
 {
     char *out = NULL;
-    static const char *const res_args[] = {"-res-usage"};
-    if (fg_cuda_tool_run(FG_TOOL_CUOBJDUMP, res_args, 1, k->binary, k->binary_size, &out) == 0) {
+    fg_sass_mix m;
+    static const char *const obj_args[] = {"-res-usage", "-sass"};
+    if (fg_cuda_tool_run(FG_TOOL_CUOBJDUMP, obj_args, 2, k->binary, k->binary_size, &out) == 0) {
         fg_res_usage u;
         fg_res_usage_parse(out, k->name, &u);
         r->registers = u.registers;
         r->static_smem = u.shared;
         r->stack_bytes = u.stack;
         r->local_bytes = u.local;
+        fg_sass_mix_count(out, &m);
+        put_mix(&m, r);
     }
     free(out);
     out = NULL;
-    static const char *const sass_args[] = {"-c"};
-    if (fg_cuda_tool_run(FG_TOOL_NVDISASM, sass_args, 1, k->binary, k->binary_size, &out) == 0) {
-        fg_sass_mix m;
+    static const char *const dis_args[] = {"-c"};
+    if (!r->sass_read && fg_cuda_tool_run(FG_TOOL_NVDISASM, dis_args, 1, k->binary, k->binary_size, &out) == 0) {
         fg_sass_mix_count(out, &m);
-        if (m.instructions > 0) {
-            r->sass_read = 1;
-            r->instructions = m.instructions;
-            r->hmma = m.hmma;
-            r->hgmma = m.hgmma;
-            r->ldg128 = m.ldg128;
-            r->stg128 = m.stg128;
-            r->ldgsts = m.ldgsts;
-            r->utmaldg = m.utmaldg;
-            r->ldsm = m.ldsm;
-            r->ldl = m.ldl;
-            r->stl = m.stl;
-        }
+        put_mix(&m, r);
     }
     free(out);
 }
@@ -152,15 +161,17 @@ static void render(fg_report *R)
     fg_buf_printf(&b, "performance report: %d kernel%s for %s, device model %s: %s\n", s->nkernels,
                   s->nkernels == 1 ? "" : "s", s->arch, s->device_model, s->device_description);
     const char *cuobjdump = fg_cuda_tool_path(FG_TOOL_CUOBJDUMP), *nvdisasm = fg_cuda_tool_path(FG_TOOL_NVDISASM);
-    if (cuobjdump && nvdisasm) {
-        fg_buf_printf(&b, "tools: %s, %s\n", cuobjdump, nvdisasm);
+    if (cuobjdump) {
+        fg_buf_printf(&b, "tools: %s (resources and SASS)\n", cuobjdump);
+    } else if (nvdisasm) {
+        fg_buf_printf(&b, "note: cuobjdump not found (pip install nvidia-cuda-cuobjdump, or set FUSEGEN_CUDA_TOOLS): "
+                          "registers, static shared memory, stack, local memory and occupancy unknown, shown as '-'; "
+                          "SASS from %s\n", nvdisasm);
     } else {
-        fg_buf_printf(&b, "note: %s%s%s not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or set "
-                      "FUSEGEN_CUDA_TOOLS): %s%s%s unknown, shown as '-'; the roofline takes the fp32 rate%s\n",
-                      cuobjdump ? "" : "cuobjdump", !cuobjdump && !nvdisasm ? " and " : "",
-                      nvdisasm ? "" : "nvdisasm", cuobjdump ? "" : "registers, static shared memory, stack and local memory",
-                      !cuobjdump && !nvdisasm ? "; " : "", nvdisasm ? "" : "the SASS instruction mix",
-                      nvdisasm ? "" : " for every kernel");
+        fg_buf_printf(&b, "note: cuobjdump and nvdisasm not found (pip install nvidia-cuda-cuobjdump "
+                          "nvidia-cuda-nvdisasm, or set FUSEGEN_CUDA_TOOLS): registers, shared memory, stack, local "
+                          "memory, occupancy and the SASS mix unknown, shown as '-'; the roofline takes the fp32 rate "
+                          "for every kernel\n");
     }
     fg_buf_printf(&b, "%-3s %-26s %-10s %-12s %5s %7s %4s %6s %5s %5s %5s %5s %6s %6s %4s %4s %4s %5s %5s %9s %9s "
                       "%9s %s\n",
@@ -223,7 +234,7 @@ fg_status fg_report_build(fg_context *ctx, const fg_plan *p, const fg_kernel *ks
     s->device_model = model->name;
     s->device_description = model->description;
     s->have_res_usage = fg_cuda_tool_path(FG_TOOL_CUOBJDUMP) != NULL;
-    s->have_sass = fg_cuda_tool_path(FG_TOOL_NVDISASM) != NULL;
+    s->have_sass = s->have_res_usage || fg_cuda_tool_path(FG_TOOL_NVDISASM) != NULL;
     for (int i = 0; i < n; i++) {
         const fg_kernel *k = &ks[i];
         fg_kernel_report *r = &R->k[i];

@@ -19,6 +19,16 @@
 static const char *const from_names[] = {"memory", "disk", "nvrtc", "remote"};
 FG_STATIC_ASSERT(FG_COUNTOF(from_names) == FG_JIT_SOURCE_COUNT, "from_names out of sync");
 
+/* Whether an NVRTC log holds only ptxas's own lines (--ptxas-options=-v),
+ * which the report shows in its own way. */
+static int ptxas_info_only(const char *log)
+{
+    for (const char *l = log; *l; l += strcspn(l, "\n"), l += *l == '\n')
+        if (*l != '\n' && strncmp(l, "ptxas", 5) != 0)
+            return 0;
+    return 1;
+}
+
 int cmd_compile(int argc, char **argv)
 {
     const char *graph = NULL, *rules = NULL, *arch = NULL, *jobs = NULL, *model_name = NULL;
@@ -102,7 +112,7 @@ int cmd_compile(int argc, char **argv)
             bytes += ks[i].binary_size;
             printf("%-4d %-40s %9.2f %11.2f %-7s %10zu  %s\n", i, ks[i].name, ks[i].emit_seconds * 1e3,
                    infos[i].seconds * 1e3, from_names[infos[i].from], ks[i].binary_size, ks[i].key);
-            if (infos[i].log[0])
+            if (infos[i].log[0] && !(report && ptxas_info_only(infos[i].log)))
                 fprintf(stderr, "fusegen: warning: NVRTC log for kernel %s:\n%s\n", ks[i].name, infos[i].log);
         }
         printf("total: %d kernels (%d compiled, %d from disk, %d from memory, %d from the remote cache%s%.0d%s), "
