@@ -1384,6 +1384,9 @@ static int op_reshape(nctx *nc)
         }
         if (want[d] < 1)
             return nerr(nc, "shape[%d] = %lld is not supported", d, (long long)want[d]), -1;
+        if (want[d] > numel / known)   /* more elements than the input has (and the product cannot overflow) */
+            return nerr(nc, "shape[%d] = %lld: the shape holds more than the input's %lld elements", d,
+                        (long long)want[d], (long long)numel), -1;
         known *= want[d];
     }
     if (infer >= 0) {
