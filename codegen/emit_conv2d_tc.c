@@ -14,8 +14,8 @@
  * as an input pixel's channels.
  *
  * The block tile and split-K are chosen per shape (tc_choose): the largest
- * tile that still fills the target SMs, else a small tile with the reduction
- * split so that tiles x splits does; a rule's `params:` hook may override
+ * tile that still fills the target SMs, else a tile with the reduction split
+ * so that tiles x splits does (or comes closest); a rule's `params:` hook may override
  * tile_m, tile_n and split_k.  The planner shows the default in --explain
  * (fg_conv2d_tc_describe), the kernel's header comment the one it uses.
  */
@@ -62,42 +62,52 @@ typedef struct tc_shape {
     int64_t KT;          /* reduction tiles of 4 chunks */
 } tc_shape;
 
-/* The default tile and split for shape s: the largest tile that is not
- * mostly empty and still gives TC_TARGET_SMS blocks; else the tile that
- * wastes least (ties: the larger), its reduction split so that blocks x
- * splits reaches the target, each split keeping TC_MIN_KT_SPLIT k tiles. */
+/* The default tile and split for shape s.  The largest tile of at least 64
+ * rows that is not mostly empty and gives TC_TARGET_SMS blocks by itself;
+ * else, for each tile, the split that brings blocks x splits to the target
+ * (each split keeping TC_MIN_KT_SPLIT k tiles, at most TC_MAX_SPLITS), and
+ * the tile that reaches the target computing the fewest padded outputs
+ * (ties: the larger tile), or, when none reaches it, the one with the most
+ * blocks x splits (ties: fewer padded outputs, then the larger). */
 static void tc_choose(const tc_shape *s, const tc_tile **tile, int *splits)
 {
     const int n = (int)FG_COUNTOF(tc_tiles);
     const tc_tile *best = NULL;
-    int64_t best_area = 0;
+    int64_t best_area = 0, best_total = 0, best_splits = 1;
+    int best_reach = 0;
+    int64_t most = s->KT / TC_MIN_KT_SPLIT;
+    if (most > TC_MAX_SPLITS)
+        most = TC_MAX_SPLITS;
+    if (most < 1)
+        most = 1;
     for (int i = 0; i < n; i++) {
         const tc_tile *t = &tc_tiles[i];
         if ((t->bm > 64 && s->M <= 64) || (t->bn > 64 && s->K <= 64))
             continue;
-        int64_t gm = (s->M + t->bm - 1) / t->bm, gn = (s->K + t->bn - 1) / t->bn;
-        if (gm * gn >= TC_TARGET_SMS && t->bm >= 64) {
+        int64_t gm = (s->M + t->bm - 1) / t->bm, gn = (s->K + t->bn - 1) / t->bn, blocks = gm * gn;
+        if (blocks >= TC_TARGET_SMS && t->bm >= 64) {
             *tile = t;
             *splits = 1;
             return;
         }
-        int64_t area = gm * t->bm * gn * t->bn;   /* computed outputs, padding included */
-        if (!best || area < best_area) {
+        int64_t sp = (TC_TARGET_SMS + blocks - 1) / blocks;
+        if (sp > most)
+            sp = most;
+        int64_t total = blocks * sp, area = gm * t->bm * gn * t->bn;   /* padding included */
+        int reach = total >= TC_TARGET_SMS;
+        int better = !best || (reach && !best_reach) ||
+                     (reach == best_reach && (reach ? area < best_area
+                                                    : total > best_total || (total == best_total && area < best_area)));
+        if (better) {
             best = t;
             best_area = area;
+            best_total = total;
+            best_splits = sp;
+            best_reach = reach;
         }
     }
-    int64_t blocks = ((s->M + best->bm - 1) / best->bm) * ((s->K + best->bn - 1) / best->bn);
-    int64_t want = (TC_TARGET_SMS + blocks - 1) / blocks;
-    int64_t most = s->KT / TC_MIN_KT_SPLIT;
-    if (want > most)
-        want = most;
-    if (want > TC_MAX_SPLITS)
-        want = TC_MAX_SPLITS;
-    if (want < 1)
-        want = 1;
     *tile = best;
-    *splits = (int)want;
+    *splits = (int)best_splits;
 }
 
 /* k tiles per split and the splits that then exist (none empty). */

@@ -11,7 +11,10 @@
  * the begin pads enter the index arithmetic).
  * The split-K cases (a batch-1 7x7 layer on conv2d_tc, fp16 and fp32 with
  * tf32) check that the executor sizes, zeroes and passes the workspace, and
- * that later runs on the same exec (counters reset) are right too.
+ * that later runs on the same exec (counters reset) are right too.  Then the
+ * direct and depthwise kernels under NVRTC for sm_80 and sm_90: no warnings,
+ * and (with nvdisasm / cuobjdump, found as test_conv_tc_sass finds them) no
+ * local memory: no LDL / STL, STACK:0, LOCAL:0.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +28,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "jit.h"
 #include "plan.h"
 #include "testutil.h"
 
@@ -145,11 +149,113 @@ static void test_split_k_in_exec(void **state)
     fg_context_free(ctx);
 }
 
+/* Directory holding an executable `tool`, or "" (static buffer): $FUSEGEN_CUDA_TOOLS, PATH, /usr/local/cuda/bin,
+ * pip's nvidia/<cuXX>/bin in site-packages. */
+static const char *tool_dir(const char *tool)
+{
+    static char dir[2][1024];
+    static int slot;
+    char *d = dir[slot++ & 1];
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "for d in \"$FUSEGEN_CUDA_TOOLS\" \"$(dirname \"$(command -v %s 2>/dev/null || echo /nonexistent/x)\")\" "
+             "/usr/local/cuda/bin $(python3 -c 'import site, glob, os\n"
+             "ds = site.getsitepackages() + [site.getusersitepackages()]\n"
+             "print(\" \".join(sorted(set(os.path.dirname(p) for s in ds for p in "
+             "glob.glob(os.path.join(s, \"nvidia\", \"*\", \"bin\", \"%s\"))))))' 2>/dev/null); do "
+             "[ -n \"$d\" ] && [ -x \"$d/%s\" ] && { printf '%%s' \"$d\"; break; }; done",
+             tool, tool, tool);
+    d[0] = 0;
+    if (tu_run(cmd, &out) == 0 && out)
+        snprintf(d, sizeof dir[0], "%s", out);
+    free(out);
+    return d;
+}
+
+static void test_nvrtc_no_local_memory(void **state)
+{
+    (void)state;
+    setenv("FUSEGEN_CACHE", "off", 1);   /* compile for real */
+    fg_context *ctx = tu_ctx_shipped();
+    struct { const char *yaml; const char *tpl; } cases[4];
+    char y[4][2048];
+    snprintf(y[0], sizeof y[0], "%s", conv_graph("fp32", "NCHW", 1, 130, 7, 6, 9, 1, 3, "{ padding: [1, 1] }"));
+    snprintf(y[1], sizeof y[1], "%s", conv_graph("fp16", "NHWC", 1, 3, 13, 13, 8, 1, 7, "{ stride: [2, 2], padding: [3, 3] }"));
+    snprintf(y[2], sizeof y[2], "%s", conv_graph("bf16", "NHWC", 1, 6, 8, 7, 4, 2, 3, "{ groups: 2, padding: [1, 1] }"));
+    snprintf(y[3], sizeof y[3], "%s", conv_graph("fp32", "NHWC", 1, 8, 7, 7, 8, 8, 3, "{ groups: 8, padding: [0, 1, 2, 1] }"));
+    for (int i = 0; i < 4; i++) {
+        cases[i].yaml = y[i];
+        cases[i].tpl = i == 3 ? "conv2d_depthwise" : "conv2d";
+    }
+    fg_kernel ks[4];
+    fg_plan *plans[4];
+    fg_graph *graphs[4];
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(fg_graph_parse(ctx, "t.yaml", cases[i].yaml, strlen(cases[i].yaml), &graphs[i]), FG_OK);
+        assert_int_equal(fg_plan_build(ctx, graphs[i], &plans[i]), FG_OK);
+        assert_string_equal(plans[i]->groups[0].template_name, cases[i].tpl);
+        assert_int_equal(fg_emit_group(ctx, plans[i], 0, NULL, &ks[i]), FG_OK);
+    }
+    char disasm[1100], objdump[1100];
+    snprintf(disasm, sizeof disasm, "%s", tool_dir("nvdisasm"));
+    snprintf(objdump, sizeof objdump, "%s", tool_dir("cuobjdump"));
+    if (!disasm[0] || !objdump[0])
+        printf("SASS part NOT RUN: nvdisasm / cuobjdump not found\n");
+    char *dir = tu_tmpdir();
+    static const char *const archs[] = {"sm_80", "sm_90"};
+    fg_jit_info infos[4];
+    int failures = 0;
+    for (int a = 0; a < 2; a++) {
+        memset(infos, 0, sizeof infos);
+        fg_status st = fg_jit_compile_all(ctx, ks, 4, archs[a], infos);
+        if (st)
+            tu_dump_errors(ctx);
+        assert_int_equal(st, FG_OK);
+        for (int i = 0; i < 4; i++) {
+            if (infos[i].log[0]) {
+                fprintf(stderr, "%s (%s): NVRTC log:\n%s\n", ks[i].name, archs[a], infos[i].log);
+                failures++;
+            }
+            if (!disasm[0] || !objdump[0])
+                continue;
+            char path[1200], cmd[4000], *sass = NULL, *res = NULL;
+            snprintf(path, sizeof path, "%s/k%d_%s.cubin", dir, i, archs[a]);
+            FILE *f = fopen(path, "wb");
+            assert_non_null(f);
+            assert_int_equal(fwrite(ks[i].binary, 1, ks[i].binary_size, f), ks[i].binary_size);
+            fclose(f);
+            snprintf(cmd, sizeof cmd, "'%s/nvdisasm' -c '%s' | grep -cE '(LDL|STL)[. ]'", disasm, path);
+            tu_run(cmd, &sass);
+            snprintf(cmd, sizeof cmd, "'%s/cuobjdump' -res-usage '%s'", objdump, path);
+            assert_int_equal(tu_run(cmd, &res), 0);
+            const char *stack = strstr(res, "STACK:"), *local = strstr(res, "LOCAL:"), *reg = strstr(res, "REG:");
+            long nloc = sass ? strtol(sass, NULL, 10) : -1;
+            printf("%s %-22s %s: REG %ld, STACK %ld, LOCAL %ld, LDL/STL %ld\n", archs[a], ks[i].name, cases[i].tpl,
+                   reg ? strtol(reg + 4, NULL, 10) : -1, stack ? strtol(stack + 6, NULL, 10) : -1,
+                   local ? strtol(local + 6, NULL, 10) : -1, nloc);
+            if (nloc != 0 || !stack || strtol(stack + 6, NULL, 10) != 0 || !local || strtol(local + 6, NULL, 10) != 0)
+                failures++;
+            free(sass);
+            free(res);
+        }
+    }
+    assert_int_equal(failures, 0);
+    for (int i = 0; i < 4; i++) {
+        fg_kernel_free(&ks[i]);
+        fg_plan_free(plans[i]);
+        fg_graph_free(graphs[i]);
+    }
+    tu_rmtree(dir);
+    free(dir);
+    fg_context_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_direct_conv),
         cmocka_unit_test(test_split_k_in_exec),
+        cmocka_unit_test(test_nvrtc_no_local_memory),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

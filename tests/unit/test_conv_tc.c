@@ -127,7 +127,7 @@ static const tc_case cases[] = {
      "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
      "  - { name: y, op: relu, inputs: [c] }\n"
      "outputs: [y]\n"},
-    /* batch 1, 7x7: one 64 x 64 tile, so the reduction is split (fp16 4 ways, fp32 9) */
+    /* batch 1, 7x7: two 32 x 64 tiles, so the reduction is split (fp16 4 ways, fp32 9) */
     {"n1_c64_k64_7x7_3x3_p1_bias_silu_splitk", "conv_act",
      "inputs: [{ name: x, shape: [1, 64, 7, 7] }]\n"
      "weights: [{ name: w, shape: [64, 64, 3, 3] }, { name: b, shape: [64] }]\n"
@@ -135,7 +135,7 @@ static const tc_case cases[] = {
      "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
      "  - { name: y, op: silu, inputs: [c] }\n"
      "outputs: [y]\n"},
-    /* batch 1, 13x13: 3 tiles, 9 k tiles split 2 ways (5 + 4) */
+    /* batch 1, 13x13: 6 tiles, 9 k tiles split 2 ways (5 + 4) */
     {"n1_c32_k24_13x13_3x3_hardswish_splitk", "conv_act",
      "inputs: [{ name: x, shape: [1, 32, 13, 13] }]\n"
      "weights: [{ name: w, shape: [24, 32, 3, 3] }, { name: b, shape: [24] }]\n"
@@ -480,13 +480,13 @@ static void test_split_k(void **state)
     tc_result r;
     run_case(ctx, c7, FG_DTYPE_F16, 1, NULL, &r);
     print_message("  default at 7x7 fp16: %s\n", r.tile);
-    assert_non_null(strstr(r.tile, "64 x 64 x 32, 3 stages, 128 threads (2 x 2 warps), split-K 4 (5 of 18 k tiles"));
+    assert_non_null(strstr(r.tile, "32 x 64 x 32, 3 stages, 128 threads (2 x 2 warps), split-K 4 (5 of 18 k tiles"));
     run_case(ctx, c7, FG_DTYPE_F32, 1, NULL, &r);
     print_message("  default at 7x7 fp32 tf32: %s\n", r.tile);
-    assert_non_null(strstr(r.tile, "64 x 64 x 16, 3 stages, 128 threads (2 x 2 warps), split-K 9 (4 of 36 k tiles"));
+    assert_non_null(strstr(r.tile, "32 x 64 x 16, 3 stages, 128 threads (2 x 2 warps), split-K 9 (4 of 36 k tiles"));
     assert_non_null(strstr(r.tile, "mma m16n8k8 tf32"));
     char *text = explain_text(ctx, c7, FG_DTYPE_F16);
-    if (!strstr(text, "conv2d_tc: tile 64 x 64, split-K 4 (M 49, N 64, K 576: 1 tiles x 4 = 4 blocks for 132 SMs)"))
+    if (!strstr(text, "conv2d_tc: tile 32 x 64, split-K 4 (M 49, N 64, K 576: 2 tiles x 4 = 8 blocks for 132 SMs)"))
         fail_msg("no tile choice in:\n%s", text);
     free(text);
     run_case(ctx, find_case("n32_c16_k24_3x3_3x3_p1_bn_relu"), FG_DTYPE_F16, 1, NULL, &r);
