@@ -399,7 +399,8 @@ FG_API fg_status fg_kernel_launch(fg_kernel_handle *h, const fg_binding *b, int 
  * fg_plan_report emits and compiles every kernel of a plan for a cubin
  * target (through the kernel cache, as fg_plan_compile does) and reads what
  * a GPU would run: registers, shared memory, stack and local memory
- * (cuobjdump -res-usage), the SASS instruction mix (nvdisasm), an occupancy
+ * (cuobjdump -res-usage), the SASS instruction mix (cuobjdump -sass, or
+ * nvdisasm when cuobjdump is missing), an occupancy
  * estimate, FLOPs and minimum bytes from the group's shapes, and a roofline
  * lower bound for a device model.  When cuobjdump or nvdisasm is missing the
  * report says so once and leaves those fields at -1; it never fails for
@@ -457,7 +458,7 @@ typedef struct fg_report_summary {
     const char *device_model;    /* "h200" */
     const char *device_description;
     int have_res_usage;          /* cuobjdump was found */
-    int have_sass;               /* nvdisasm was found */
+    int have_sass;               /* cuobjdump or nvdisasm was found */
     double flops, bytes;
     double bound_us;             /* the sum of the kernels' bounds */
     int tensor_core_kernels;     /* kernels whose SASS holds HMMA or HGMMA */

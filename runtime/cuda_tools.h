@@ -2,7 +2,8 @@
  * cuda_tools.h -- NVIDIA's binary utilities (cuobjdump, nvdisasm) found and
  * run on a cubin, for the performance report (report.h).  They read what a
  * GPU would run without one: registers, shared memory, stack and local
- * memory per function (cuobjdump -res-usage) and the SASS text (nvdisasm).
+ * memory per function (cuobjdump -res-usage) and the SASS text (cuobjdump
+ * -sass, or nvdisasm).
  *
  * Not every CUDA toolkit ships them; pip installs them as
  * nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm.  A tool is looked for, in
