@@ -440,6 +440,15 @@ def text_tables(results):
     return "\n".join(lines)
 
 
+def unsupported_kind(reason):
+    """A short form of an unsupported reason: the opset, or the operators."""
+    m = re.match(r"opset (\d+) is not supported", reason)
+    if m:
+        return "opset %s" % m.group(1)
+    ops = re.findall(r"([A-Za-z_.]+) \(node", reason)
+    return ", ".join(ops) if ops else reason[:60]
+
+
 def md_escape(s):
     return s.replace("|", "\\|")
 
@@ -472,10 +481,16 @@ def markdown(results, stamp):
         cc = collections.Counter(r["status"] for r in rs)
         out += ["**%s**: %s." % (suite, ", ".join("%d %s" % (cc[k], k) for k in
                                                   ("pass", "fail", "planned", "unsupported") if cc[k])), ""]
-        out += ["| case | result | kernels / ops | reason |", "|---|---|---|---|"]
-        for r in rs:
+        shown = [r for r in rs if r["status"] != "unsupported" or suite == "light"]
+        if shown:
+            out += ["| case | result | kernels / ops | reason |", "|---|---|---|---|"]
+        for r in shown:
             ko = "%s / %s" % (r["kernels"], r["ops"] if r["ops"] is not None else "-") if r["kernels"] is not None else ""
             out.append("| %s | %s | %s | %s |" % (r["id"].split("/", 1)[1], r["status"], ko, md_escape(r["reason"])))
+        why = collections.Counter(unsupported_kind(r["reason"]) for r in rs if r["status"] == "unsupported")
+        if why and suite != "light":
+            out += ["", "Unsupported: " + "; ".join("%s (%d)" % (k, n) for k, n in sorted(why.items(),
+                                                                                     key=lambda kv: -kv[1])) + "."]
         out.append("")
     return "\n".join(out)
 
