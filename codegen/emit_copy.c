@@ -7,7 +7,10 @@
  * logical index is decomposed over the input's logical shape.  When both
  * tensors are stored row-major that is the memory index itself (a plain
  * copy); an NHWC rank-4 tensor on either side re-indexes.  transpose reads
- * input axis perm[k] at output coordinate k.  concat picks the input whose
+ * input axis perm[k] at output coordinate k.  A group of several reshapes
+ * and transposes (rules/copy_chain.yaml: ShuffleNet's channel shuffle)
+ * composes their maps, last node to first, into one index remap; the
+ * tensors between them are never stored.  concat picks the input whose
  * slice holds the coordinate along the axis.
  */
 #include <inttypes.h>
@@ -19,6 +22,28 @@
 #include "template.h"
 
 /* ---- shared helpers (emit_ops.h) -------------------------------------------- */
+
+/* Nonzero when tensor t is made inside em's group and is not its output:
+ * never stored, so it has no kernel parameter. */
+static int inside(const fg_emitter *em, int t)
+{
+    if (t == em->out)
+        return 0;
+    for (int i = 0; i < em->grp->nnodes; i++)
+        if (em->g->nodes[em->grp->nodes[i]].output == t)
+            return 1;
+    return 0;
+}
+
+/* Dimension axis of tensor t: fg_em_dim for the kernel's own tensors, a
+ * literal for one inside the group. */
+static void dim_of(fg_emitter *em, int t, int axis, fg_buf *out)
+{
+    if (inside(em, t))
+        fg_buf_printf(out, "%" PRId64, em->g->tensors[t].shape[axis]);
+    else
+        fg_em_dim(em, t, axis, out);
+}
 
 int fg_em_row_major(const fg_emitter *em, int t)
 {
@@ -57,7 +82,7 @@ void fg_em_lin_coords(fg_emitter *em, int t, const char *lin, const char *base, 
                     continue;
                 if (terms++)
                     fg_buf_put(out, " * ");
-                fg_em_dim(em, t, q, out);
+                dim_of(em, t, q, out);
             }
             fg_buf_put(out, ")");
         } else {
@@ -65,7 +90,7 @@ void fg_em_lin_coords(fg_emitter *em, int t, const char *lin, const char *base, 
         }
         if (d > first) {
             fg_buf_put(out, " % ");
-            fg_em_dim(em, t, d, out);
+            dim_of(em, t, d, out);
         }
         fg_buf_printf(out, ";  // %s axis %d\n", x->name, d);
     }
@@ -106,52 +131,73 @@ static fg_status load_at(fg_emitter *em, int t, const char *const *xc, int ind, 
     return st;
 }
 
-static fg_status load_reshape(fg_emitter *em, const fg_node *nd, fg_buf *b)
+/* One reshape or transpose node of the chain, mapped backwards: from the
+ * coordinates of its output (oc, rank of its output) to those of its input
+ * (names written to ic), emitting the locals it needs.  stage numbers the
+ * locals; last: the node writes the kernel's output. */
+static void map_back(fg_emitter *em, int node, int stage, int last, char oc[][16], char ic[][16], fg_buf *b)
 {
-    int t = nd->inputs[0];
-    const fg_tensor *x = &em->g->tensors[t];
-    if (fg_em_row_major(em, t) && fg_em_row_major(em, em->out)) {
-        fg_buf_iprintf(b, 2, "v = fg_load(p.%s + i);  // %s: the same row-major order\n", fg_em_tensor(em, t, 0),
-                       x->name);
-        return FG_OK;
+    const fg_node *nd = &em->g->nodes[node];
+    const fg_tensor *y = &em->g->tensors[nd->output], *x = &em->g->tensors[nd->inputs[0]];
+    if (nd->op->kind == FG_OPK_TRANSPOSE) {
+        const fg_attr_value *pm = fg_node_attr(nd, "perm");
+        for (int d = 0; d < y->rank; d++)
+            snprintf(ic[pm->ints[d]], 16, "%s", x->shape[pm->ints[d]] == 1 ? "0" : oc[d]);
+        fg_buf_iprintf(b, 2, "// %s: transpose, input axis perm[k] is output axis k\n", nd->name);
+        return;
     }
-    /* the output element's logical index, then the input's coordinates */
-    const fg_tensor *y = em->ot;
-    const char *const *oc = fg_em_coord_names(y->rank);
-    if (fg_em_row_major(em, em->out)) {
-        fg_buf_iprintf(b, 2, "const fg_i64 lin = i;\n");
+    char lin[16], base[16];
+    snprintf(lin, sizeof lin, "lin%d", stage);
+    snprintf(base, sizeof base, "s%d_", stage);
+    if (last && fg_em_row_major(em, em->out)) {
+        fg_buf_iprintf(b, 2, "const fg_i64 %s = i;  // %s: logical index (row-major output)\n", lin, nd->name);
     } else {
         /* Horner: ((c0 * D1 + c1) * D2 + c2) ... */
         fg_buf e = {0};
-        fg_buf_put(&e, y->shape[0] == 1 ? "0" : oc[0]);
+        fg_buf_put(&e, oc[0]);
         for (int d = 1; d < y->rank; d++) {
             fg_buf nx = {0};
             fg_buf_printf(&nx, "(%s) * ", e.s);
-            fg_em_dim(em, em->out, d, &nx);
-            fg_buf_printf(&nx, " + %s", y->shape[d] == 1 ? "0" : oc[d]);
+            dim_of(em, nd->output, d, &nx);
+            fg_buf_printf(&nx, " + %s", oc[d]);
             fg_buf_free(&e);
             e = nx;
         }
-        fg_buf_iprintf(b, 2, "const fg_i64 lin = %s", e.s);
+        fg_buf_iprintf(b, 2, "const fg_i64 %s = %s;  // %s: logical index\n", lin, e.s, nd->name);
         fg_buf_free(&e);
-        fg_buf_put(b, ";  // logical index\n");
     }
-    char names[FG_MAX_RANK][16];
-    const char *xc[FG_MAX_RANK];
-    fg_em_lin_coords(em, t, "lin", "x", names, 2, b);
-    for (int d = 0; d < x->rank; d++)
-        xc[d] = names[d];
-    return load_at(em, t, xc, 2, b);
+    fg_em_lin_coords(em, nd->inputs[0], lin, base, ic, 2, b);
 }
 
-static fg_status load_transpose(fg_emitter *em, const fg_node *nd, fg_buf *b)
+/* reshape and transpose nodes of the group, composed: the output element's
+ * coordinates are mapped back through each node, last to first, to the
+ * first node's input.  One reshape between row-major tensors reads
+ * element i itself. */
+static fg_status load_chain(fg_emitter *em, fg_buf *b)
 {
-    const fg_attr_value *pm = fg_node_attr(nd, "perm");
-    const char *const *oc = fg_em_coord_names(em->ot->rank);
-    const char *xc[FG_MAX_RANK];
+    const fg_group *grp = em->grp;
+    const fg_node *first = &em->g->nodes[grp->nodes[0]];
+    int t = first->inputs[0];
+    if (grp->nnodes == 1 && first->op->kind == FG_OPK_RESHAPE && fg_em_row_major(em, t) &&
+        fg_em_row_major(em, em->out)) {
+        fg_buf_iprintf(b, 2, "v = fg_load(p.%s + i);  // %s: the same row-major order\n", fg_em_tensor(em, t, 0),
+                       em->g->tensors[t].name);
+        return FG_OK;
+    }
+    char names[2][FG_MAX_RANK][16];
+    const char *const *cn = fg_em_coord_names(em->ot->rank);
     for (int d = 0; d < em->ot->rank; d++)
-        xc[pm->ints[d]] = em->ot->shape[d] == 1 ? "0" : oc[d];
-    return load_at(em, nd->inputs[0], xc, 2, b);
+        snprintf(names[0][d], 16, "%s", em->ot->shape[d] == 1 ? "0" : cn[d]);
+    int cur = 0;
+    for (int k = grp->nnodes - 1; k >= 0; k--) {
+        map_back(em, grp->nodes[k], k, k == grp->nnodes - 1, names[cur], names[1 - cur], b);
+        cur = 1 - cur;
+    }
+    const fg_tensor *x = &em->g->tensors[t];
+    const char *xc[FG_MAX_RANK];
+    for (int d = 0; d < x->rank; d++)
+        xc[d] = names[cur][d];
+    return load_at(em, t, xc, 2, b);
 }
 
 static fg_status load_concat(fg_emitter *em, const fg_node *nd, fg_buf *b)
@@ -206,9 +252,7 @@ fg_status fg_emit_copy(fg_emitter *em)
     for (int i = 0; i < rank; i++)
         fg_buf_printf(&args, "%s%s", i ? ", " : "", coords[i]);
     fg_buf_iprintf(&load, 2, "float v;\n");
-    st = k == FG_OPK_RESHAPE ? load_reshape(em, nd, &load)
-         : k == FG_OPK_TRANSPOSE ? load_transpose(em, nd, &load)
-                                 : load_concat(em, nd, &load);
+    st = k == FG_OPK_CONCAT ? load_concat(em, nd, &load) : load_chain(em, &load);
     if (st == FG_OK) {
         if (coord.len && coord.s[coord.len - 1] == '\n')
             coord.s[--coord.len] = 0;
@@ -228,14 +272,18 @@ fg_status fg_emit_copy(fg_emitter *em)
     return st;
 }
 
-/* Capability check (template.h): a lone reshape, transpose or concat. */
+/* Capability check (template.h): a lone reshape, transpose or concat, or a
+ * chain of reshapes and transposes (composed into one index map). */
 int fg_check_copy(const fg_tcand *c, char *why, size_t whysz)
 {
-    const fg_node *nd = &c->g->nodes[c->main_node];
-    fg_op_kind k = nd->op->kind;
-    if (k != FG_OPK_RESHAPE && k != FG_OPK_TRANSPOSE && k != FG_OPK_CONCAT) {
-        snprintf(why, whysz, "copy computes reshape, transpose and concat, not %s", fg_op_kind_name(k));
-        return 0;
+    for (int i = 0; i < c->nnodes; i++) {
+        fg_op_kind k = c->g->nodes[c->nodes[i]].op->kind;
+        int ok = k == FG_OPK_RESHAPE || k == FG_OPK_TRANSPOSE || (k == FG_OPK_CONCAT && c->nnodes == 1);
+        if (!ok) {
+            snprintf(why, whysz, "copy computes a reshape, transpose or concat, or a chain of reshapes and "
+                                 "transposes; not %s", fg_op_kind_name(k));
+            return 0;
+        }
     }
     return 1;
 }

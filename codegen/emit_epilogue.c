@@ -12,6 +12,7 @@
 #include "emit_impl.h"
 #include "expr.h"
 #include "hook.h"
+#include "kind.h"
 
 /* Nonzero when node index nd belongs to the group. */
 static int in_group(const fg_emitter *em, int nd)
@@ -256,8 +257,8 @@ fg_status fg_em_epilogue(fg_emitter *em)
     } else {
         for (int i = 0; i < grp->nnodes && st == FG_OK; i++) {
             int nd = grp->nodes[i];
-            if (nd == em->main_node || nd == grp->anchor)
-                continue;
+            if (nd == em->main_node || nd == grp->anchor || fg_kind(em->g->nodes[nd].op->kind)->role == FG_ROLE_RESHAPE)
+                continue;   /* a re-indexing node is part of the template's index map (copy), not a stage */
             nstages++;
             st = emit_apply(em, nd, coords, &b);
         }

@@ -524,7 +524,11 @@ static void take_step(search *S, int s)
             continue;
         }
         const fg_tensor *ct = &g->tensors[g->nodes[c].output];
-        if (!same_shape(ct, tt)) {
+        /* re-indexing copies chain at any shape: the copy template composes their index maps */
+        int reindex = fg_kind(g->nodes[c].op->kind)->role == FG_ROLE_RESHAPE &&
+                      fg_kind(g->nodes[prev].op->kind)->role == FG_ROLE_RESHAPE &&
+                      fg_tensor_numel(ct) == fg_tensor_numel(tt);
+        if (!same_shape(ct, tt) && !reindex) {
             fg_buf b = {0};
         char sb[160];
             fg_buf_printf(&b, "%s's output ", g->nodes[c].name);

@@ -202,7 +202,8 @@ def kernels_of(run, case, tmp):
 
 
 def structure(run, tmp, failed):
-    """Plans: Sum fuses into one kernel; a no-op reshape adds none."""
+    """Plans: Sum fuses into one kernel; a no-op reshape adds none; the
+    channel shuffle is one copy kernel (rules/copy_chain.yaml)."""
     s = Case("sum_fused", [N("Sum", ["a", "b", "c", "d"], ["s"]), N("Relu", ["s"], ["y"])],
              {"a": (2, 8), "b": (2, 8), "c": (2, 8), "d": (2, 8)}, {}, ["y"])
     nk = kernels_of(run, s, tmp)
@@ -211,6 +212,9 @@ def structure(run, tmp, failed):
              {"s": const_i64("s", [2, 8])}, ["y"])
     nk = kernels_of(run, r, tmp)
     tm.expect(nk == 1, "a no-op Reshape adds no kernel (got %d)" % nk, failed)
+    shuffle = [c for c in transpose_cases() if c.name == "channel_shuffle"][0]
+    nk = kernels_of(run, shuffle, tmp)
+    tm.expect(nk == 2, "channel shuffle (Reshape, Transpose, Reshape) after a Relu: 2 kernels (got %d)" % nk, failed)
 
 
 def main(argv):

@@ -579,6 +579,16 @@ static const ncase cases[] = {
      "  - { name: c2, op: conv2d, inputs: [p, w2, b2], attrs: { padding: [1, 1] } }\n"
      "  - { name: y, op: tanh, inputs: [c2] }\n"
      "outputs: [y, p]\n"},
+    /* ---- re-indexing copies and rows: copy_chain (ShuffleNet's channel shuffle), softmax, lrn ---- */
+    {"copy", "copy_chain_shuffle_softmax_lrn", "copy_chain,-,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 6, 5, 3] }]\n"
+     "nodes:\n"
+     "  - { name: a, op: reshape, inputs: [x], attrs: { shape: [2, 2, 3, 5, 3] } }\n"
+     "  - { name: b, op: transpose, inputs: [a], attrs: { perm: [0, 2, 1, 3, 4] } }\n"
+     "  - { name: c, op: reshape, inputs: [b], attrs: { shape: [2, 6, 5, 3] } }\n"
+     "  - { name: s, op: softmax, inputs: [c], attrs: { axis: 1 } }\n"
+     "  - { name: y, op: lrn, inputs: [s], attrs: { size: 3, alpha: 0.5 } }\n"
+     "outputs: [y]\n"},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

@@ -122,6 +122,13 @@ static const fuse_case CASES[] = {
      /* (not s * r: that is silu(r), which a rewrite makes one op) */
      PW("r", "relu", "x") PW("s", "sigmoid", "r") PW("add", "add", "s, r") "outputs: [add]\n", "pointwise_chain:r",
      "r's output also feeds"},
+    {"copy_chain",
+     "  - { name: r1, op: reshape, inputs: [x], attrs: { shape: [1, 2, 4, 36] } }\n"
+     "  - { name: t1, op: transpose, inputs: [r1], attrs: { perm: [0, 2, 1, 3] } }\noutputs: [t1]\n",
+     "copy_chain:r1,t1",
+     "  - { name: r1, op: reshape, inputs: [x], attrs: { shape: [1, 2, 4, 36] } }\n"
+     "  - { name: t1, op: transpose, inputs: [r1], attrs: { perm: [0, 2, 1, 3] } }\noutputs: [t1, r1]\n",
+     "-:r1", "r1's output is a graph output"},
 };
 
 /* The loader refuses `training: true` (no kernel computes batch
