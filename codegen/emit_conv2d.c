@@ -1,6 +1,7 @@
 /*
  * emit_conv2d.c -- the conv2d family: templates/conv2d.cuh (direct
- * convolution, weights staged in shared memory) and conv2d_depthwise.cuh
+ * convolution, weights staged in shared memory; conv2d_nhwc.cuh, its NHWC
+ * form with lanes on output channels) and conv2d_depthwise.cuh
  * (one input channel per group).  NCHW and NHWC, stride, padding (begin
  * pads from fg_node_pads; the end pads only size the output), dilation,
  * groups; every tensor is addressed in its own layout.
@@ -11,6 +12,58 @@
 
 #include "emit_impl.h"
 #include "template.h"
+
+/* The NHWC form (conv2d_nhwc.cuh): lanes on output channels.  tile_k is the
+ * number of channel lanes KL (a power of two up to 32 dividing threads;
+ * default the smallest power of two >= min(Kg, 32)), each thread computes
+ * PPT = 4 pixels of its channel. */
+#define NHWC_PPT 4
+
+static fg_status emit_nhwc(fg_emitter *em, const fg_node *nd, int64_t pixels, int64_t groups, int64_t Kg, int64_t Cg,
+                           int64_t R, int64_t S)
+{
+    int64_t kl = 1;
+    while (kl < 32 && kl < Kg)
+        kl *= 2;
+    while (kl > 1 && 2 * kl * R * S * 4 > 48 * 1024)   /* two stages of one channel chunk must fit */
+        kl /= 2;
+    const char *keys[] = {"threads", "tile_k"};
+    int64_t vals[2] = {128, kl};
+    fg_status st = fg_em_tile_params(em, keys, 2, vals);
+    if (st != FG_OK)
+        return st;
+    if (vals[0] < 32 || vals[0] > 1024 || vals[0] % 32)
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: threads = %" PRId64 " (want a multiple of 32 in 32..1024)",
+                           vals[0]);
+    kl = vals[1];
+    if (kl < 1 || kl > 32 || (kl & (kl - 1)) || vals[0] % kl)
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_k = %" PRId64 " (NHWC: a power of two up to 32 that "
+                           "divides threads = %" PRId64 ")", kl, vals[0]);
+    int64_t chunk = 4096 / (kl * R * S);
+    if (chunk < 1)
+        chunk = 1;
+    if (chunk > Cg)
+        chunk = Cg;
+    int64_t wtile = kl * chunk * R * S;
+    if (2 * wtile * 4 > 48 * 1024)
+        return fg_em_error(em, FG_ERR_UNSUPPORTED, "conv2d '%s': a %" PRId64 "x%" PRId64
+                           " kernel does not fit the shared weight tile", nd->name, R, S);
+    fg_em_set(em, "KL", "%" PRId64, kl);
+    fg_em_set(em, "PPT", "%d", NHWC_PPT);
+    fg_em_set(em, "CHUNK_C", "%" PRId64, chunk);
+    fg_em_set(em, "WTILE", "%" PRId64, wtile);
+    em->template_file = "conv2d_nhwc.cuh";
+    em->threads = (unsigned)vals[0];
+    int64_t per_block = vals[0] / kl * NHWC_PPT, tiles = (Kg + kl - 1) / kl;
+    em->k->grid[0] = (unsigned)((pixels + per_block - 1) / per_block);
+    em->k->grid[1] = (unsigned)(groups * tiles);
+    em->k->grid[2] = 1;
+    em->k->block[0] = (unsigned)vals[0];
+    em->k->block[1] = em->k->block[2] = 1;
+    if (em->k->grid[1] > 65535)
+        return fg_em_error(em, FG_ERR_UNSUPPORTED, "conv2d '%s': too many channel tiles", nd->name);
+    return FG_OK;
+}
 
 fg_status fg_emit_conv2d(fg_emitter *em)
 {
@@ -89,6 +142,9 @@ fg_status fg_emit_conv2d(fg_emitter *em)
         em->k->block[1] = em->k->block[2] = 1;
         return FG_OK;
     }
+
+    if (x->layout == FG_LAYOUT_NHWC && y->layout == FG_LAYOUT_NHWC)
+        return emit_nhwc(em, nd, pixels, groups, Kg, Cg, R, S);
 
     const char *keys[] = {"threads", "tile_k"};
     int64_t vals[2] = {128, 8};

@@ -18,6 +18,8 @@ static const char *const ph_pointwise[] = {"KERNEL", "PARAMS", "THREADS", "SHAPE
                                            "VCOMPUTE", "VPRE", NULL};
 static const char *const ph_conv2d[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "TILE_K", "CHUNK_C", "WTILE",
                                         "X", "WGT", "Y", NULL};
+static const char *const ph_conv2d_nhwc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "KL", "PPT", "CHUNK_C",
+                                             "WTILE", "WGT", "X", "Y", NULL};
 static const char *const ph_conv2d_dw[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "X", "WGT", "Y", NULL};
 static const char *const ph_conv2d_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BM", "BN", "EPC", "SPLITS",
                                            "KT_SPLIT", "WARPS_M", "WARPS_N", "T", "MMA", "X", "WGT", "Y", "TF32",
@@ -44,6 +46,7 @@ static const struct {
     const char *const *names;
 } template_files[] = {
     {"pointwise.cuh", ph_pointwise},   {"conv2d.cuh", ph_conv2d}, {"conv2d_depthwise.cuh", ph_conv2d_dw},
+    {"conv2d_nhwc.cuh", ph_conv2d_nhwc},
     {"conv2d_tc.cuh", ph_conv2d_tc},
     {"gemm.cuh", ph_gemm},             {"gemm_tc.cuh", ph_gemm_tc}, {"pool2d.cuh", ph_pool2d},
     {"global_pool.cuh", ph_global_pool},
