@@ -580,7 +580,7 @@ static const ncase cases[] = {
      "  - { name: y, op: tanh, inputs: [c2] }\n"
      "outputs: [y, p]\n"},
     /* ---- re-indexing copies and rows: copy_chain (ShuffleNet's channel shuffle), softmax, lrn ---- */
-    {"copy", "copy_chain_shuffle_softmax_lrn", "copy_chain,-,-", {TOL}, NULL,
+    {"single", "copy_chain_shuffle_softmax_lrn", "copy_chain,-,-", {TOL}, NULL,
      "inputs: [{ name: x, shape: [2, 6, 5, 3] }]\n"
      "nodes:\n"
      "  - { name: a, op: reshape, inputs: [x], attrs: { shape: [2, 2, 3, 5, 3] } }\n"
