@@ -146,57 +146,121 @@ typedef struct tc_tile {
 
 static const tc_tile tc_tiles[] = {
     {128, 128, 2, 4}, {128, 64, 2, 2}, {64, 128, 2, 2}, {64, 64, 2, 2}, {32, 64, 1, 2}, {32, 32, 1, 2},
+    {16, 64, 1, 2},
 };
 
-#define TC_BK 32
+#define TC_ROW_BYTES 64             /* a reduction tile: 64 bytes of k (32 fp16 / bf16, 16 tf32) */
 #define TC_SMEM_LIMIT (48 * 1024)   /* static shared memory */
-/* blocks wanted before a larger tile is preferred: about one per SM of a large GPU */
-#define TC_BLOCKS_WANTED 128
+#define TC_TARGET_SMS 132           /* blocks wanted: one per SM of an H100 / H200 */
+#define TC_MAX_SPLITS 16            /* split-K: at most this many slices of the reduction */
+#define TC_MIN_KT_SPLIT 4           /* and at least this many k tiles in each */
 
-/* Shared memory of a tile and depth: stages of (BM + BN) rows of BK 16-bit elements. */
-static int tc_smem(const tc_tile *t, int stages) { return stages * (t->bm + t->bn) * TC_BK * 2; }
+/* Shared memory of a tile and depth: stages of (BM + BN) rows of 64 bytes. */
+static int tc_smem(const tc_tile *t, int stages) { return stages * (t->bm + t->bn) * TC_ROW_BYTES; }
 
-_Static_assert(3 * (128 + 128) * TC_BK * 2 <= TC_SMEM_LIMIT, "the largest tile fits 3 stages");
+_Static_assert(3 * (128 + 128) * TC_ROW_BYTES <= TC_SMEM_LIMIT, "the largest tile fits 3 stages");
 
-/* The default tile: the largest that still gives TC_BLOCKS_WANTED blocks
- * (batch included) and is not mostly empty, else the smallest. */
-static const tc_tile *tc_default_tile(int64_t M, int64_t N, int64_t batch)
+/* What the choice depends on. */
+typedef struct tc_shape {
+    int64_t M, N, batch, KT;   /* KT: reduction tiles */
+} tc_shape;
+
+static tc_shape tc_shape_of(const gemm_geom *gg, fg_dtype dt)
 {
-    const int n = (int)FG_COUNTOF(tc_tiles);
-    for (int i = 0; i < n - 1; i++) {
-        const tc_tile *t = &tc_tiles[i];
-        if ((t->bm > 2 * M && t->bm > 32) || (t->bn > 2 * N && t->bn > 32))
-            continue;
-        int64_t blocks = ((M + t->bm - 1) / t->bm) * ((N + t->bn - 1) / t->bn) * batch;
-        if (blocks >= TC_BLOCKS_WANTED)
-            return t;
-    }
-    return &tc_tiles[n - 1];
+    int64_t bk = dt == FG_DTYPE_F32 ? 16 : 32;
+    tc_shape s = {gg->d.M, gg->d.N, gg->d.batch, (gg->d.K + bk - 1) / bk};
+    return s;
 }
 
-/* The default depth: 4 stages where they fit, else 3. */
-static int tc_default_stages(const tc_tile *t) { return tc_smem(t, 4) <= TC_SMEM_LIMIT ? 4 : 3; }
+static int64_t tc_blocks(const tc_tile *t, const tc_shape *s)
+{
+    return ((s->M + t->bm - 1) / t->bm) * ((s->N + t->bn - 1) / t->bn) * s->batch;
+}
+
+/* The default tile without split-K: the largest that still gives
+ * TC_TARGET_SMS blocks (batch included) and is not mostly empty, else the
+ * smallest that is not (16 rows only for M <= 16). */
+static const tc_tile *tc_default_tile(const tc_shape *s)
+{
+    const int n = (int)FG_COUNTOF(tc_tiles);
+    const tc_tile *last = &tc_tiles[n - 2];
+    for (int i = 0; i < n; i++) {
+        const tc_tile *t = &tc_tiles[i];
+        if ((t->bm > 2 * s->M && t->bm > 32) || (t->bn > 2 * s->N && t->bn > 32) || (t->bm < 32 && s->M > 16))
+            continue;
+        last = t;
+        if (tc_blocks(t, s) >= TC_TARGET_SMS)
+            return t;
+    }
+    return last;
+}
+
+/* The default with split-K: the tile that computes least padding (ties: the
+ * larger), its reduction split so that blocks x splits reaches
+ * TC_TARGET_SMS, each split keeping TC_MIN_KT_SPLIT k tiles. */
+static void tc_split_choice(const tc_shape *s, const tc_tile **tile, int *splits)
+{
+    const tc_tile *best = NULL;
+    int64_t best_area = 0;
+    for (size_t i = 0; i < FG_COUNTOF(tc_tiles); i++) {
+        const tc_tile *t = &tc_tiles[i];
+        int64_t area = ((s->M + t->bm - 1) / t->bm) * t->bm * ((s->N + t->bn - 1) / t->bn) * t->bn;
+        if (!best || area < best_area) {
+            best = t;
+            best_area = area;
+        }
+    }
+    int64_t want = (TC_TARGET_SMS + tc_blocks(best, s) - 1) / tc_blocks(best, s), most = s->KT / TC_MIN_KT_SPLIT;
+    if (want > most)
+        want = most;
+    if (want > TC_MAX_SPLITS)
+        want = TC_MAX_SPLITS;
+    *tile = best;
+    *splits = want < 1 ? 1 : (int)want;
+}
+
+/* k tiles per split, and the splits that then exist (none empty). */
+static void tc_split_shape(int64_t KT, int splits, int64_t *kt_split, int *used)
+{
+    *kt_split = (KT + splits - 1) / splits;
+    if (*kt_split < 1)
+        *kt_split = 1;
+    *used = (int)((KT + *kt_split - 1) / *kt_split);
+    if (*used < 1)
+        *used = 1;
+}
 
 /* Whether both operands' rows are 16-byte chunks: the contiguous axis of A
  * (K, or M when transposed) and of B (N, or K when transposed) a multiple
- * of 8 elements, so every chunk and matrix start is aligned. */
-static int tc_vec(const gemm_geom *gg)
+ * of epc elements, so every chunk and matrix start is aligned. */
+static int tc_vec(const gemm_geom *gg, int epc)
 {
     int64_t ca = gg->ta ? gg->d.M : gg->d.K, cb = gg->tb ? gg->d.K : gg->d.N;   /* a vector: ta = tb = 0 */
-    return ca % 8 == 0 && cb % 8 == 0;
+    return ca % epc == 0 && cb % epc == 0;
 }
+
+/* The split-K variant is the same template with a split chosen by default. */
+static int is_splitk(const fg_template *t) { return strcmp(t->name, "gemm_tc_splitk") == 0; }
 
 static fg_status emit_gemm_tc(fg_emitter *em, const gemm_geom *gg)
 {
     const fg_node *nd = &em->g->nodes[em->grp->anchor];
     const fg_tensor *A = &em->g->tensors[gg->at], *B = &em->g->tensors[gg->bt], *Y = em->ot;
-    if (Y->dtype == FG_DTYPE_F32 || A->dtype != Y->dtype || B->dtype != Y->dtype)
-        return fg_em_error(em, FG_ERR_UNSUPPORTED, "tensor-core gemm '%s' needs fp16 or bf16 operands of one dtype",
-                           nd->name);
-    const tc_tile *tile = tc_default_tile(gg->d.M, gg->d.N, gg->d.batch);
-    const char *keys[] = {"tile_m", "tile_n", "stages"};
-    int64_t v[3] = {tile->bm, tile->bn, tc_default_stages(tile)};
-    fg_status st = fg_em_tile_params(em, keys, 3, v);
+    fg_dtype dt = Y->dtype;
+    int tf32 = dt == FG_DTYPE_F32;
+    if (A->dtype != dt || B->dtype != dt || (tf32 && em->g->precision != FG_PRECISION_TF32))
+        return fg_em_error(em, FG_ERR_UNSUPPORTED, "tensor-core gemm '%s' needs fp16, bf16 (or fp32 with precision "
+                           "tf32) operands of one dtype", nd->name);
+    tc_shape sh = tc_shape_of(gg, dt);
+    const tc_tile *tile;
+    int splits = 1;
+    if (is_splitk(fg_template_base(em->tpl)))
+        tc_split_choice(&sh, &tile, &splits);
+    else
+        tile = tc_default_tile(&sh);
+    const char *keys[] = {"tile_m", "tile_n", "stages", "split_k"};
+    int64_t v[4] = {tile->bm, tile->bn, tc_smem(tile, 4) <= TC_SMEM_LIMIT ? 4 : 3, splits};
+    fg_status st = fg_em_tile_params(em, keys, 4, v);
     if (st != FG_OK)
         return st;
     tile = NULL;
@@ -205,18 +269,29 @@ static fg_status emit_gemm_tc(fg_emitter *em, const gemm_geom *gg)
             tile = &tc_tiles[i];
     if (!tile)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_m = %" PRId64 ", tile_n = %" PRId64
-                           " (want 128 x 128, 128 x 64, 64 x 128, 64 x 64, 32 x 64 or 32 x 32)", v[0], v[1]);
+                           " (want 128 x 128, 128 x 64, 64 x 128, 64 x 64, 32 x 64, 32 x 32 or 16 x 64)", v[0], v[1]);
     if ((v[2] != 3 && v[2] != 4) || tc_smem(tile, (int)v[2]) > TC_SMEM_LIMIT)
-        return fg_em_error(em, FG_ERR_HOOK, "tile hook: stages = %" PRId64 " (want 3 or 4, and %d x %d x %d tiles "
-                           "in at most 48 KiB of shared memory)", v[2], tile->bm, tile->bn, TC_BK);
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: stages = %" PRId64 " (want 3 or 4, and %d x %d tiles of 64 "
+                           "bytes of k in at most 48 KiB of shared memory)", v[2], tile->bm, tile->bn);
+    if (v[3] < 1 || v[3] > TC_MAX_SPLITS || v[3] > sh.KT)
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: split_k = %" PRId64 " (want 1 to %" PRId64 ")", v[3],
+                           sh.KT < TC_MAX_SPLITS ? sh.KT : (int64_t)TC_MAX_SPLITS);
     int stages = (int)v[2];
+    int64_t kt_split;
+    tc_split_shape(sh.KT, (int)v[3], &kt_split, &splits);
+    if (gg->d.batch * splits > 65535)
+        return fg_em_error(em, FG_ERR_UNSUPPORTED, "matmul '%s': batch %" PRId64 " x split-K %d exceed the grid",
+                           nd->name, gg->d.batch, splits);
 
     set_common(em, gg);
-    int h = Y->dtype == FG_DTYPE_F16;
-    int vec = tc_vec(gg);
-    fg_em_set(em, "T", "%s", h ? "fg_half" : "fg_bf16");
-    fg_em_set(em, "PACK", "%s", h ? "fg_pack_half2" : "fg_pack_bf162");
-    fg_em_set(em, "MMA", "%s", h ? "fg_mma_16816_f16" : "fg_mma_16816_bf16");
+    int epc = tf32 ? 4 : 8;
+    int vec = tc_vec(gg, epc);
+    fg_em_set(em, "T", "%s", fg_em_ctype(dt));
+    fg_em_set(em, "PACK", "%s", dt == FG_DTYPE_BF16 ? "fg_pack_bf162" : "fg_pack_half2");
+    fg_em_set(em, "MMA", "%s", tf32 ? "fg_mma_1688_tf32" : dt == FG_DTYPE_F16 ? "fg_mma_16816_f16"
+                                                                               : "fg_mma_16816_bf16");
+    fg_em_set(em, "TF32", "%d", tf32);
+    fg_em_set(em, "EPC", "%d", epc);
     fg_em_set(em, "BM", "%d", tile->bm);
     fg_em_set(em, "BN", "%d", tile->bn);
     fg_em_set(em, "WARPS_M", "%d", tile->warps_m);
@@ -227,19 +302,41 @@ static fg_status emit_gemm_tc(fg_emitter *em, const gemm_geom *gg)
      * along N (k contiguous) only when B is stored [N, K] */
     fg_em_set(em, "A_KROW", "%d", gg->ta);
     fg_em_set(em, "B_KROW", "%d", !gg->tb);
+    fg_em_set(em, "B_TF32_ELEM", "%d", tf32 && !gg->tb);
     fg_em_set(em, "PAIR", "%d", gg->d.N % 2 == 0);
+    fg_em_set(em, "SPLITS", "%d", splits);
+    fg_em_set(em, "KT_SPLIT", "%" PRId64, kt_split);
+    fg_em_set(em, "SPLIT", "%d", splits > 1);
+
+    unsigned gm = (unsigned)((gg->d.M + tile->bm - 1) / tile->bm), gn = (unsigned)((gg->d.N + tile->bn - 1) / tile->bn);
+    if (splits > 1) {
+        /* the workspace: splits slots of BM x BN floats per tile, then one int per tile */
+        int64_t tiles = (int64_t)gm * gn * gg->d.batch;
+        if (em->k->nparams >= FG_MAX_KPARAMS)
+            return fg_em_error(em, FG_ERR_INTERNAL, "too many kernel parameters");
+        fg_kparam *kp = &em->k->params[em->k->nparams++];
+        memset(kp, 0, sizeof *kp);
+        kp->kind = FG_KPARAM_WORKSPACE;
+        kp->tensor = -1;
+        kp->value = tiles * splits * tile->bm * tile->bn * 4 + tiles * 4;
+        snprintf(kp->name, sizeof kp->name, "fg_workspace");
+        fg_em_set(em, "WS", "%s", kp->name);
+    } else {
+        fg_em_set(em, "WS", "%s", "fg_no_workspace");
+    }
 
     unsigned threads = 32u * (unsigned)(tile->warps_m * tile->warps_n);
-    fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages, %u threads (%d x %d warps), %s loads\n",
-                  tile->bm, tile->bn, TC_BK, stages, threads, tile->warps_m, tile->warps_n,
-                  vec ? "16-byte cp.async" : "element");
-    fg_buf_printf(&em->notes, "//   operands:  A %s, B %s\n", gg->ta ? "[K, M] (ldmatrix.trans)" : "[M, K]",
-                  gg->tb ? "[N, K]" : "[K, N] (ldmatrix.trans)");
+    fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages, %u threads (%d x %d warps), split-K %d "
+                  "(%" PRId64 " of %" PRId64 " k tiles each), %s, %s loads\n", tile->bm, tile->bn, 4 * epc, stages,
+                  threads, tile->warps_m, tile->warps_n, splits, kt_split, sh.KT,
+                  tf32 ? "mma m16n8k8 tf32" : "mma m16n8k16", vec ? "16-byte cp.async" : "element");
+    fg_buf_printf(&em->notes, "//   operands:  A %s, B %s\n", gg->ta ? "[K, M] (k-row tile)" : "[M, K]",
+                  gg->tb ? "[N, K]" : "[K, N] (k-row tile)");
     em->template_file = "gemm_tc.cuh";
     em->threads = threads;
-    em->k->grid[0] = (unsigned)((gg->d.N + tile->bn - 1) / tile->bn);
-    em->k->grid[1] = (unsigned)((gg->d.M + tile->bm - 1) / tile->bm);
-    em->k->grid[2] = (unsigned)gg->d.batch;
+    em->k->grid[0] = gn;
+    em->k->grid[1] = gm;
+    em->k->grid[2] = (unsigned)(gg->d.batch * splits);
     em->k->block[0] = threads;
     em->k->block[1] = em->k->block[2] = 1;
     return FG_OK;
@@ -289,7 +386,7 @@ fg_status fg_emit_gemm(fg_emitter *em)
     if (!gemm_geometry(em->g, a, em->out, &gg, why, sizeof why))
         return fg_em_error(em, FG_ERR_UNSUPPORTED, "template %s cannot run matmul '%s': %s", em->grp->template_name,
                            em->g->nodes[a].name, why);
-    if (strcmp(fg_template_base(em->tpl)->name, "gemm_tc") == 0)
+    if (strncmp(fg_template_base(em->tpl)->name, "gemm_tc", 7) == 0)
         return emit_gemm_tc(em, &gg);
     return emit_gemm_simt(em, &gg);
 }
@@ -307,8 +404,9 @@ int fg_check_gemm(const fg_tcand *c, char *why, size_t whysz)
     return cand_geometry(c, &gg, why, whysz);
 }
 
-/* Tensor cores: A, B and Y of one 16-bit dtype. */
-int fg_check_gemm_tc(const fg_tcand *c, char *why, size_t whysz)
+/* Tensor cores: A, B and Y of one dtype, fp16 or bf16, or fp32 when the
+ * graph's precision is tf32 (exact fp32 never runs on tensor cores). */
+static int tc_ok(const fg_tcand *c, gemm_geom *gg, char *why, size_t whysz)
 {
     const fg_node *nd = &c->g->nodes[c->anchor];
     const fg_tensor *A = &c->g->tensors[nd->inputs[0]], *B = &c->g->tensors[nd->inputs[1]];
@@ -318,6 +416,73 @@ int fg_check_gemm_tc(const fg_tcand *c, char *why, size_t whysz)
                  fg_dtype_name(B->dtype), fg_dtype_name(Y->dtype));
         return 0;
     }
+    if (Y->dtype == FG_DTYPE_F32 && c->g->precision != FG_PRECISION_TF32) {
+        snprintf(why, whysz, "fp32 with precision %s (fp32 runs on tensor cores only with precision tf32)",
+                 fg_precision_name(c->g->precision));
+        return 0;
+    }
+    return cand_geometry(c, gg, why, whysz);
+}
+
+int fg_check_gemm_tc(const fg_tcand *c, char *why, size_t whysz)
+{
     gemm_geom gg;
-    return cand_geometry(c, &gg, why, whysz);
+    return tc_ok(c, &gg, why, whysz);
+}
+
+/* Split-K: when the rows are few (M <= 16, a matrix-vector product) or the
+ * plain tiles would leave SMs idle, and the reduction is long enough for two
+ * splits of TC_MIN_KT_SPLIT k tiles. */
+int fg_check_gemm_tc_splitk(const fg_tcand *c, char *why, size_t whysz)
+{
+    gemm_geom gg;
+    if (!tc_ok(c, &gg, why, whysz))
+        return 0;
+    fg_dtype dt = c->g->tensors[c->g->nodes[c->anchor].output].dtype;
+    tc_shape s = tc_shape_of(&gg, dt);
+    int64_t blocks = tc_blocks(tc_default_tile(&s), &s);
+    if (s.M > 16 && blocks >= TC_TARGET_SMS) {
+        snprintf(why, whysz, "M %" PRId64 " > 16 and %" PRId64 " blocks without a split fill %d SMs", s.M, blocks,
+                 TC_TARGET_SMS);
+        return 0;
+    }
+    if (s.KT < 2 * TC_MIN_KT_SPLIT) {
+        snprintf(why, whysz, "K %" PRId64 " is %" PRId64 " k tiles (a split needs %d each)", gg.d.K, s.KT,
+                 TC_MIN_KT_SPLIT);
+        return 0;
+    }
+    return 1;
+}
+
+void fg_gemm_tc_describe(const fg_tcand *c, char *buf, size_t size)
+{
+    gemm_geom gg;
+    char why[256];
+    buf[0] = 0;
+    if (c->anchor < 0 || !tc_ok(c, &gg, why, sizeof why))
+        return;
+    fg_dtype dt = c->g->tensors[c->g->nodes[c->anchor].output].dtype;
+    tc_shape s = tc_shape_of(&gg, dt);
+    const tc_tile *t = tc_default_tile(&s);
+    snprintf(buf, size, "tile %d x %d (M %" PRId64 ", N %" PRId64 ", K %" PRId64 ", batch %" PRId64 ": %" PRId64
+             " blocks for %d SMs)", t->bm, t->bn, s.M, s.N, gg.d.K, s.batch, tc_blocks(t, &s), TC_TARGET_SMS);
+}
+
+void fg_gemm_tc_splitk_describe(const fg_tcand *c, char *buf, size_t size)
+{
+    gemm_geom gg;
+    char why[256];
+    buf[0] = 0;
+    if (c->anchor < 0 || !tc_ok(c, &gg, why, sizeof why))
+        return;
+    fg_dtype dt = c->g->tensors[c->g->nodes[c->anchor].output].dtype;
+    tc_shape s = tc_shape_of(&gg, dt);
+    const tc_tile *t;
+    int splits, used;
+    int64_t kts;
+    tc_split_choice(&s, &t, &splits);
+    tc_split_shape(s.KT, splits, &kts, &used);
+    snprintf(buf, size, "tile %d x %d, split-K %d (M %" PRId64 ", N %" PRId64 ", K %" PRId64 ", batch %" PRId64
+             ": %" PRId64 " tiles x %d = %" PRId64 " blocks for %d SMs; fixed-order reduction)", t->bm, t->bn, used,
+             s.M, s.N, gg.d.K, s.batch, tc_blocks(t, &s), used, tc_blocks(t, &s) * used, TC_TARGET_SMS);
 }

@@ -26,9 +26,10 @@ static const char *const ph_conv2d_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPE
                                            "SPLIT", "WS", "PAIR", NULL};
 static const char *const ph_gemm[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "TILE_M", "TILE_N", "TILE_K",
                                       "BATCH", "A", "B", "Y", "TA", "TB", "EPI_ARGS", NULL};
-static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BM", "BN", "STAGES", "WARPS_M",
-                                         "WARPS_N", "BATCH", "A", "B", "Y", "T", "VEC", "PACK", "A_KROW",
-                                         "B_KROW", "MMA", "EPI_ARGS", "PAIR", "EPI_ARGS1", NULL};
+static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BM", "BN", "EPC", "STAGES",
+                                         "SPLITS", "KT_SPLIT", "WARPS_M", "WARPS_N", "BATCH", "A", "B", "Y", "T",
+                                         "VEC", "TF32", "PACK", "A_KROW", "B_KROW", "B_TF32_ELEM", "MMA", "SPLIT",
+                                         "WS", "EPI_ARGS", "PAIR", "EPI_ARGS1", NULL};
 static const char *const ph_pool2d[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "X", "Y", "INIT",
                                         "REDUCE", "FINISH", NULL};
 static const char *const ph_global_pool[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "X", "Y", "INIT", "REDUCE",

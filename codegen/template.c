@@ -30,7 +30,7 @@ static const char *const tile_threads[] = {"threads", NULL};
 static const char *const tile_conv[] = {"threads", "tile_k", NULL};
 static const char *const tile_gemm[] = {"tile_m", "tile_n", "tile_k", NULL};
 static const char *const tile_conv_tc[] = {"tile_m", "tile_n", "split_k", NULL};
-static const char *const tile_gemm_tc[] = {"tile_m", "tile_n", "stages", NULL};
+static const char *const tile_gemm_tc[] = {"tile_m", "tile_n", "stages", "split_k", NULL};
 
 #define BUILTIN(name_, family_, kinds_, dtypes_, prio_, tiles_, check_, emit_, summary_)                        \
     {.name = (name_), .family = (family_), .kinds = (kinds_), .dtypes = (dtypes_), .layouts = ALL_LAYOUTS,      \
@@ -51,9 +51,14 @@ static const fg_template builtins[] = {
             "fp32 with precision tf32 (C % 4 == 0); tile and split-K chosen per shape"),
     BUILTIN("gemm", "gemm", KIND(FG_OPK_MATMUL), 1u << FG_DTYPE_F32, 0, tile_gemm, fg_check_gemm, fg_emit_gemm,
             "fp32 GEMM on shared-memory tiles (SIMT)"),
-    BUILTIN("gemm_tc", "gemm", KIND(FG_OPK_MATMUL), HALF_DTYPES, 10, tile_gemm_tc, fg_check_gemm_tc, fg_emit_gemm,
-            "fp16/bf16 GEMM on tensor cores (mma m16n8k16, ldmatrix, 3-4 stage cp.async pipeline), fp32 "
-            "accumulation"),
+    BUILTIN("gemm_tc", "gemm", KIND(FG_OPK_MATMUL), HALF_DTYPES | (1u << FG_DTYPE_F32), 10, tile_gemm_tc,
+            fg_check_gemm_tc, fg_emit_gemm,
+            "GEMM on tensor cores: fp16/bf16 (mma m16n8k16), fp32 with precision tf32 (m16n8k8); ldmatrix, 3-4 "
+            "stage cp.async pipeline, fp32 accumulation"),
+    BUILTIN("gemm_tc_splitk", "gemm", KIND(FG_OPK_MATMUL), HALF_DTYPES | (1u << FG_DTYPE_F32), 15, tile_gemm_tc,
+            fg_check_gemm_tc_splitk, fg_emit_gemm,
+            "gemm_tc with the reduction split across blocks (M <= 16, or too few tiles to fill the SMs); "
+            "deterministic fixed-order sum in a workspace, epilogue once"),
     BUILTIN("pool2d", "pool2d", KIND(FG_OPK_POOL2D) | KIND(FG_OPK_GLOBAL_POOL), ALL_DTYPES, 0, tile_threads,
             fg_check_pool2d, fg_emit_pool2d, "max / average pooling and global average pooling"),
     BUILTIN("copy", "copy", KIND(FG_OPK_RESHAPE) | KIND(FG_OPK_TRANSPOSE) | KIND(FG_OPK_CONCAT), ALL_DTYPES, 0,
@@ -70,7 +75,10 @@ static const fg_template builtins[] = {
  * BUILTIN macro, which every row shares). */
 static void (*builtin_describe(const fg_template *t))(const fg_tcand *, char *, size_t)
 {
-    return strcmp(t->name, "conv2d_tc") == 0 ? fg_conv2d_tc_describe : NULL;
+    return strcmp(t->name, "conv2d_tc") == 0        ? fg_conv2d_tc_describe
+           : strcmp(t->name, "gemm_tc") == 0        ? fg_gemm_tc_describe
+           : strcmp(t->name, "gemm_tc_splitk") == 0 ? fg_gemm_tc_splitk_describe
+                                                    : NULL;
 }
 
 void fg_template_describe(const fg_template *t, const fg_tcand *c, char *buf, size_t size)

@@ -4,8 +4,8 @@
 //   template:  gemm_tc (gemm_tc.cuh)
 //   output:    y [5, 9] bf16 NCHW
 //   precision: exact
-//   tile:      32 x 32 x 32, 4 stages, 64 threads (1 x 2 warps), element loads
-//   operands:  A [M, K], B [K, N] (ldmatrix.trans)
+//   tile:      32 x 32 x 32, 4 stages, 64 threads (1 x 2 warps), split-K 1 (1 of 1 k tiles each), mma m16n8k16, element loads
+//   operands:  A [M, K], B [K, N] (k-row tile)
 //   generator: fusegen 0.1.0
 //   deps:      aca08ec3a5ca92ce9db0c005c8652391 (cache key: `fusegen compile` prints it)
 #include "fusegen_prelude.cuh"
@@ -29,45 +29,56 @@ FG_DEVICE float fg_epilogue(const fg_params_fg_k0_matmul_add &p, float v, fg_i64
     return v;
 }
 
-// ---- template gemm_tc.cuh: fp16 / bf16 matrix multiply on tensor cores ---------
-// Y[bt] = A[bt] (M x K) * B[bt] (K x N) with mma.sync m16n8k16, fp32
-// accumulation.  A block computes a BM x BN tile with WARPS_M x WARPS_N
-// warps; a warp a WM x WN patch of MI x NI fragments.  K advances BK = 32 at
-// a time through a STAGES-deep cp.async pipeline: while tile kt is
-// multiplied, tiles kt+1 .. kt+STAGES-1 are in flight.
+// ---- template gemm_tc.cuh: matrix multiply on tensor cores -------------------
+// Y[bt] = A[bt] (M x K) * B[bt] (K x N) with mma.sync, fp32 accumulation:
+// m16n8k16 for fp16 / bf16, m16n8k8 tf32 for fp32 when the graph's precision
+// is tf32 (operands rounded by cvt.rna).  A block computes a BM x BN tile
+// with WARPS_M x WARPS_N warps; a warp a WM x WN patch of MI x NI fragments.
+// The reduction advances BK = 64 bytes of k (EPC elements per 16-byte chunk,
+// BK = 4 * EPC) at a time through a STAGES-deep cp.async pipeline: while
+// tile kt is multiplied, tiles kt+1 .. kt+STAGES-1 are in flight.
 //
-// Shared tiles are 16-byte chunks (8 elements), each operand copied along
-// its contiguous axis so that a warp reads whole 16-byte runs of global
-// memory:
+// Shared tiles are 16-byte chunks, each operand copied along its contiguous
+// axis so that a warp reads whole 16-byte runs of global memory:
 //   - "k-chunk" tiles (A [M, K]; B stored [N, K]): BM (BN) rows of 4 chunks
 //     along k; chunk q of row r stored at q ^ ((r >> 1) & 3); fragments by
 //     ldmatrix.x4.
-//   - "k-row" tiles (A stored [K, M]; B [K, N]): BK rows (k) of BM / 8 (BN / 8)
-//     chunks along m (n); chunk q of row r stored at q ^ (r & 7) (rows of 8+
-//     chunks) or q ^ ((r >> 1) & 3) (4 chunks); fragments by ldmatrix.x4.trans.
+//   - "k-row" tiles (A stored [K, M]; B [K, N]): BK rows (k) of BM / EPC
+//     (BN / EPC) chunks along m (n), chunk q of row r stored at q ^ (r & 7)
+//     (rows of 8+ chunks), q ^ ((r >> 1) & 3) (4) or q ^ ((r >> 2) & 1) (2);
+//     fragments by ldmatrix.x4.trans (16-bit), or element by element (tf32:
+//     .trans moves 16-bit halves).
 // Either way the 8 rows one ldmatrix phase reads, and the chunks a warp's
 // copies write, fall in distinct banks.  With VEC the chunks are copied by
 // cp.async (16 bytes, zero-filled past M, N or K); without (a contiguous axis
-// not a multiple of 8), element by element with the same guards.  The
-// epilogue runs on the accumulators; pairs of columns are stored together.
+// not a multiple of EPC), element by element with the same guards.
+//
+// Split-K (SPLITS > 1): blockIdx.z = batch * SPLITS + split; split s
+// multiplies k tiles [s * KT_SPLIT, ...) and writes its accumulators to a
+// workspace slot; the last of a tile's blocks to arrive (an integer counter)
+// adds the slots in split order 0, 1, ... (the same sum on every run) and
+// runs the epilogue.  The epilogue runs once, on the accumulators; pairs of
+// columns are stored together.
 FG_KERNEL(fg_k0_matmul_add, fg_params_fg_k0_matmul_add, 64)
 {
     const fg_i64 M = 5;
     const fg_i64 N = 9;
     const fg_i64 K = 24;
-    const int BM = 32, BN = 32, BK = 32, STAGES = 4, THREADS = 64;
+    const int BM = 32, BN = 32, EPC = 8, BK = 4 * EPC, STAGES = 4, THREADS = 64;
+    const int SPLITS = 1, KT_SPLIT = 1;
     const int WARPS_M = 1, WARPS_N = 2;
     const int WM = BM / WARPS_M, WN = BN / WARPS_N;   // one warp's patch
     const int MI = WM / 16, NI = WN / 8;              // its fragments
     const int A_ITERS = BM * 4 / THREADS, B_ITERS = BN * 4 / THREADS;   // chunks per thread and tile
-    FG_SHARED fg_chunk16 a_s[STAGES * BM * 4];   // [stage][BM * BK / 8 chunks], swizzled
-    FG_SHARED fg_chunk16 b_s[STAGES * BN * 4];   // [stage][BN * BK / 8 chunks], swizzled
+    FG_SHARED fg_chunk16 a_s[STAGES * BM * 4];   // [stage][BM * BK / EPC chunks], swizzled
+    FG_SHARED fg_chunk16 b_s[STAGES * BN * 4];   // [stage][BN * BK / EPC chunks], swizzled
 
     const int tid = (int)fg_tid_x();
     const int lane = (int)fg_lane();
     const int warp = (int)fg_warp();
     const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
-    const fg_i64 bt = fg_bid_z();
+    const fg_i64 bt = fg_bid_z() / SPLITS;   // the batch
+    const int split = (int)(fg_bid_z() % SPLITS);
     const fg_i64 m0 = (fg_i64)fg_bid_y() * BM;
     const fg_i64 n0 = (fg_i64)fg_bid_x() * BN;
     const fg_i64 a_base = 0, b_base = 0, y_base = 0;   // one matrix
@@ -76,7 +87,7 @@ FG_KERNEL(fg_k0_matmul_add, fg_params_fg_k0_matmul_add, 64)
     const fg_bf16 *B = p.w + b_base;
     fg_bf16 *Y = p.y + y_base;
 
-    // One chunk: `lim` (0..8) elements from src, zeros after them.
+    // One chunk: `lim` (0..EPC) elements from src, zeros after them.
     auto load_chunk = [&](fg_chunk16 *dst, const fg_bf16 *src, fg_i64 lim) {
         fg_bf16 e[8];
         FG_UNROLL
@@ -99,18 +110,18 @@ FG_KERNEL(fg_k0_matmul_add, fg_params_fg_k0_matmul_add, 64)
         FG_UNROLL
         for (int i = 0; i < A_ITERS; i++) {
             const int c = tid + i * THREADS;
-            const int r = c >> 2, q = c & 3;             // row m0 + r, k0 + 8q..
-            const fg_i64 m = m0 + r, k = k0 + q * 8;
-            const fg_i64 lim = m < M && k < K ? (K - k < 8 ? K - k : 8) : 0;
+            const int r = c >> 2, q = c & 3;             // row m0 + r, k0 + EPC q..
+            const fg_i64 m = m0 + r, k = k0 + q * EPC;
+            const fg_i64 lim = m < M && k < K ? (K - k < EPC ? K - k : EPC) : 0;
             load_chunk(&a_s[(dst * BM + r) * 4 + (q ^ ((r >> 1) & 3))], lim > 0 ? A + m * K + k : A, lim);
         }
         FG_UNROLL
         for (int j = 0; j < B_ITERS; j++) {
             const int c = tid + j * THREADS;
-            const int CH = BN / 8, r = c / CH, q = c % CH;   // row k0 + r, n0 + 8q..
-            const fg_i64 k = k0 + r, n = n0 + q * 8;
-            const fg_i64 lim = n < N && k < K ? (N - n < 8 ? N - n : 8) : 0;
-            const int sq = CH >= 8 ? q ^ (r & 7) : q ^ ((r >> 1) & 3);
+            const int CH = BN / EPC, r = c / CH, q = c % CH;   // row k0 + r, n0 + EPC q..
+            const fg_i64 k = k0 + r, n = n0 + q * EPC;
+            const fg_i64 lim = n < N && k < K ? (N - n < EPC ? N - n : EPC) : 0;
+            const int sq = CH >= 8 ? q ^ (r & 7) : CH == 4 ? q ^ ((r >> 1) & 3) : q ^ ((r >> 2) & 1);
             load_chunk(&b_s[dst * BN * 4 + r * CH + sq], lim > 0 ? B + k * N + n : B, lim);
         }
     };
@@ -124,22 +135,25 @@ FG_KERNEL(fg_k0_matmul_add, fg_params_fg_k0_matmul_add, 64)
             for (int e = 0; e < 4; e++)
                 acc[mi][ni][e] = 0.0f;
 
+    // this block's k tiles: [kt0, kt0 + NT)
     const int KT = (int)((K + BK - 1) / BK);
+    const int kt0 = split * KT_SPLIT;
+    const int NT = KT - kt0 < KT_SPLIT ? KT - kt0 : KT_SPLIT;
     FG_UNROLL
     for (int st = 0; st < STAGES - 1; st++) {
-        if (st < KT)
-            load_tile(st, st);
+        if (st < NT)
+            load_tile(st, kt0 + st);
         fg_cp_async_commit();
     }
-    int stage = 0, free_stage = STAGES - 1;   // kt % STAGES, (kt - 1) % STAGES
-    for (int kt = 0; kt < KT; kt++) {
-        fg_cp_async_wait_group<STAGES - 2>();   // this thread's copies of tile kt have landed
+    int stage = 0, free_stage = STAGES - 1;   // it % STAGES, (it - 1) % STAGES
+    for (int it = 0; it < NT; it++) {
+        fg_cp_async_wait_group<STAGES - 2>();   // this thread's copies of tile it have landed
         fg_sync();                              // everyone's have; free_stage is read by nobody
-        if (kt + STAGES - 1 < KT)
-            load_tile(free_stage, kt + STAGES - 1);
+        if (it + STAGES - 1 < NT)
+            load_tile(free_stage, kt0 + it + STAGES - 1);
         fg_cp_async_commit();                   // possibly empty: the group count stays in step
         FG_UNROLL
-        for (int ks = 0; ks < BK / 16; ks++) {
+        for (int ks = 0; ks < 2; ks++) {        // two mma k steps of 32 bytes
             fg_u32 af[MI][4], bf[NI][2];
             FG_UNROLL
             for (int mi = 0; mi < MI; mi++) {
@@ -153,10 +167,10 @@ FG_KERNEL(fg_k0_matmul_add, fg_params_fg_k0_matmul_add, 64)
             for (int nj = 0; nj < NI / 2; nj++) {
                 fg_u32 t[4];
                 // transposed: lane l addresses k row (l & 7) + 8 ((l >> 3) & 1), n chunk l >> 4
-                const int CH = BN / 8;
-                const int r = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-                const int q = (warp_n * WN + nj * 16) / 8 + (lane >> 4);
-                const int sq = CH >= 8 ? q ^ (r & 7) : q ^ ((r >> 1) & 3);
+                const int CH = BN / EPC;
+                const int r = ks * 2 * EPC + (lane & 7) + (((lane >> 3) & 1) << 3);
+                const int q = (warp_n * WN + nj * 16) / EPC + (lane >> 4);
+                const int sq = CH >= 8 ? q ^ (r & 7) : CH == 4 ? q ^ ((r >> 1) & 3) : q ^ ((r >> 2) & 1);
                 fg_ldmatrix_x4_trans(t, &b_s[stage * BN * 4 + r * CH + sq]);
                 bf[2 * nj][0] = t[0];
                 bf[2 * nj][1] = t[1];

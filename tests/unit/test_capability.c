@@ -357,7 +357,7 @@ static void test_no_template_is_plan_error(void **state)
     fg_context_free(ctx);
 }
 
-/* A rule may name one template of a family: gemm_tc refuses fp32, so the
+/* A rule may name one template of a family: gemm_tc refuses exact fp32, so the
  * matmul runs alone (the family's default) and the note says why. */
 static void test_rule_names_one_template(void **state)
 {
@@ -374,7 +374,8 @@ static void test_rule_names_one_template(void **state)
     assert_int_equal(p->ngroups, 2);
     assert_string_equal(tu_group_desc(ctx, p, "mm"), "-:mm");
     assert_true(has_note(p, "act not fused into mm (rule mm_relu_tc"));
-    assert_true(has_note(p, "gemm_tc refused: dtype fp32 (takes fp16, bf16)"));
+    assert_true(has_note(p, "gemm_tc refused: fp32 with precision exact (fp32 runs on tensor cores only with "
+                            "precision tf32)"));
     fg_plan_free(p);
     fg_graph_free(g);
     fg_context_free(ctx);

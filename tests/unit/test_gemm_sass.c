@@ -5,8 +5,11 @@
  * and the fp32 SIMT gemm are planned with the shipped rules (tiles by a hook
  * for the tile sweep), compiled by NVRTC for sm_80 and sm_90 with no
  * warnings, and each cubin's SASS (nvdisasm) must show:
- *   - gemm_tc: tensor-core mma (HMMA) and ldmatrix (LDSM); cp.async
- *     (LDGSTS) when its operands are copied as 16-byte chunks;
+ *   - gemm_tc and gemm_tc_splitk: tensor-core mma (HMMA), ldmatrix (LDSM;
+ *     not required of tf32, whose [K, N] B is read element by element), and
+ *     cp.async (LDGSTS) when the operands are copied as 16-byte chunks;
+ *   - fp16 / bf16 and tf32 matmuls on tensor cores, exact fp32 not; the
+ *     M = 1 classifier and M = 16 shapes on split-K;
  *   - every gemm kernel: no local memory -- no LDL / STL, and cuobjdump
  *     -res-usage reports STACK:0 and LOCAL:0 (the GELU epilogue included).
  * A table of the instruction counts and resources is printed.
@@ -98,6 +101,14 @@ static const sass_case cases[] = {
      "  - { name: s, op: add, inputs: [mm, r] }\n  - { name: y, op: gelu, inputs: [s] }\noutputs: [y]\n",
      NULL},
     {"odd_element_loads", "fp16", MLP(100, 77, 33, gelu), NULL},
+    {"tf32_mlp_512x768x3072_gelu", "tf32", MLP(512, 768, 3072, gelu), NULL},
+    {"tf32_attn_batched_transposed", "tf32",
+     "inputs: [{ name: q, shape: [2, 12, 64, 64] }, { name: k, shape: [2, 12, 64, 64] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [q, k], attrs: { trans_b: true } }\noutputs: [mm]\n",
+     NULL},
+    {"splitk_classifier_1x2048x1000", "fp16", MLP(1, 2048, 1000, relu), NULL},
+    {"splitk_16x3072x768_gelu_bf16", "bf16", MLP(16, 3072, 768, gelu), NULL},
+    {"splitk_tf32_1x2048x1000", "tf32", MLP(1, 2048, 1000, relu), NULL},
     {"tile_128x128_3", "fp16", MLP(512, 256, 512, gelu), "tile_m = 128, tile_n = 128, stages = 3"},
     {"tile_128x64_4", "fp16", MLP(512, 256, 512, gelu), "tile_m = 128, tile_n = 64, stages = 4"},
     {"tile_64x128_4", "fp16", MLP(512, 256, 512, gelu), "tile_m = 64, tile_n = 128, stages = 4"},
@@ -127,7 +138,9 @@ static void emit_case(const sass_case *c, fg_kernel *k)
         ctx = tu_ctx_shipped();
     }
     char text[2048];
-    snprintf(text, sizeof text, "graph: %s\nseed: 1\ndtype: %s\n%s", c->name, c->dtype, c->body);
+    int tf32 = strcmp(c->dtype, "tf32") == 0;
+    snprintf(text, sizeof text, "graph: %s\nseed: 1\ndtype: %s\n%s%s", c->name, tf32 ? "fp32" : c->dtype,
+             tf32 ? "precision: tf32\n" : "", c->body);
     fg_graph *g = NULL;
     fg_status st = fg_graph_parse(ctx, c->name, text, strlen(text), &g);
     if (st)
@@ -200,7 +213,7 @@ static void test_gemm_sass(void **state)
             assert_int_equal(tu_run(cmd, &sass), 0);
             snprintf(cmd, sizeof cmd, "'%s/cuobjdump' -res-usage '%s'", objdump, path);
             assert_int_equal(tu_run(cmd, &res), 0);
-            int tc = strstr(ks[i].source, "template:  gemm_tc") != NULL;
+            int tc = strstr(ks[i].source, "template:  gemm_tc") != NULL;   /* gemm_tc, gemm_tc_splitk */
             int vec = strstr(ks[i].source, "16-byte cp.async loads") != NULL;
             int hmma = opcount(sass, "HMMA"), ldsm = opcount(sass, "LDSM"), ldgsts = opcount(sass, "LDGSTS");
             int ldl = opcount(sass, "LDL"), stl = opcount(sass, "STL");
@@ -216,12 +229,15 @@ static void test_gemm_sass(void **state)
             printf("%s: %-28s %-8s %4ld %6ld %5d %5d %6d %4d %4d  %s\n", archs[a], cases[i].name,
                    tc ? "gemm_tc" : "gemm", reg, shared, hmma, ldsm, ldgsts, ldl, stl, tile);
             int bad = ldl || stl || stack != 0 || local != 0;
-            if (tc)
-                bad |= !hmma || !ldsm || (vec && !ldgsts);
+            int tf32 = strcmp(cases[i].dtype, "tf32") == 0;
+            if (tc)   /* tf32 reads [K, N] B element by element (ldmatrix .trans moves 16-bit halves) */
+                bad |= !hmma || (!tf32 && !ldsm) || (vec && !ldgsts);
             else
                 bad |= hmma != 0;
             if (strcmp(cases[i].dtype, "fp32") != 0)
                 bad |= !tc;
+            if (strncmp(cases[i].name, "splitk", 6) == 0)
+                bad |= !strstr(ks[i].source, "template:  gemm_tc_splitk");
             if (bad) {
                 fprintf(stderr, "%s (%s): HMMA %d, LDSM %d, LDGSTS %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
                         cases[i].name, archs[a], hmma, ldsm, ldgsts, ldl, stl, stack, local, res);
