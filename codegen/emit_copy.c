@@ -19,6 +19,7 @@
 
 #include "axes.h"
 #include "emit_ops.h"
+#include "kind.h"
 #include "template.h"
 
 /* ---- shared helpers (emit_ops.h) -------------------------------------------- */
@@ -119,6 +120,11 @@ fg_status fg_em_threads(fg_emitter *em, int64_t def, int64_t *threads)
 
 /* ---- the copy family ----------------------------------------------------------- */
 
+static int is_copy_kind(fg_op_kind k)
+{
+    return k == FG_OPK_RESHAPE || k == FG_OPK_TRANSPOSE || k == FG_OPK_CONCAT;
+}
+
 /* `float v = <input t at coordinates xc>;` at indentation ind. */
 static fg_status load_at(fg_emitter *em, int t, const char *const *xc, int ind, fg_buf *b)
 {
@@ -173,12 +179,12 @@ static void map_back(fg_emitter *em, int node, int stage, int last, char oc[][16
  * coordinates are mapped back through each node, last to first, to the
  * first node's input.  One reshape between row-major tensors reads
  * element i itself. */
-static fg_status load_chain(fg_emitter *em, fg_buf *b)
+static fg_status load_chain(fg_emitter *em, int ncopy, fg_buf *b)
 {
     const fg_group *grp = em->grp;
     const fg_node *first = &em->g->nodes[grp->nodes[0]];
     int t = first->inputs[0];
-    if (grp->nnodes == 1 && first->op->kind == FG_OPK_RESHAPE && fg_em_row_major(em, t) &&
+    if (ncopy == 1 && first->op->kind == FG_OPK_RESHAPE && fg_em_row_major(em, t) &&
         fg_em_row_major(em, em->out)) {
         fg_buf_iprintf(b, 2, "v = fg_load(p.%s + i);  // %s: the same row-major order\n", fg_em_tensor(em, t, 0),
                        em->g->tensors[t].name);
@@ -189,8 +195,8 @@ static fg_status load_chain(fg_emitter *em, fg_buf *b)
     for (int d = 0; d < em->ot->rank; d++)
         snprintf(names[0][d], 16, "%s", em->ot->shape[d] == 1 ? "0" : cn[d]);
     int cur = 0;
-    for (int k = grp->nnodes - 1; k >= 0; k--) {
-        map_back(em, grp->nodes[k], k, k == grp->nnodes - 1, names[cur], names[1 - cur], b);
+    for (int k = ncopy - 1; k >= 0; k--) {
+        map_back(em, grp->nodes[k], k, k == ncopy - 1, names[cur], names[1 - cur], b);
         cur = 1 - cur;
     }
     const fg_tensor *x = &em->g->tensors[t];
@@ -252,7 +258,10 @@ fg_status fg_emit_copy(fg_emitter *em)
     for (int i = 0; i < rank; i++)
         fg_buf_printf(&args, "%s%s", i ? ", " : "", coords[i]);
     fg_buf_iprintf(&load, 2, "float v;\n");
-    st = k == FG_OPK_CONCAT ? load_concat(em, nd, &load) : load_chain(em, &load);
+    int ncopy = 0;   /* the leading re-indexing nodes; element-wise nodes after them are the epilogue */
+    while (ncopy < em->grp->nnodes && is_copy_kind(em->g->nodes[em->grp->nodes[ncopy]].op->kind))
+        ncopy++;
+    st = k == FG_OPK_CONCAT ? load_concat(em, nd, &load) : load_chain(em, ncopy, &load);
     if (st == FG_OK) {
         if (coord.len && coord.s[coord.len - 1] == '\n')
             coord.s[--coord.len] = 0;
@@ -272,16 +281,21 @@ fg_status fg_emit_copy(fg_emitter *em)
     return st;
 }
 
-/* Capability check (template.h): a lone reshape, transpose or concat, or a
- * chain of reshapes and transposes (composed into one index map). */
+/* Capability check (template.h): a reshape, transpose or concat, or a chain
+ * of reshapes and transposes (composed into one index map), then any
+ * element-wise nodes (the epilogue). */
 int fg_check_copy(const fg_tcand *c, char *why, size_t whysz)
 {
+    int ncopy = 0;
+    while (ncopy < c->nnodes && is_copy_kind(c->g->nodes[c->nodes[ncopy]].op->kind))
+        ncopy++;
     for (int i = 0; i < c->nnodes; i++) {
         fg_op_kind k = c->g->nodes[c->nodes[i]].op->kind;
-        int ok = k == FG_OPK_RESHAPE || k == FG_OPK_TRANSPOSE || (k == FG_OPK_CONCAT && c->nnodes == 1);
-        if (!ok) {
+        int ok = i < ncopy ? k != FG_OPK_CONCAT || ncopy == 1
+                           : fg_kind(k)->role == FG_ROLE_ELEMENTWISE;
+        if (ncopy == 0 || !ok) {
             snprintf(why, whysz, "copy computes a reshape, transpose or concat, or a chain of reshapes and "
-                                 "transposes; not %s", fg_op_kind_name(k));
+                                 "transposes, then element-wise ops; not %s at node %d", fg_op_kind_name(k), i);
             return 0;
         }
     }

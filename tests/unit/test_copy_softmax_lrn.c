@@ -2,7 +2,8 @@
  * test_copy_softmax_lrn.c -- the copy (reshape, transpose, concat), softmax
  * and lrn templates: a graph using each at several shapes (odd sizes, the
  * 4-wide softmax path, re-indexing through NHWC, a transpose and a reshape
- * composed into one copy by rules/copy_chain.yaml) runs in CPU emulation
+ * composed into one copy by rules/copy_chain.yaml, a transpose with an
+ * element-wise epilogue) runs in CPU emulation
  * against the host reference for fp32 / fp16 / bf16 and NCHW / NHWC; every
  * kernel compiles under NVRTC for sm_80 and sm_90 with an empty log,
  * specialized and not; bad attributes are located errors.
@@ -44,13 +45,14 @@ static const char graph_fmt[] =
     "  - { name: cat_w, op: concat, inputs: [y, y], attrs: { axis: -1 } }\n"
     "  - { name: tr, op: transpose, inputs: [cat], attrs: { perm: [0, 2, 3, 1] } }\n"
     "  - { name: tr3, op: transpose, inputs: [u], attrs: { perm: [2, 0, 1] } }\n"
+    "  - { name: tr3a, op: hardswish, inputs: [tr3] }\n"
     "  - { name: rs, op: reshape, inputs: [tr], attrs: { shape: [10, 112] } }\n"
     "  - { name: rs4, op: reshape, inputs: [sm_tail], attrs: { shape: [3, 2, 7, 10] } }\n"
     "  - { name: rs6, op: reshape, inputs: [x], attrs: { shape: [2, 3, 2, 5, 7, 1] } }\n"
     "  - { name: lrn3, op: lrn, inputs: [x], attrs: { size: 3, alpha: 0.5, beta: 0.75, bias: 2.0 } }\n"
     "  - { name: lrn4, op: lrn, inputs: [y], attrs: { size: 4, alpha: 0.9, beta: 1.0, bias: 1.5 } }\n"
     "  - { name: lrn2d, op: lrn, inputs: [z], attrs: { size: 5 } }\n"
-    "outputs: [rs, rs4, rs6, sm_v4, sm_odd, sm_n, cat_w, tr3, lrn3, lrn4, lrn2d]\n";
+    "outputs: [rs, rs4, rs6, sm_v4, sm_odd, sm_n, cat_w, tr3a, lrn3, lrn4, lrn2d]\n";
 
 static fg_graph *load(fg_context *ctx, fg_dtype d, fg_layout l)
 {
@@ -83,7 +85,7 @@ static void test_emulation(void **state)
             for (int i = 0; i < p->ngroups; i++)
                 for (int t = 0; t < 3; t++)
                     used[t] += strcmp(p->groups[i].template_name, tpl[t]) == 0;
-            assert_int_equal(used[0], 6);   /* 2 concats, transpose tr3, reshapes rs4 and rs6, tr + rs (copy_chain) */
+            assert_int_equal(used[0], 6);   /* 2 concats, tr3 + hardswish (copy_act), rs4, rs6, tr + rs (copy_chain) */
             assert_int_equal(used[1], 5);
             assert_int_equal(used[2], 3);
             fg_compile_options co = {.device = FG_DEVICE_EMU};

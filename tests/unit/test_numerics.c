@@ -589,6 +589,20 @@ static const ncase cases[] = {
      "  - { name: s, op: softmax, inputs: [c], attrs: { axis: 1 } }\n"
      "  - { name: y, op: lrn, inputs: [s], attrs: { size: 3, alpha: 0.5 } }\n"
      "outputs: [y]\n"},
+    {"single", "copy_bn_act_concat_transpose_sigmoid", "copy_bn_act,copy_act", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 6, 5, 3] }, { name: z, shape: [2, 1, 5, 3] }]\n"
+     "weights:\n"
+     "  - { name: g, shape: [7], init: positive }\n"
+     "  - { name: be, shape: [7] }\n"
+     "  - { name: m, shape: [7], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [7], init: positive }\n"
+     "nodes:\n"
+     "  - { name: cat, op: concat, inputs: [x, z], attrs: { axis: 1 } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [cat, g, be, m, v] }\n"
+     "  - { name: r, op: relu, inputs: [bn] }\n"
+     "  - { name: t, op: transpose, inputs: [r], attrs: { perm: [0, 2, 3, 1] } }\n"
+     "  - { name: y, op: sigmoid, inputs: [t] }\n"
+     "outputs: [y]\n"},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

@@ -129,6 +129,20 @@ static const fuse_case CASES[] = {
      "  - { name: r1, op: reshape, inputs: [x], attrs: { shape: [1, 2, 4, 36] } }\n"
      "  - { name: t1, op: transpose, inputs: [r1], attrs: { perm: [0, 2, 1, 3] } }\noutputs: [t1, r1]\n",
      "-:r1", "r1's output is a graph output"},
+    {"copy_bn_act",
+     "  - { name: t1, op: transpose, inputs: [x], attrs: { perm: [0, 1, 3, 2] } }\n" BN("bn", "t1", "p", "false")
+     PW("act", "relu", "bn") "outputs: [act]\n",
+     "copy_bn_act:t1,bn,act",
+     "  - { name: t1, op: transpose, inputs: [x], attrs: { perm: [0, 1, 3, 2] } }\n" BN("bn", "t1", "p", "true")
+     PW("act", "relu", "bn") "outputs: [act]\n",
+     "-:t1", "bn not fused into t1 (rule copy_bn_act"},
+    {"copy_act",
+     "  - { name: t1, op: transpose, inputs: [x], attrs: { perm: [0, 1, 3, 2] } }\n" PW("act", "relu6", "t1")
+     "outputs: [act]\n",
+     "copy_act:t1,act",
+     "  - { name: t1, op: transpose, inputs: [x], attrs: { perm: [0, 1, 3, 2] } }\n" PW("act", "relu6", "t1")
+     "outputs: [act, t1]\n",
+     "-:t1", "t1's output is a graph output"},
 };
 
 /* The loader refuses `training: true` (no kernel computes batch
