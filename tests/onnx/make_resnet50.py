@@ -2,7 +2,7 @@
 """make_resnet50.py -- writes a ResNet-50 ONNX model in the form PyTorch's
 exporter gives after it folds batch norms (Conv with bias, Relu, MaxPool,
 Add, GlobalAveragePool, Flatten, Gemm with transB=1), random weights, and an
-input .npy.  Used by test_resnet50.py; also runnable by hand:
+input .npy.  Used by test_networks.py; also runnable by hand:
 
     make_resnet50.py OUT_DIR [--size 32] [--dtype fp32|fp16] [--seed 1]
 """

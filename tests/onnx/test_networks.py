@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""test_resnet50.py -- a whole network through ONNX import, against onnxruntime.
+"""test_networks.py -- whole networks through ONNX import, against onnxruntime.
 
-A ResNet-50 in the form PyTorch's exporter writes (make_resnet50.py: BN
-folded into Conv biases, Relu, MaxPool, Add, GlobalAveragePool, Flatten,
+A ResNet-50 and a MobileNetV2 in the form PyTorch's exporter writes
+(make_resnet50.py, make_mobilenetv2.py: BN folded into Conv biases, Relu or
+Clip for ReLU6, depthwise Conv, MaxPool, Add, GlobalAveragePool, Flatten,
 Gemm), random weights, input 1x3x32x32 so that CPU emulation stays quick.
-For fp32 and fp16 it runs
+For each network, in fp32 and fp16, it runs
 
-    fusegen plan MODEL.onnx                       (57 kernels, as the YAML example)
+    fusegen plan MODEL.onnx        (as many kernels as the YAML example plans)
     fusegen run MODEL.onnx --device emu --input input=x.npy --save-outputs OUT
 
 and compares OUT/output.npy with onnxruntime: fp32 against the model itself
@@ -31,10 +32,13 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_mobilenetv2  # noqa: E402
 import make_resnet50  # noqa: E402
 
 TOL = {"fp32": 1e-5, "fp16": 1e-2}
-KERNELS = 57   # examples/resnet50.yaml plans to 57 kernels too
+# (name, builder, ONNX nodes, kernels): the kernel counts are those the YAML
+# examples (examples/resnet50.yaml, examples/mobilenetv2.yaml) plan to.
+NETWORKS = [("resnet50", make_resnet50.build, 122, 57), ("mobilenetv2", make_mobilenetv2.build, 100, 55)]
 
 
 def fp32_twin(model):
@@ -55,27 +59,27 @@ def main():
         print("FUSEGEN_BIN is not set (run through ctest)")
         return 1
     failed = 0
-    with tempfile.TemporaryDirectory(prefix="fusegen-r50-") as d:
-        for dtype in ("fp32", "fp16"):
-            model, x = make_resnet50.build(32, dtype, 1)
-            path = os.path.join(d, "resnet50_%s.onnx" % dtype)
-            xin = os.path.join(d, "x_%s.npy" % dtype)
-            out = os.path.join(d, "out_%s" % dtype)
+    with tempfile.TemporaryDirectory(prefix="fusegen-nets-") as d:
+        for (net, build, nops, nkernels), dtype in [(n, t) for n in NETWORKS for t in ("fp32", "fp16")]:
+            model, x = build(32, dtype, 1)
+            path = os.path.join(d, "%s_%s.onnx" % (net, dtype))
+            xin = os.path.join(d, "x_%s_%s.npy" % (net, dtype))
+            out = os.path.join(d, "out_%s_%s" % (net, dtype))
             with open(path, "wb") as f:
                 f.write(model.SerializeToString())
             np.save(xin, x)
             plan = subprocess.run([fg, "plan", path], capture_output=True, text=True)
             line = [s for s in plan.stdout.splitlines() if s.startswith("ops:")]
-            want = "ops: 122 -> kernels: %d" % KERNELS
+            want = "ops: %d -> kernels: %d" % (nops, nkernels)
             if plan.returncode != 0 or not line or not line[0].startswith(want):
-                print("FAIL %s plan: expected '%s...', got %r (rc %d)\n%s" % (dtype, want, line, plan.returncode,
-                                                                               plan.stderr))
+                print("FAIL %s %s plan: expected '%s...', got %r (rc %d)\n%s" % (net, dtype, want, line,
+                                                                                  plan.returncode, plan.stderr))
                 failed += 1
                 continue
             run = subprocess.run([fg, "run", path, "--device", "emu", "--input", "input=" + xin,
                                   "--save-outputs", out], capture_output=True, text=True)
             if run.returncode != 0:
-                print("FAIL %s run (rc %d):\n%s%s" % (dtype, run.returncode, run.stdout[-2000:], run.stderr[-2000:]))
+                print("FAIL %s %s run (rc %d):\n%s%s" % (net, dtype, run.returncode, run.stdout[-2000:], run.stderr[-2000:]))
                 failed += 1
                 continue
             got = np.load(os.path.join(out, "output.npy")).astype(np.float64)
@@ -84,8 +88,8 @@ def main():
             ref = sess.run(None, {"input": x.astype(np.float32)})[0].astype(np.float64)
             rel = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30)
             ok = got.shape == ref.shape and np.isfinite(got).all() and rel <= TOL[dtype]
-            print("%s %s: %s, rel_l2 %.3e (tolerance %.0e), max_abs %.3e" % (
-                "ok  " if ok else "FAIL", dtype, line[0], rel, TOL[dtype], np.abs(got - ref).max()))
+            print("%s %s %s: %s, rel_l2 %.3e (tolerance %.0e), max_abs %.3e" % (
+                "ok  " if ok else "FAIL", net, dtype, line[0], rel, TOL[dtype], np.abs(got - ref).max()))
             failed += not ok
     return 1 if failed else 0
 
