@@ -48,15 +48,17 @@ static const char *const matmul_vars[] = {"M", "N", "K", "batch", NULL};
 
 static int matmul_vars_fn(const fg_graph *g, int nd, double *v)
 {
-    const fg_tensor *a = in_t(g, nd, 0), *y = out_t(g, nd);
+    const fg_tensor *a = in_t(g, nd, 0), *b = in_t(g, nd, 1);
     const fg_node *n = &g->nodes[nd];
-    if (!a || a->rank < 2 || y->rank < 2)
+    fg_matmul_geom_t d;
+    char why[160];
+    if (!a || !b || !fg_matmul_geom(a, b, attr_or(n, "trans_a", 0, 0) != 0, attr_or(n, "trans_b", 0, 0) != 0, &d, why,
+                                    sizeof why))
         return 0;
-    int ta = attr_or(n, "trans_a", 0, 0) != 0;
-    v[0] = (double)y->shape[y->rank - 2];
-    v[1] = (double)y->shape[y->rank - 1];
-    v[2] = (double)(ta ? a->shape[a->rank - 2] : a->shape[a->rank - 1]);
-    v[3] = y->rank == 3 ? (double)y->shape[0] : 1.0;
+    v[0] = (double)d.M;
+    v[1] = (double)d.N;
+    v[2] = (double)d.K;
+    v[3] = (double)d.batch;   /* the product of the batch axes */
     return 4;
 }
 
