@@ -22,7 +22,6 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 {{BATCH}}
     const float *A = p.{{A}} + a_base;
     const float *B = p.{{B}} + b_base;
-    float *Y = p.{{Y}} + y_base;
 
     float acc[4][4];
     FG_UNROLL
@@ -96,7 +95,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
             if (col >= N)
                 continue;
             const float v = fg_epilogue(p, acc[i][j], {{EPI_ARGS}});
-            fg_store(Y + row * N + col, v);
+            fg_store(p.{{Y}} + y_base + row * N + col, v);
         }
     }
 }

@@ -51,7 +51,6 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 {{BATCH}}
     const {{T}} *A = p.{{A}} + a_base;
     const {{T}} *B = p.{{B}} + b_base;
-    {{T}} *Y = p.{{Y}} + y_base;
 
     // One chunk: `lim` (0..EPC) elements from src, zeros after them.
     auto load_chunk = [&](fg_chunk16 *dst, const {{T}} *src, fg_i64 lim) {
@@ -308,13 +307,13 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 {{#PAIR}}
                 // N is even: column col + 1 exists and the pair is 4-byte aligned
                 const float v1 = fg_epilogue(p, acc[mi][ni][h * 2 + 1], {{EPI_ARGS1}});
-                fg_store2(Y + row * N + col, v0, v1);
+                fg_store2(p.{{Y}} + y_base + row * N + col, v0, v1);
 {{/PAIR}}
 {{^PAIR}}
-                fg_store(Y + row * N + col, v0);
+                fg_store(p.{{Y}} + y_base + row * N + col, v0);
                 if (col + 1 < N) {
                     const float v1 = fg_epilogue(p, acc[mi][ni][h * 2 + 1], {{EPI_ARGS1}});
-                    fg_store(Y + row * N + col + 1, v1);
+                    fg_store(p.{{Y}} + y_base + row * N + col + 1, v1);
                 }
 {{/PAIR}}
             }

@@ -85,7 +85,6 @@ FG_KERNEL(fg_k0_matmul_add, fg_params_fg_k0_matmul_add, 64)
 
     const fg_bf16 *A = p.a + a_base;
     const fg_bf16 *B = p.w + b_base;
-    fg_bf16 *Y = p.y + y_base;
 
     // One chunk: `lim` (0..EPC) elements from src, zeros after them.
     auto load_chunk = [&](fg_chunk16 *dst, const fg_bf16 *src, fg_i64 lim) {
@@ -203,10 +202,10 @@ FG_KERNEL(fg_k0_matmul_add, fg_params_fg_k0_matmul_add, 64)
                 if (col >= N)
                     continue;
                 const float v0 = fg_epilogue(p, acc[mi][ni][h * 2], row, col);
-                fg_store(Y + row * N + col, v0);
+                fg_store(p.y + y_base + row * N + col, v0);
                 if (col + 1 < N) {
                     const float v1 = fg_epilogue(p, acc[mi][ni][h * 2 + 1], row, col + 1);
-                    fg_store(Y + row * N + col + 1, v1);
+                    fg_store(p.y + y_base + row * N + col + 1, v1);
                 }
             }
         }

@@ -664,7 +664,7 @@ typedef struct mutation {
     double amount;
 } mutation;
 
-/* Rewrites every output store `fg_store(p.NAME ...` / `fg_store4(p.NAME ...` / `fg_store8(p.NAME ...`
+/* Rewrites every output store `fg_store(p.NAME ...` / `fg_store2(p.NAME ...` / `fg_store4(...` / `fg_store8(...`
  * of src into `fg_mut_store(p.NAME, (void *)p.OTHER, p.NAME ...` and inserts
  * the wrappers, which know the output's element count, after the prelude
  * include.  OTHER is the params field `other` (MUT_INPUT), else NAME.
@@ -698,6 +698,11 @@ static char *mutate_source(const char *src, const mutation *m, const char *other
     default: fail_msg("bad mutation");
     }
     fg_buf_put(&b, "}\n"
+                   "template <typename T> FG_DEVICE void fg_mut_store2(T *base, void *other, T *ptr, float a, float b)\n"
+                   "{\n"
+                   "    fg_mut_store(base, other, ptr, a);\n"
+                   "    fg_mut_store(base, other, ptr + 1, b);\n"
+                   "}\n"
                    "template <typename T> FG_DEVICE void fg_mut_store4(T *base, void *other, T *ptr, const float *v)\n"
                    "{\n"
                    "    for (int j = 0; j < 4; j++)\n"
@@ -716,7 +721,7 @@ static char *mutate_source(const char *src, const mutation *m, const char *other
         if (!f)
             break;
         const char *rest = f + 8;
-        char width = rest[0] == '4' || rest[0] == '8' ? rest[0] : 0;   /* fg_store4 / fg_store8 */
+        char width = rest[0] == '2' || rest[0] == '4' || rest[0] == '8' ? rest[0] : 0;   /* fg_store2/4/8 */
         if (width)
             rest++;
         if (strncmp(rest, "(p.", 3) != 0) {
