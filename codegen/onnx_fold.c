@@ -976,6 +976,8 @@ static int f_range(fctx *c, val *out)
 }
 
 /* Cast to a type the importer holds (saturate only concerns float8). */
+static int cast_to(fctx *c, int64_t to, val *out);
+
 static int f_cast(fctx *c, val *out)
 {
     int64_t to;
@@ -983,6 +985,23 @@ static int f_cast(fctx *c, val *out)
         return 0;
     if (!attr(c, "to"))
         return ferr(c, "needs attribute 'to'");
+    return cast_to(c, to, out);
+}
+
+/* CastLike(input, target_type): Cast to the element type of input 1, which
+ * may be computed (only its type is read).  A computed tensor is float,
+ * float16 or bfloat16 (graph inputs are); the constant is made FLOAT and
+ * rounds to the graph's type when it becomes a weight, as Cast would. */
+static int f_castlike(fctx *c, val *out)
+{
+    if (!has_input(c, 1))
+        return ferr(c, "input 1 (target_type) is missing");
+    return cast_to(c, c->ins[1].k ? c->ins[1].k->dtype : DT_FLOAT, out);
+}
+
+/* Input 0 cast to ONNX type to. */
+static int cast_to(fctx *c, int64_t to, val *out)
+{
     if (!dt_held((int)to))
         return ferr(c, "cast to %s: the folder holds float, float16, bfloat16, double, int32 and int64",
                     dt_name((int)to));
@@ -1022,6 +1041,7 @@ static const fold_op fold_ops[] = {
     {"Abs", f_unary, "", 1, 1},
     {"Add", f_binary, "", 2, 2},
     {"Cast", f_cast, "to saturate", 1, 1},
+    {"CastLike", f_castlike, "saturate", 2, 2},
     {"Ceil", f_unary, "", 1, 1},
     {"Concat", f_concat, "axis", 1, -1},
     {"ConstantOfShape", f_constant_of_shape, "value", 1, 1},
@@ -1114,8 +1134,10 @@ void fg_onnx_fold_mark(const Onnx__GraphProto *gp, unsigned char *fold)
             is_const = 1;   /* decoded by the importer */
         } else if (default_domain(n) && find_fold_op(n->op_type)) {
             int shape_only = strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0, all = 1;
+            int type_of_1 = strcmp(n->op_type, "CastLike") == 0;   /* input 1: only its type is read */
             for (size_t k = 0; k < n->n_input && all; k++)
-                if (n->input[k] && n->input[k][0] && !shape_only && !set_has(consts, n->input[k]))
+                if (n->input[k] && n->input[k][0] && !shape_only && !(type_of_1 && k == 1) &&
+                    !set_has(consts, n->input[k]))
                     all = 0;
             fold[j] = (unsigned char)all;
             is_const = all;

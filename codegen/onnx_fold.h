@@ -55,8 +55,8 @@ int fg_onnx_fold_known(const char *op_type);
 /* Marks in fold[0 .. gp->n_node) the nodes that will be folded: a known
  * operator of the default domain whose inputs are all constant (names of
  * initializers, outputs of Constant nodes and of nodes marked before it);
- * Shape and Size with any input.  Nodes are in topological order, as ONNX
- * requires. */
+ * Shape and Size with any input; CastLike with any input 1 (its type).
+ * Nodes are in topological order, as ONNX requires. */
 void fg_onnx_fold_mark(const Onnx__GraphProto *gp, unsigned char *fold);
 
 /* Evaluates node n (opset: the model's default-domain opset) on ins[0 ..

@@ -965,6 +965,12 @@ static int op_tanh(nctx *nc) { return conv_unary(nc, "tanh"); }
 static int op_erf(nctx *nc) { return conv_unary(nc, "erf"); }
 static int op_softplus(nctx *nc) { return conv_unary(nc, "softplus"); }
 static int op_hardswish(nctx *nc) { return conv_unary(nc, "hardswish"); }
+static int op_exp(nctx *nc) { return conv_unary(nc, "exp"); }
+static int op_log(nctx *nc) { return conv_unary(nc, "log"); }
+static int op_abs(nctx *nc) { return conv_unary(nc, "abs"); }
+static int op_neg(nctx *nc) { return conv_unary(nc, "neg"); }
+static int op_sqrt(nctx *nc) { return conv_unary(nc, "sqrt"); }
+static int op_reciprocal(nctx *nc) { return conv_unary(nc, "reciprocal"); }
 
 static int op_leaky_relu(nctx *nc)
 {
@@ -1021,10 +1027,37 @@ static int scalar_in(nctx *nc, int i, const char *what, double *v)
     return 1;
 }
 
+/* Clip whose min or max is computed (a graph input or a node's output):
+ * min(max(x, lo), hi) over tensors, each bound a one-element tensor that
+ * broadcasts onto x (a constant bound becomes a weight). */
+static int clip_computed(nctx *nc, int x)
+{
+    int ins[3] = {x, -1, -1}, n = 1;
+    static const char *const what[3] = {"", "min", "max"};
+    for (int i = 1; i <= 2; i++) {
+        if (!has_in(nc, i))
+            continue;
+        int t = in_tensor(nc, i);
+        if (t < 0)
+            return -1;
+        int64_t numel = fg_tensor_numel(T(nc, t));
+        if (numel != 1)
+            return nerr(nc, "%s must be a scalar, got %lld values", what[i], (long long)numel), -1;
+        ins[n++] = t;
+    }
+    if (has_in(nc, 1) && has_in(nc, 2))
+        return emit_out(nc, "clip_t", ins, 3, NULL, 0);
+    return emit_out(nc, has_in(nc, 1) ? "clip_min_t" : "clip_max_t", ins, 2, NULL, 0);
+}
+
 static int op_clip(nctx *nc)
 {
     double lo = 0, hi = 0;
     int x = x_in(nc);
+    if (x < 0)
+        return -1;
+    if ((has_in(nc, 1) && !in_const(nc, 1)) || (has_in(nc, 2) && !in_const(nc, 2)))
+        return clip_computed(nc, x);
     int has_lo = scalar_in(nc, 1, "min", &lo), has_hi = scalar_in(nc, 2, "max", &hi);
     if (x < 0 || has_lo < 0 || has_hi < 0)
         return -1;
@@ -1046,6 +1079,74 @@ static int op_clip(nctx *nc)
     }
     alias_output(nc, 0);
     return x;
+}
+
+/* ---- Max, Min, comparisons, Where (function bodies: Relu, HardSigmoid, Clip, ...) ---- */
+
+/* Max / Min of one or more tensors, broadcast numpy-style: a chain of
+ * binary max2 / min2 (NaN propagates). */
+static int variadic_minmax(nctx *nc, const char *op)
+{
+    int n = nin(nc), acc = in_tensor(nc, 0);
+    if (acc < 0)
+        return nc->bad ? -1 : (nerr(nc, "input 0 is missing"), -1);
+    if (n == 1) {
+        alias_output(nc, 0);
+        return acc;
+    }
+    for (int i = 1; i < n && acc >= 0; i++) {
+        int ins[2] = {acc, in_tensor(nc, i)};
+        if (ins[1] < 0)
+            return nc->bad ? -1 : (nerr(nc, "input %d is missing", i), -1);
+        if (i == 1 && in_const(nc, 0) && !in_const(nc, 1)) {   /* the computed operand first */
+            ins[0] = ins[1];
+            ins[1] = acc;
+        }
+        acc = i + 1 < n ? emit(nc, op, ins, 2, NULL, 0, 0, ".acc") : emit_out(nc, op, ins, 2, NULL, 0);
+    }
+    return acc;
+}
+
+static int op_max(nctx *nc) { return variadic_minmax(nc, "max2"); }
+static int op_min(nctx *nc) { return variadic_minmax(nc, "min2"); }
+
+/* Nonzero when tensor t is the result of a comparison (a bool, held as 1 / 0
+ * in the graph's float type; only Where reads it). */
+static int is_bool_tensor(const loader *L, int t)
+{
+    if (t < 0 || t >= L->g->ntensors || L->g->tensors[t].producer < 0)
+        return 0;
+    const char *op = L->g->nodes[L->g->tensors[t].producer].op->name;
+    return op && strncmp(op, "cmp_", 4) == 0;
+}
+
+/* Less, Greater, Equal, LessOrEqual, GreaterOrEqual on float tensors: 1 or
+ * 0 (a NaN operand compares false, as IEEE and ONNX). */
+static int compare_op(nctx *nc, const char *op)
+{
+    int ins[2] = {in_tensor(nc, 0), in_tensor(nc, 1)};
+    if (ins[0] < 0 || ins[1] < 0)
+        return nc->bad ? -1 : (nerr(nc, "needs two inputs"), -1);
+    return emit_out(nc, op, ins, 2, NULL, 0);
+}
+
+static int op_less(nctx *nc) { return compare_op(nc, "cmp_less"); }
+static int op_greater(nctx *nc) { return compare_op(nc, "cmp_greater"); }
+static int op_equal(nctx *nc) { return compare_op(nc, "cmp_equal"); }
+static int op_less_equal(nctx *nc) { return compare_op(nc, "cmp_less_equal"); }
+static int op_greater_equal(nctx *nc) { return compare_op(nc, "cmp_greater_equal"); }
+
+/* Where(condition, X, Y): the condition must be a comparison's result
+ * (graphs hold no bool inputs or constants); X and Y broadcast. */
+static int op_where(nctx *nc)
+{
+    int ins[3] = {in_tensor(nc, 0), in_tensor(nc, 1), in_tensor(nc, 2)};
+    if (ins[0] < 0 || ins[1] < 0 || ins[2] < 0)
+        return nc->bad ? -1 : (nerr(nc, "needs three inputs"), -1);
+    if (!is_bool_tensor(nc->L, ins[0]))
+        return nerr(nc, "the condition must be computed by a comparison (Less, Greater, Equal, LessOrEqual, "
+                        "GreaterOrEqual); bool inputs and constants are not supported"), -1;
+    return emit_out(nc, "where", ins, 3, NULL, 0);
 }
 
 static int op_prelu(nctx *nc)
@@ -1101,6 +1202,7 @@ static int binary(nctx *nc, const char *op, int commutative)
 
 static int op_add(nctx *nc) { return binary(nc, "add", 1); }
 static int op_sub(nctx *nc) { return binary(nc, "sub", 0); }
+static int op_pow(nctx *nc) { return binary(nc, "pow", 0); }
 static int op_mul(nctx *nc) { return binary(nc, "mul", 1); }
 static int op_div(nctx *nc) { return binary(nc, "div", 0); }
 
@@ -1803,6 +1905,7 @@ typedef struct onnx_op {
 } onnx_op;
 
 static const onnx_op onnx_ops[] = {
+    {"Abs", op_abs, "", 1, 1, 1},
     {"Add", op_add, "", 2, 2, 1},
     {"AveragePool", op_avgpool, "auto_pad ceil_mode count_include_pad dilations kernel_shape pads strides", 1, 1, 1},
     {"BatchNormalization", op_batch_norm, "epsilon momentum training_mode", 5, 5, 1},
@@ -1813,9 +1916,13 @@ static const onnx_op onnx_ops[] = {
     {"Div", op_div, "", 2, 2, 1},
     {"Dropout", op_dropout, "seed ratio", 1, 3, 1},
     {"Elu", op_elu, "alpha", 1, 1, 1},
+    {"Equal", op_equal, "", 2, 2, 1},
     {"Erf", op_erf, "", 1, 1, 1},
+    {"Exp", op_exp, "", 1, 1, 1},
     {"Flatten", op_flatten, "axis", 1, 1, 1},
     {"Gelu", op_gelu, "approximate", 1, 1, 1},
+    {"Greater", op_greater, "", 2, 2, 1},
+    {"GreaterOrEqual", op_greater_equal, "", 2, 2, 1},
     {"Gemm", op_gemm, "alpha beta transA transB", 2, 3, 1},
     {"GlobalAveragePool", op_global_avg, "", 1, 1, 1},
     {"GlobalMaxPool", op_global_max, "", 1, 1, 1},
@@ -1824,21 +1931,31 @@ static const onnx_op onnx_ops[] = {
     {"Identity", op_identity, "", 1, 1, 1},
     {"LRN", op_lrn, "alpha beta bias size", 1, 1, 1},
     {"LeakyRelu", op_leaky_relu, "alpha", 1, 1, 1},
+    {"Log", op_log, "", 1, 1, 1},
+    {"Less", op_less, "", 2, 2, 1},
+    {"LessOrEqual", op_less_equal, "", 2, 2, 1},
     {"MatMul", op_matmul, "", 2, 2, 1},
+    {"Max", op_max, "", 1, 1 << 20, 1},
     {"MaxPool", op_maxpool, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides", 1, 1, 1},
+    {"Min", op_min, "", 1, 1 << 20, 1},
     {"Mul", op_mul, "", 2, 2, 1},
+    {"Neg", op_neg, "", 1, 1, 1},
     {"PRelu", op_prelu, "", 2, 2, 1},
+    {"Pow", op_pow, "", 2, 2, 1},
+    {"Reciprocal", op_reciprocal, "", 1, 1, 1},
     {"Relu", op_relu, "", 1, 1, 1},
     {"Reshape", op_reshape, "allowzero", 2, 2, 1},
     {"Sigmoid", op_sigmoid, "", 1, 1, 1},
     {"Softmax", op_softmax, "axis", 1, 1, 1},
     {"Softplus", op_softplus, "", 1, 1, 1},
+    {"Sqrt", op_sqrt, "", 1, 1, 1},
     {"Squeeze", op_squeeze0, "axes", 1, 2, 1},
     {"Sub", op_sub, "", 2, 2, 1},
     {"Sum", op_sum, "", 1, 1 << 20, 1},
     {"Tanh", op_tanh, "", 1, 1, 1},
     {"Transpose", op_transpose, "perm", 1, 1, 1},
     {"Unsqueeze", op_unsqueeze, "axes", 1, 2, 1},
+    {"Where", op_where, "", 3, 3, 1},
 };
 
 static const onnx_op *find_onnx_op(const Onnx__NodeProto *n)
@@ -1881,6 +1998,9 @@ static void convert_node(loader *L, int i, const Onnx__NodeProto *n, const onnx_
         }
         if (v->kind == V_TENSOR && L->g->tensors[v->idx].rank < 0)
             quiet = 1;   /* downstream of an error already reported */
+        else if (v->kind == V_TENSOR && is_bool_tensor(L, v->idx) && !(j == 0 && strcmp(n->op_type, "Where") == 0))
+            nerr(&nc, "input %zu ('%s') is a comparison's bool result, which only Where's condition may read", j,
+                 esc(n->input[j], b1, sizeof b1));
     }
     int ni = nin(&nc);
     if (!nc.bad && (ni < op->min_in || ni > op->max_in))
@@ -2091,6 +2211,11 @@ static void load_outputs(loader *L, const Onnx__GraphProto *gp)
         fg_tensor *tt = &L->g->tensors[t];
         if (tt->rank < 0)
             continue;   /* an error already reported */
+        if (is_bool_tensor(L, t)) {
+            lerr(L, "graph output '%s' is a comparison's bool result; outputs must be float, float16 or bfloat16",
+                 esc(nm, b1, sizeof b1));
+            continue;
+        }
         const char *owner = L->tensor_onnx[t];
         if (tt->is_input || tt->is_weight || tt->is_output || (owner && strcmp(owner, nm) != 0 && vfind(L->outs, owner))) {
             t = copy_node(L, t, nm);   /* a graph output is a tensor of its own */

@@ -8,6 +8,11 @@ import numpy as np
 
 DEVICE = {"auto": 0, "cuda": 1, "emu": 2}
 DTYPES = {0: np.float32, 1: np.float16}
+try:  # bfloat16 arrays (FG_DTYPE_BF16) where ml_dtypes (an onnx dependency) is installed
+    import ml_dtypes
+    DTYPES[2] = ml_dtypes.bfloat16
+except ImportError:  # pragma: no cover
+    pass
 
 
 class Dim(C.Structure):

@@ -22,6 +22,12 @@ NaN equal to NaN.  Each case ends as
   fail         a claimed operator: an import error other than "unsupported
                operator" / "opset", or a plan, compile or run error, or a
                mismatch (the reason is recorded)
+  unsupported (form not claimed)
+               a claimed operator in a form fusegen does not claim
+               (UNCLAIMED_FORMS: integer or bool element types, pooling
+               other than 2-D, training mode, a used second output, an
+               optional-type input); counted apart, not listed in the
+               expectation file
   unsupported  the importer's error names operators (or an opset) fusegen
                does not claim; the error text is the reason
 
@@ -85,6 +91,11 @@ LIGHT_CI = ("light_squeezenet", "light_bvlc_alexnet")
 LIGHT_SIX = ("light_resnet50", "light_squeezenet", "light_shufflenet", "light_inception_v1",
              "light_densenet121", "light_bvlc_alexnet")
 EXPECTED = os.path.join(HERE, "conformance_expected.txt")
+# Case results in table order; "form" is a claimed operator's case in a form
+# fusegen does not claim (UNCLAIMED_FORMS).
+STATUSES = ("pass", "fail", "planned", "form", "unsupported")
+LABEL = {"pass": "pass", "fail": "fail", "planned": "planned", "form": "unsupported (form not claimed)",
+         "unsupported": "unsupported"}
 
 
 # ---- collecting cases ------------------------------------------------------------
@@ -199,12 +210,41 @@ def short(msg, n=240):
     return msg if len(msg) <= n else msg[:n - 3] + "..."
 
 
+# Forms of claimed operators that fusegen does not claim (docs/onnx.md, "What
+# is claimed"): an importer error matching one of these is "unsupported (form
+# not claimed: WHY)", counted apart from unclaimed operators.  Anything else a
+# claimed operator's case gets wrong is a failure.
+UNCLAIMED_FORMS = (
+    (r"has element type (\w+); inputs must be float", "element type %s (claimed: float, float16, bfloat16)"),
+    (r"only 2-D pooling is supported", "pooling other than 2-D"),
+    (r"\((BatchNormalization|Dropout)\): training_mode=1 is not supported", "%s in training mode"),
+    (r"\((\w+)\): output (\d+) \('[^']*'\) is used, but only the first output", "%s's output %s used"),
+    (r"graph input '[^']*' is not a tensor", "an optional-type or sequence input"),
+    (r"graph output '[^']*' is a constant; outputs must be computed", "a graph output that folds to a constant"),
+    (r"dimension \d+ is 0; fusegen needs positive sizes", "an empty tensor (a dimension of 0)"),
+    (r"is a comparison's bool result; outputs must be", "a bool graph output (comparisons are claimed as Where's "
+                                                        "condition only)"),
+)
+
+
+def unclaimed_form(text):
+    """The reason a form is not claimed, or None."""
+    for pat, why in UNCLAIMED_FORMS:
+        m = re.search(pat, text)
+        if m:
+            return why % m.groups() if "%" in why else why
+    return None
+
+
 def classify_load_error(msgs):
     text = " | ".join(short(m, 1000) for m in msgs)
     first = short(msgs[0]) if msgs else "error"
     if len(msgs) == 1 and ("unsupported operator" in text or re.search(r"opset \d+ is not supported", text) or
                            "imports no opset of the default ONNX domain" in text):
         return "unsupported", first
+    why = unclaimed_form(text)
+    if why and all(unclaimed_form(short(m, 1000)) for m in msgs):
+        return "form", "form not claimed: %s (%s)" % (why, first)
     return "fail", "import: " + first
 
 
@@ -368,7 +408,8 @@ def write_expected(path, results, stamp):
                 "# pass<TAB>case: known to pass; the test fails if it does not.\n"
                 "# plan<TAB>case: a light network known to import and plan (run with --light all).\n"
                 "# fail<TAB>case<TAB>reason: a known failure of a claimed operator, with its reason.\n"
-                "# Cases not listed are unsupported (the importer refuses their operators or opset);\n"
+                "# Cases not listed are unsupported (the importer refuses their operators or opset, or\n"
+                "# a form of a claimed operator that is not claimed: UNCLAIMED_FORMS);\n"
                 "# a failing case not listed as a known failure fails the test.\n"
                 "# Written by --update-expected: %s\n" % stamp)
         for r in sorted(results, key=lambda r: r["id"]):
@@ -408,7 +449,7 @@ def by_operator(results):
     for r in sorted(results, key=lambda r: r["op"].lower()):
         if r["suite"] != "node":
             continue
-        row = t.setdefault(r["op"], {"pass": 0, "fail": 0, "unsupported": 0})
+        row = t.setdefault(r["op"], {"pass": 0, "fail": 0, "form": 0, "unsupported": 0})
         row[r["status"]] += 1
     return t
 
@@ -417,26 +458,26 @@ def text_tables(results):
     lines = []
     t = by_operator(results)
     if t:
-        lines.append("%-28s %5s %5s %11s" % ("operator (node cases)", "pass", "fail", "unsupported"))
+        lines.append("%-28s %5s %5s %10s %11s" % ("operator (node cases)", "pass", "fail", "not-claim", "unsupported"))
         for op, row in t.items():
-            if row["pass"] or row["fail"]:
-                lines.append("%-28s %5d %5d %11d" % (op, row["pass"], row["fail"], row["unsupported"]))
-        uns = [op for op, row in t.items() if not row["pass"] and not row["fail"]]
+            if row["pass"] or row["fail"] or row["form"]:
+                lines.append("%-28s %5d %5d %10d %11d" % (op, row["pass"], row["fail"], row["form"],
+                                                          row["unsupported"]))
+        uns = [op for op, row in t.items() if not row["pass"] and not row["fail"] and not row["form"]]
         lines.append("unsupported only (%d operators): %s" % (len(uns), ", ".join(uns)))
     for suite in SUITES[1:]:
         rs = [r for r in results if r["suite"] == suite]
         if not rs:
             continue
         c = collections.Counter(r["status"] for r in rs)
-        lines.append("%s: %s" % (suite, ", ".join("%d %s" % (c[k], k) for k in ("pass", "fail", "planned",
-                                                                             "unsupported") if c[k])))
+        lines.append("%s: %s" % (suite, ", ".join("%d %s" % (c[k], LABEL[k]) for k in STATUSES if c[k])))
         for r in rs:
             if r["status"] != "unsupported" or suite == "light":
                 ko = "%s/%s" % (r["kernels"], r["ops"]) if r["kernels"] is not None else "-"
                 lines.append("  %-44s %-11s %-9s %s" % (r["id"], r["status"], ko, r["reason"][:110]))
     c = collections.Counter(r["status"] for r in results)
-    lines.append("total: %d cases: %s" % (len(results), ", ".join("%d %s" % (c[k], k) for k in
-                                                                 ("pass", "fail", "planned", "unsupported") if c[k])))
+    lines.append("total: %d cases: %s" % (len(results), ", ".join("%d %s" % (c[k], LABEL[k]) for k in
+                                                                 STATUSES if c[k])))
     return "\n".join(lines)
 
 
@@ -449,6 +490,12 @@ def unsupported_kind(reason):
     return ", ".join(ops) if ops else reason[:60]
 
 
+def form_kind(reason):
+    """The reason of a form not claimed, without the importer's message."""
+    m = re.match(r"form not claimed: (.*?) \(", reason)
+    return m.group(1) if m else reason[:60]
+
+
 def md_escape(s):
     return s.replace("|", "\\|")
 
@@ -456,17 +503,26 @@ def md_escape(s):
 def markdown(results, stamp):
     out = ["<!-- written by tests/onnx/test_conformance.py --markdown; %s -->" % stamp, ""]
     c = collections.Counter(r["status"] for r in results)
-    out.append("%d cases: %s." % (len(results), ", ".join("%d %s" % (c[k], k) for k in
-                                                          ("pass", "fail", "planned", "unsupported") if c[k])))
+    out.append("%d cases: %s." % (len(results), ", ".join("%d %s" % (c[k], LABEL[k]) for k in
+                                                          STATUSES if c[k])))
     out.append("")
     t = by_operator(results)
     if t:
-        out += ["| operator | pass | fail | unsupported |", "|---|---:|---:|---:|"]
+        out += ["| operator | pass | fail | unsupported (form not claimed) | unsupported |",
+                "|---|---:|---:|---:|---:|"]
         for op, row in t.items():
-            if row["pass"] or row["fail"]:
-                out.append("| %s | %d | %d | %d |" % (op, row["pass"], row["fail"], row["unsupported"]))
-        uns = ["%s (%d)" % (op, row["unsupported"]) for op, row in t.items() if not row["pass"] and not row["fail"]]
+            if row["pass"] or row["fail"] or row["form"]:
+                out.append("| %s | %d | %d | %d | %d |" % (op, row["pass"], row["fail"], row["form"],
+                                                          row["unsupported"]))
+        uns = ["%s (%d)" % (op, row["unsupported"]) for op, row in t.items()
+               if not row["pass"] and not row["fail"] and not row["form"]]
         out += ["", "Node cases of operators without any claimed case (unsupported): " + ", ".join(uns) + ".", ""]
+        forms = collections.Counter(form_kind(r["reason"]) for r in results
+                                    if r["suite"] == "node" and r["status"] == "form")
+        if forms:
+            out += ["Node cases of claimed operators in forms not claimed (docs/onnx.md, \"What is claimed\"): " +
+                    "; ".join("%s (%d)" % (k, n) for k, n in sorted(forms.items(), key=lambda kv: (-kv[1], kv[0]))) +
+                    ".", ""]
         fails = [r for r in results if r["suite"] == "node" and r["status"] == "fail"]
         if fails:
             out += ["Failing node cases of claimed operators (the known failures):", "",
@@ -479,8 +535,8 @@ def markdown(results, stamp):
         if not rs:
             continue
         cc = collections.Counter(r["status"] for r in rs)
-        out += ["**%s**: %s." % (suite, ", ".join("%d %s" % (cc[k], k) for k in
-                                                  ("pass", "fail", "planned", "unsupported") if cc[k])), ""]
+        out += ["**%s**: %s." % (suite, ", ".join("%d %s" % (cc[k], LABEL[k]) for k in
+                                                  STATUSES if cc[k])), ""]
         shown = [r for r in rs if r["status"] != "unsupported" or suite == "light"]
         if shown:
             out += ["| case | result | kernels / ops | reason |", "|---|---|---|---|"]

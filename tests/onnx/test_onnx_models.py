@@ -254,7 +254,63 @@ def cases():
     cs.append(mlp_gelu())
     cs.extend(exported_activations())
     cs.extend(matmul_batched_cases())
+    cs.extend(computed_operand_cases())
     return cs
+
+
+# ---- Clip / Gemm / MatMul with computed operands (conformance, issue 14) ------
+class BoundsCase(Case):
+    """A Clip case whose bounds lo / hi are graph inputs of shape []: lo
+    drawn below 0, hi above (x is scaled beyond both)."""
+
+    def feeds(self, dtype):
+        out = super().feeds(dtype)
+        scale = getattr(self, "scale", 1.0)
+        for k, sign in (("lo", -1.0), ("hi", 1.0)):
+            if k in out:   # the runner multiplies by scale: these end in +-[0.25, 1.25]
+                v = sign * (abs(float(out[k])) % 1.0 + 0.25) / scale
+                out[k] = np.array(v, dtype=out[k].dtype)
+        return out
+
+
+def computed_operand_cases():
+    """Clip whose min / max are computed tensors (both, one, a constant and a
+    computed one)."""
+    cs = []
+    X = (2, 4, 5, 6)
+    for nm, ins, inputs, inits in [
+            ("clip_computed_both", ["x", "lo", "hi"], {"x": X, "lo": (), "hi": ()}, {}),
+            ("clip_computed_min", ["x", "lo"], {"x": X, "lo": ()}, {}),
+            ("clip_computed_max", ["x", "", "hi"], {"x": X, "hi": ()}, {}),
+            ("clip_const_min_computed_max", ["x", "k", "hi"], {"x": X, "hi": ()},
+             {"k": np.array(-0.75, dtype=np.float32)})]:
+        c = BoundsCase(nm, [N("Clip", ins, ["y"])], inputs, inits, ["y"])
+        c.scale = 4.0
+        cs.append(c)
+    return cs
+
+
+def gemm_computed_cases():
+    """Gemm with alpha / beta on computed B / C and a computed C of one element
+    ([1] and []), MatMul of two vectors."""
+    cs = []
+    cs.append(Case("gemm_alpha_computed_b", [N("Gemm", ["a", "b", "C"], ["y"], alpha=0.5)],
+                   {"a": (4, 16), "b": (16, 8)}, {"C": rnd(8)}, ["y"]))
+    cs.append(Case("gemm_beta_computed_c", [N("Gemm", ["a", "W", "c"], ["y"], beta=0.5, transB=1)],
+                   {"a": (4, 16), "c": (4, 8)}, {"W": rnd(8, 16, scale=0.3)}, ["y"]))
+    cs.append(Case("gemm_all_computed", [N("Gemm", ["a", "b", "c"], ["y"], alpha=0.25, beta=0.35, transA=1,
+                                           transB=1)], {"a": (16, 4), "b": (8, 16), "c": (4, 1)}, {}, ["y"]))
+    cs.append(Case("gemm_c_one_elem_computed", [N("Gemm", ["a", "W", "c"], ["y"])], {"a": (3, 16), "c": (1,)},
+                   {"W": rnd(16, 3, scale=0.3)}, ["y"]))
+    cs.append(Case("gemm_c_scalar_computed", [N("Gemm", ["a", "W", "c"], ["y"], beta=2.0)], {"a": (2, 16), "c": ()},
+                   {"W": rnd(16, 4, scale=0.3)}, ["y"]))
+    # a rank-0 result is [1] in fusegen: the model reshapes it to [1] for the comparison
+    cs.append(Case("matmul_1d_1d", [N("MatMul", ["a", "b"], ["s"]), N("Reshape", ["s", "one"], ["y"])],
+                   {"a": (16,), "b": (16,)}, {"one": np.array([1], dtype=np.int64)}, ["y"]))
+    cs.append(Case("matmul_1d_const_1d", [N("MatMul", ["a", "W"], ["s"]), N("Reshape", ["s", "one"], ["y"])],
+                   {"a": (16,)}, {"W": rnd(16, scale=0.3), "one": np.array([1], dtype=np.int64)}, ["y"]))
+    return cs
+# ---- end of the Clip / Gemm / MatMul block -------------------------------------
 
 
 # ---- MatMul with numpy semantics (gemm templates) -----------------------------
@@ -373,9 +429,10 @@ class Runner:
         feeds = case.feeds(dtype)
         scale = getattr(case, "scale", 1.0)
         for k in feeds:
-            feeds[k] = (feeds[k].astype(np.float32) * scale).astype(feeds[k].dtype)
+            # np.asarray: a rank-0 array times a float is a numpy scalar, which onnxruntime refuses
+            feeds[k] = np.asarray((feeds[k].astype(np.float32) * scale).astype(feeds[k].dtype))
             if getattr(case, "pos", False):
-                feeds[k] = (np.abs(feeds[k].astype(np.float32)) + 0.5).astype(feeds[k].dtype)
+                feeds[k] = np.asarray((np.abs(feeds[k].astype(np.float32)) + 0.5).astype(feeds[k].dtype))
         if dtype == "fp16":
             ref = ort_run(fp32_twin(case), {k: v.astype(np.float32) for k, v in feeds.items()})
         else:

@@ -107,6 +107,10 @@ static const rw_case CASES[] = {
     {"gelu_tanh_a", TANH_FRONT("x") TAIL_A("x") "outputs: [y]\n", "gelu_tanh", 8},
     {"gelu_tanh_b", TANH_FRONT("x") TAIL_B("x") "outputs: [y]\n", "gelu_tanh", 8},
     {"gelu_tanh_c", TANH_FRONT("x") TAIL_C("x") "outputs: [y]\n", "gelu_tanh", 8},
+    {"gelu_tanh_pow",
+     PW("cu", "pow", "x, c_three") PW("k", "mul", "c_kappa, cu") PW("s1", "add", "k, x") PW("i", "mul", "c_beta, s1")
+         PW("th", "tanh", "i") PW("a1", "add", "th, c_one") TAIL_A("x") "outputs: [y]\n",
+     "gelu_tanh", 7},
     {"hardswish_div", HS_FRONT("x") PW("h", "mul", "r, x") PW("y", "div", "h, c_six") "outputs: [y]\n", "hardswish", 3},
     {"hardswish_mul", HS_FRONT("x") PW("h", "mul", "x, r") PW("y", "mul", "c_sixth, h") "outputs: [y]\n", "hardswish",
      3},
