@@ -342,6 +342,120 @@ static fg_status emit_gemm_tc(fg_emitter *em, const gemm_geom *gg)
     return FG_OK;
 }
 
+/* ---- gemv: M <= 16, exact fp32 (templates/gemv.cuh) ---------------------------- */
+
+#define GV_MAX_M 16          /* rows a gemv block holds in registers */
+#define GV_SMEM (32 * 1024)  /* the warps' partial sums: at most this much shared memory */
+#define GV_MAX_SPLITS 32     /* split-K across blocks: at most this many slices of K */
+#define GV_TB_COLS 4         /* B [N, K]: columns per block (one dot product each per warp) */
+
+/* A gemv launch: columns per block, elements per load, warps, the split of K. */
+typedef struct gv_shape {
+    int slice, vw, warps, splits, avec;
+    int64_t kw, ks, slices;   /* k per warp, k per split, column slices */
+} gv_shape;
+
+/* The k per split for `splits` splits: a multiple of 4 * warps (so every
+ * warp's run starts 16-byte aligned), then the splits that exist. */
+static void gv_split(const gemm_geom *gg, gv_shape *s, int splits)
+{
+    int64_t q = 4 * (int64_t)s->warps, ks = (gg->d.K + splits - 1) / splits;
+    s->ks = (ks + q - 1) / q * q;
+    s->kw = s->ks / s->warps;
+    s->splits = (int)((gg->d.K + s->ks - 1) / s->ks);
+    if (s->splits < 1)
+        s->splits = 1;
+}
+
+/* The default launch: B [K, N] puts 32 lanes x VW columns in a block (VW 4
+ * when N % 4 == 0), B [N, K] GV_TB_COLS columns with lanes along k (VW 4
+ * when K % 4 == 0); as many warps (up to 8) as GV_SMEM of partial sums
+ * allows; K split across blocks until slices x batch x splits reaches
+ * TC_TARGET_SMS, each warp keeping at least 16 k ([K, N]) or one full
+ * 32 x VW sweep ([N, K]). */
+static gv_shape gv_default(const gemm_geom *gg)
+{
+    gv_shape s = {0};
+    const fg_matmul_geom_t *d = &gg->d;
+    s.vw = (gg->tb ? d->K % 4 : d->N % 4) == 0 ? 4 : 1;
+    s.avec = gg->tb && s.vw == 4 && !gg->ta;
+    s.slice = gg->tb ? GV_TB_COLS : 32 * s.vw;
+    s.warps = 8;
+    while (s.warps > 1 && (int64_t)s.warps * d->M * s.slice * 4 > GV_SMEM)
+        s.warps /= 2;
+    s.slices = (d->N + s.slice - 1) / s.slice;
+    int64_t blocks = s.slices * d->batch, want = (TC_TARGET_SMS + blocks - 1) / blocks;
+    int64_t kw_min = gg->tb ? 32 * s.vw : 16, most = d->K / (s.warps * kw_min);
+    if (want > most)
+        want = most;
+    if (want > GV_MAX_SPLITS)
+        want = GV_MAX_SPLITS;
+    while (want > 1 && d->batch * want > 65535)
+        want--;
+    gv_split(gg, &s, want < 1 ? 1 : (int)want);
+    return s;
+}
+
+static fg_status emit_gemv(fg_emitter *em, const gemm_geom *gg)
+{
+    const fg_node *nd = &em->g->nodes[em->grp->anchor];
+    const fg_tensor *A = &em->g->tensors[gg->at], *B = &em->g->tensors[gg->bt];
+    if (A->dtype != FG_DTYPE_F32 || B->dtype != FG_DTYPE_F32 || em->ot->dtype != FG_DTYPE_F32 || gg->d.M > GV_MAX_M)
+        return fg_em_error(em, FG_ERR_UNSUPPORTED, "gemv '%s' needs fp32 operands and M <= %d (M is %" PRId64 ")",
+                           nd->name, GV_MAX_M, gg->d.M);
+    gv_shape s = gv_default(gg);
+    const char *keys[] = {"split_k"};
+    int64_t v[1] = {s.splits};
+    fg_status st = fg_em_tile_params(em, keys, 1, v);
+    if (st != FG_OK)
+        return st;
+    if (v[0] < 1 || v[0] > GV_MAX_SPLITS || v[0] * gg->d.batch > 65535)
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: split_k = %" PRId64 " (want 1 to %d, and batch %" PRId64
+                           " x split_k within 65535)", v[0], GV_MAX_SPLITS, gg->d.batch);
+    gv_split(gg, &s, (int)v[0]);
+
+    set_common(em, gg);
+    fg_em_set(em, "MR", "%" PRId64, gg->d.M);
+    fg_em_set(em, "SLICE", "%d", s.slice);
+    fg_em_set(em, "VW", "%d", s.vw);
+    fg_em_set(em, "VEC", "%d", s.vw == 4);
+    fg_em_set(em, "A_VEC", "%d", s.avec);
+    fg_em_set(em, "WARPS", "%d", s.warps);
+    fg_em_set(em, "SPLITS", "%d", s.splits);
+    fg_em_set(em, "SPLIT", "%d", s.splits > 1);
+    fg_em_set(em, "KW", "%" PRId64, s.kw);
+    fg_em_set(em, "KS", "%" PRId64, s.ks);
+    if (s.splits > 1) {
+        /* the workspace: splits slots of M x SLICE floats per slice, then one int per slice */
+        int64_t slices = s.slices * gg->d.batch;
+        if (em->k->nparams >= FG_MAX_KPARAMS)
+            return fg_em_error(em, FG_ERR_INTERNAL, "too many kernel parameters");
+        fg_kparam *kp = &em->k->params[em->k->nparams++];
+        memset(kp, 0, sizeof *kp);
+        kp->kind = FG_KPARAM_WORKSPACE;
+        kp->tensor = -1;
+        kp->value = slices * s.splits * gg->d.M * s.slice * 4 + slices * 4;
+        snprintf(kp->name, sizeof kp->name, "fg_workspace");
+        fg_em_set(em, "WS", "%s", kp->name);
+    } else {
+        fg_em_set(em, "WS", "%s", "fg_no_workspace");
+    }
+    unsigned threads = 32u * (unsigned)s.warps;
+    fg_buf_printf(&em->notes, "//   tile:      gemv, %d columns x %" PRId64 " rows per block, %u threads (%d warps "
+                  "of %" PRId64 " k), split-K %d (%" PRId64 " k each), %s loads of B\n", s.slice, gg->d.M, threads,
+                  s.warps, s.kw, s.splits, s.ks, s.vw == 4 ? "16-byte" : "element");
+    fg_buf_printf(&em->notes, "//   operands:  A %s, B %s\n", gg->ta ? "[K, M]" : "[M, K]",
+                  gg->tb ? "[N, K] (lanes along k, shuffle sum)" : "[K, N] (lanes along n)");
+    em->template_file = "gemv.cuh";
+    em->threads = threads;
+    em->k->grid[0] = (unsigned)s.slices;
+    em->k->grid[1] = 1;
+    em->k->grid[2] = (unsigned)(gg->d.batch * s.splits);
+    em->k->block[0] = threads;
+    em->k->block[1] = em->k->block[2] = 1;
+    return FG_OK;
+}
+
 /* ---- gemm (fp32 SIMT) ------------------------------------------------------- */
 
 static fg_status emit_gemm_simt(fg_emitter *em, const gemm_geom *gg)
@@ -388,6 +502,8 @@ fg_status fg_emit_gemm(fg_emitter *em)
                            em->g->nodes[a].name, why);
     if (strncmp(fg_template_base(em->tpl)->name, "gemm_tc", 7) == 0)
         return emit_gemm_tc(em, &gg);
+    if (strcmp(fg_template_base(em->tpl)->name, "gemv") == 0)
+        return emit_gemv(em, &gg);
     return emit_gemm_simt(em, &gg);
 }
 
@@ -485,4 +601,47 @@ void fg_gemm_tc_splitk_describe(const fg_tcand *c, char *buf, size_t size)
     snprintf(buf, size, "tile %d x %d, split-K %d (M %" PRId64 ", N %" PRId64 ", K %" PRId64 ", batch %" PRId64
              ": %" PRId64 " tiles x %d = %" PRId64 " blocks for %d SMs; fixed-order reduction)", t->bm, t->bn, used,
              s.M, s.N, gg.d.K, s.batch, tc_blocks(t, &s), used, tc_blocks(t, &s) * used, TC_TARGET_SMS);
+}
+
+/* gemv: fp32 operands and output in exact precision (with tf32 the
+ * tensor-core templates take fp32), at most GV_MAX_M rows (a matrix-vector
+ * product or a handful of rows). */
+static int gv_ok(const fg_tcand *c, gemm_geom *gg, char *why, size_t whysz)
+{
+    const fg_node *nd = &c->g->nodes[c->anchor];
+    const fg_tensor *A = &c->g->tensors[nd->inputs[0]], *B = &c->g->tensors[nd->inputs[1]];
+    if (A->dtype != FG_DTYPE_F32 || B->dtype != FG_DTYPE_F32) {
+        snprintf(why, whysz, "operands %s and %s (gemv takes fp32)", fg_dtype_name(A->dtype), fg_dtype_name(B->dtype));
+        return 0;
+    }
+    if (c->g->precision == FG_PRECISION_TF32) {
+        snprintf(why, whysz, "precision tf32 (fp32 then runs on tensor cores)");
+        return 0;
+    }
+    if (!cand_geometry(c, gg, why, whysz))
+        return 0;
+    if (gg->d.M > GV_MAX_M) {
+        snprintf(why, whysz, "M %" PRId64 " > %d", gg->d.M, GV_MAX_M);
+        return 0;
+    }
+    return 1;
+}
+
+int fg_check_gemv(const fg_tcand *c, char *why, size_t whysz)
+{
+    gemm_geom gg;
+    return gv_ok(c, &gg, why, whysz);
+}
+
+void fg_gemv_describe(const fg_tcand *c, char *buf, size_t size)
+{
+    gemm_geom gg;
+    char why[256];
+    buf[0] = 0;
+    if (c->anchor < 0 || !gv_ok(c, &gg, why, sizeof why))
+        return;
+    gv_shape s = gv_default(&gg);
+    snprintf(buf, size, "%d columns per block, %d warps, split-K %d (M %" PRId64 ", N %" PRId64 ", K %" PRId64
+             ", batch %" PRId64 ": %" PRId64 " blocks for %d SMs; fixed-order reductions)", s.slice, s.warps, s.splits,
+             gg.d.M, gg.d.N, gg.d.K, gg.d.batch, s.slices * gg.d.batch * s.splits, TC_TARGET_SMS);
 }

@@ -30,6 +30,9 @@ static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES"
                                          "SPLITS", "KT_SPLIT", "WARPS_M", "WARPS_N", "BATCH", "A", "B", "Y", "T",
                                          "VEC", "TF32", "PACK", "A_KROW", "B_KROW", "B_TF32_ELEM", "MMA", "SPLIT",
                                          "WS", "EPI_ARGS", "PAIR", "EPI_ARGS1", NULL};
+static const char *const ph_gemv[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "MR", "SLICE", "VW", "WARPS",
+                                      "SPLITS", "KW", "KS", "SPLIT", "BATCH", "A", "B", "TB", "VEC", "TA", "A_VEC",
+                                      "WS", "EPI_ARGS", "Y", NULL};
 static const char *const ph_pool2d[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "X", "Y", "INIT",
                                         "REDUCE", "FINISH", NULL};
 static const char *const ph_global_pool[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "X", "Y", "INIT", "REDUCE",
@@ -49,7 +52,8 @@ static const struct {
     {"pointwise.cuh", ph_pointwise},   {"conv2d.cuh", ph_conv2d}, {"conv2d_depthwise.cuh", ph_conv2d_dw},
     {"conv2d_nhwc.cuh", ph_conv2d_nhwc},
     {"conv2d_tc.cuh", ph_conv2d_tc},
-    {"gemm.cuh", ph_gemm},             {"gemm_tc.cuh", ph_gemm_tc}, {"pool2d.cuh", ph_pool2d},
+    {"gemm.cuh", ph_gemm},             {"gemm_tc.cuh", ph_gemm_tc}, {"gemv.cuh", ph_gemv},
+    {"pool2d.cuh", ph_pool2d},
     {"global_pool.cuh", ph_global_pool},
     {"copy.cuh", ph_copy},             {"softmax.cuh", ph_softmax}, {"lrn.cuh", ph_lrn},
 };

@@ -31,6 +31,7 @@ static const char *const tile_conv[] = {"threads", "tile_k", NULL};
 static const char *const tile_gemm[] = {"tile_m", "tile_n", "tile_k", NULL};
 static const char *const tile_conv_tc[] = {"tile_m", "tile_n", "split_k", NULL};
 static const char *const tile_gemm_tc[] = {"tile_m", "tile_n", "stages", "split_k", NULL};
+static const char *const tile_gemv[] = {"split_k", NULL};
 
 #define BUILTIN(name_, family_, kinds_, dtypes_, prio_, tiles_, check_, emit_, summary_)                        \
     {.name = (name_), .family = (family_), .kinds = (kinds_), .dtypes = (dtypes_), .layouts = ALL_LAYOUTS,      \
@@ -59,6 +60,9 @@ static const fg_template builtins[] = {
             fg_check_gemm_tc_splitk, fg_emit_gemm,
             "gemm_tc with the reduction split across blocks (M <= 16, or too few tiles to fill the SMs); "
             "deterministic fixed-order sum in a workspace, epilogue once"),
+    BUILTIN("gemv", "gemm", KIND(FG_OPK_MATMUL), 1u << FG_DTYPE_F32, 12, tile_gemv, fg_check_gemv, fg_emit_gemm,
+            "exact fp32 GEMV / small-M GEMM (M <= 16): a block per column slice, K split across warps and, when "
+            "the slices leave SMs idle, across blocks; fixed-order sums, epilogue once"),
     BUILTIN("pool2d", "pool2d", KIND(FG_OPK_POOL2D) | KIND(FG_OPK_GLOBAL_POOL), ALL_DTYPES, 0, tile_threads,
             fg_check_pool2d, fg_emit_pool2d, "max / average pooling and global average pooling"),
     BUILTIN("copy", "copy", KIND(FG_OPK_RESHAPE) | KIND(FG_OPK_TRANSPOSE) | KIND(FG_OPK_CONCAT), ALL_DTYPES, 0,
@@ -78,6 +82,7 @@ static void (*builtin_describe(const fg_template *t))(const fg_tcand *, char *, 
     return strcmp(t->name, "conv2d_tc") == 0        ? fg_conv2d_tc_describe
            : strcmp(t->name, "gemm_tc") == 0        ? fg_gemm_tc_describe
            : strcmp(t->name, "gemm_tc_splitk") == 0 ? fg_gemm_tc_splitk_describe
+           : strcmp(t->name, "gemv") == 0           ? fg_gemv_describe
                                                     : NULL;
 }
 

@@ -108,6 +108,8 @@ void fg_conv2d_tc_describe(const fg_tcand *c, char *buf, size_t size);
 int fg_check_gemm(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_gemm_tc(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_gemm_tc_splitk(const fg_tcand *c, char *why, size_t whysz);
+int fg_check_gemv(const fg_tcand *c, char *why, size_t whysz);
+void fg_gemv_describe(const fg_tcand *c, char *buf, size_t size);
 void fg_gemm_tc_describe(const fg_tcand *c, char *buf, size_t size);
 void fg_gemm_tc_splitk_describe(const fg_tcand *c, char *buf, size_t size);
 int fg_check_pool2d(const fg_tcand *c, char *why, size_t whysz);

@@ -11,7 +11,10 @@
  * block tile and pipeline depth chosen by a tile hook; the pipeline's
  * synchronization (a weakened or missing cp.async wait, or a missing
  * barrier, must fail: the emulator lands a copy only at its wait); and the
- * refusals --explain reports.
+ * refusals --explain reports.  Exact fp32 with M <= 16 runs on gemv: its
+ * matrix (M 1, 2, 7, 16; N 1, 7, 1000; K 1, 13, 2048; both transposes;
+ * batched; every epilogue), its split-K choices, and mutations that drop a
+ * warp's, a lane's or a split's partial sum (each must fail).
  *
  * The runner plans each case to one kernel, emits it (optionally mutated),
  * builds it for the emulator and launches it on buffers of its own (inputs
@@ -359,8 +362,8 @@ static const mm_case matrix[] = {
 static void run_matrix(dkind d, const char *tmpl)
 {
     fg_context *ctx = tu_ctx_shipped();
-    for (size_t i = 0; i < sizeof matrix / sizeof *matrix; i++)
-        check_case(ctx, &matrix[i], d, tmpl, NULL);
+    for (size_t i = 0; i < sizeof matrix / sizeof *matrix; i++)   /* exact fp32 with M <= 16: gemv */
+        check_case(ctx, &matrix[i], d, d == D_F32 && matrix[i].M <= 16 ? "gemv" : tmpl, NULL);
     fg_context_free(ctx);
 }
 
@@ -614,6 +617,171 @@ static void test_structure(void **state)
     fg_context_free(ctx);
 }
 
+/* ---- gemv (exact fp32, M <= 16) ------------------------------------------------ */
+
+/* The gemv matrix: M 1, 2, 7, 16; N 1, 7, 1000; K 1, 13, 2048 (every pair
+ * of N and K once per M, the epilogues in turn), both transposes of B (and
+ * of A); the classifier shapes (1 x 2048 x 1000, 1 x 1280 x 1000) whose
+ * slices split K across blocks; batched, broadcast and rank-1 operands. */
+static void test_gemv(void **state)
+{
+    (void)state;
+    static const int64_t Ms[] = {1, 2, 7, 16}, Ns[] = {1, 7, 1000}, Ks[] = {1, 13, 2048};
+    fg_context *ctx = tu_ctx_shipped();
+    int e = 0;
+    for (int mi = 0; mi < 4; mi++)
+        for (int ni = 0; ni < 3; ni++)
+            for (int ki = 0; ki < 3; ki++) {
+                /* the big ones (N 1000 with K 2048) once per transpose of B, for M 1 and 16 */
+                if (Ns[ni] == 1000 && Ks[ki] == 2048 && Ms[mi] != 1 && Ms[mi] != 16)
+                    continue;
+                for (int tb = 0; tb < 2; tb++) {
+                    mm_case c = {Ms[mi], Ns[ni], Ks[ki], (mi + ki) % 2, tb, (epi_kind)(e++ % E_COUNT), "", "", 0, 0};
+                    check_case(ctx, &c, D_F32, "gemv", NULL);
+                }
+            }
+    static const mm_case more[] = {
+        {1, 1000, 1280, 0, 0, E_BIAS_N, "", "", 0, 0},
+        {1, 1000, 1280, 0, 1, E_BIAS_N, "", "", 0, 0},
+        {7, 24, 40, 0, 0, E_BIAS_1N, "2, 3, ", "3, ", 0, 0},
+        {16, 9, 24, 1, 1, E_NONE, "2, 1, ", "3, ", 0, 0},
+        {2, 1000, 2048, 0, 1, E_NONE, "", "2, ", 0, 0},
+        {1, 24, 40, 0, 0, E_NONE, "", "3, ", 1, 0},
+        {13, 1, 40, 0, 0, E_NONE, "2, ", "", 0, 1},
+        {1, 7, 2048, 0, 0, E_NONE, "3, ", "", 1, 0},
+    };
+    for (size_t i = 0; i < sizeof more / sizeof *more; i++)
+        check_case(ctx, &more[i], D_F32, "gemv", NULL);
+    /* past 16 rows, or with precision tf32, gemv steps aside */
+    mm_case c17 = {17, 40, 64, 0, 0, E_NONE, "", "", 0, 0};
+    check_case(ctx, &c17, D_F32, "gemm", NULL);
+    mm_case c1 = {1, 40, 64, 0, 0, E_NONE, "", "", 0, 0};
+    check_case(ctx, &c1, D_TF32, "gemm_tc", NULL);
+    fg_context_free(ctx);
+}
+
+/* gemv's reductions hold every partial sum: dropping one warp's share, one
+ * lane's shuffle step or one split's slot must fail the numerics, and so must
+ * a counter the last block does not reset (the runner's second launch). */
+static void test_gemv_mutations(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    static const struct {
+        mm_case c;
+        mutation mut;
+        const char *what;
+    } cases[] = {
+        {{1, 1000, 2048, 0, 0, E_BIAS_N, "", "", 0, 0},
+         {"s += red[w][t];", "s += w == 1 ? 0.0f : red[w][t];"}, "warp 1's partial sum dropped ([K, N])"},
+        {{7, 13, 2048, 0, 1, E_NONE, "", "", 0, 0},
+         {"s += red[w][t];", "s += w == WARPS - 1 ? 0.0f : red[w][t];"}, "last warp's partial sum dropped ([N, K])"},
+        {{7, 13, 2048, 0, 1, E_NONE, "", "", 0, 0},
+         {"for (int off = 16; off > 0;", "for (int off = 8; off > 0;"}, "shuffle tree one step short"},
+        {{1, 1000, 2048, 0, 0, E_NONE, "", "", 0, 0},
+         {"for (int z = 1; z < SPLITS; z++)", "for (int z = 2; z < SPLITS; z++)"}, "split 1's slot dropped"},
+        {{1, 1000, 2048, 0, 0, E_NONE, "", "", 0, 0}, {"*count = 0;", ";"}, "no counter reset"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char name[128];
+        case_name(&cases[i].c, name, sizeof name);
+        char *body = case_body(&cases[i].c);
+        run_result r;
+        run_graph(ctx, name, body, epi_rule[cases[i].c.epi], D_F32, NULL, &r);
+        assert_string_equal(r.tmpl, "gemv");
+        assert_true(r.rel <= tol_of(D_F32));
+        run_graph(ctx, name, body, epi_rule[cases[i].c.epi], D_F32, &cases[i].mut, &r);
+        print_message("  mutation %-42s rel_l2 %.2e, %" PRId64 " NaN outputs\n", cases[i].what, r.rel, r.nan_left);
+        assert_true(r.rel > 100 * tol_of(D_F32));
+        free(body);
+    }
+    fg_context_free(ctx);
+}
+
+/* The gemv source: 16-byte loads of B when its contiguous axis is a
+ * multiple of 4 (and of A too for [N, K] B with [M, K] A), element loads
+ * when not; the split-K workspace only when the slices leave SMs idle;
+ * every split count a tile hook asks for, and out-of-range ones refused. */
+static void test_gemv_source(void **state)
+{
+    (void)state;
+    static const struct {
+        mm_case c;
+        int load4, split;
+    } want[] = {
+        {{1, 1000, 2048, 0, 0, E_NONE, "", "", 0, 0}, 1, 1},
+        {{1, 1000, 2048, 0, 1, E_NONE, "", "", 0, 0}, 2, 0},
+        {{1, 1000, 2048, 1, 1, E_NONE, "", "", 0, 0}, 1, 0},
+        {{16, 7, 13, 0, 0, E_NONE, "", "", 0, 0}, 0, 0},
+        {{16, 7, 13, 0, 1, E_NONE, "", "", 0, 0}, 0, 0},
+        {{16, 4000, 64, 0, 0, E_NONE, "", "", 0, 0}, 1, 0},
+    };
+    fg_context *ctx = tu_ctx_shipped();
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        char *body = case_body(&want[i].c);
+        fg_graph *g = parse_case(ctx, "gemv_source", body, D_F32);
+        fg_plan *p = NULL;
+        assert_int_equal(fg_plan_build(ctx, g, &p), FG_OK);
+        assert_string_equal(p->groups[0].template_name, "gemv");
+        fg_kernel k;
+        fg_emit_opts eo = {.specialize = 1};
+        assert_int_equal(fg_emit_group(ctx, p, 0, &eo, &k), FG_OK);
+        int n4 = 0;
+        for (const char *s = strstr(k.source, "fg_load4("); s; s = strstr(s + 1, "fg_load4("))
+            n4++;
+        int ws = 0;
+        for (int j = 0; j < k.nparams; j++)
+            ws += k.params[j].kind == FG_KPARAM_WORKSPACE;
+        if (n4 != want[i].load4 || ws != want[i].split || (k.grid[2] > 1) != want[i].split)
+            fail_msg("case %zu: %d fg_load4, %d workspaces, grid z %u (want %d, %d)", i, n4, ws, k.grid[2],
+                     want[i].load4, want[i].split);
+        fg_kernel_free(&k);
+        fg_plan_free(p);
+        fg_graph_free(g);
+        free(body);
+    }
+    fg_context_free(ctx);
+
+    /* split_k by a tile hook: each count runs; 0 and 33 are located errors */
+    const mm_case c = {7, 100, 1000, 0, 0, E_BIAS_M1_RELU, "", "", 0, 0};
+    static const int splits[] = {1, 2, 5, 16, 32, 0, 33};
+    for (size_t i = 0; i < sizeof splits / sizeof *splits; i++) {
+        char *dir = tu_vocab_dir();
+        char lua[200];
+        free(tu_write(dir, "rules.yaml",
+                      "rule: matmul_bias_act\nhooks: tiles.lua\nmatch:\n  - mm: { kind: matmul }\n"
+                      "  - add: { op: add }\n  - act: { op: relu }\n"
+                      "kernel:\n  template: gemm\n  params: tiles\n  epilogue:\n    - apply: add\n"
+                      "    - apply: act\n"));
+        snprintf(lua, sizeof lua, "function tiles(group)\n  return { split_k = %d }\nend\n", splits[i]);
+        free(tu_write(dir, "tiles.lua", lua));
+        fg_context *hc = tu_ctx_empty();
+        assert_int_equal(fg_rules_load(hc, dir), FG_OK);
+        if (splits[i] >= 1 && splits[i] <= 32) {
+            char w[32];
+            snprintf(w, sizeof w, "split-K %d ", splits[i] > 1 ? splits[i] : 1);
+            /* 1000 k over 4 * 8-aligned runs: 5 asks 200 each, 16 asks 64, 32 asks 32 (all exist) */
+            check_case(hc, &c, D_F32, "gemv", w);
+        } else {
+            char *body = case_body(&c);
+            fg_graph *g = parse_case(hc, "gemv_bad", body, D_F32);
+            fg_plan *p = NULL;
+            assert_int_equal(fg_plan_build(hc, g, &p), FG_OK);
+            fg_kernel k;
+            fg_emit_opts eo = {.specialize = 1};
+            assert_int_not_equal(fg_emit_group(hc, p, 0, &eo, &k), FG_OK);
+            if (!tu_has_error(hc, "split_k"))
+                fail_msg("split_k %d: expected a split_k error", splits[i]);
+            fg_plan_free(p);
+            fg_graph_free(g);
+            free(body);
+        }
+        fg_context_free(hc);
+        tu_rmtree(dir);
+        free(dir);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -623,6 +791,8 @@ int main(void)
         cmocka_unit_test(test_splitk),      cmocka_unit_test(test_splitk_hooks),
         cmocka_unit_test(test_splitk_source), cmocka_unit_test(test_every_tile),
         cmocka_unit_test(test_missing_wait_fails),
+        cmocka_unit_test(test_gemv),        cmocka_unit_test(test_gemv_mutations),
+        cmocka_unit_test(test_gemv_source),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
