@@ -10,6 +10,8 @@
  *     cp.async (LDGSTS) when the operands are copied as 16-byte chunks;
  *   - fp16 / bf16 and tf32 matmuls on tensor cores, exact fp32 not; the
  *     M = 1 classifier and M = 16 shapes on split-K;
+ *   - gemv (exact fp32, M <= 16): no HMMA, 128-bit global loads
+ *     (LDG.E.128) where the contiguous axis of B is a multiple of 4;
  *   - every gemm kernel: no local memory -- no LDL / STL, and cuobjdump
  *     -res-usage reports STACK:0 and LOCAL:0 (the GELU epilogue included).
  * A table of the instruction counts and resources is printed.
@@ -65,6 +67,15 @@ static int opcount(const char *sass, const char *op)
     return n;
 }
 
+/* Occurrences of text in SASS text. */
+static int textcount(const char *sass, const char *text)
+{
+    int n = 0;
+    for (const char *s = strstr(sass, text); s; s = strstr(s + 1, text))
+        n++;
+    return n;
+}
+
 /* The number after "key" in cuobjdump -res-usage text, or -1. */
 static long resource(const char *text, const char *key)
 {
@@ -109,6 +120,20 @@ static const sass_case cases[] = {
     {"splitk_classifier_1x2048x1000", "fp16", MLP(1, 2048, 1000, relu), NULL},
     {"splitk_16x3072x768_gelu_bf16", "bf16", MLP(16, 3072, 768, gelu), NULL},
     {"splitk_tf32_1x2048x1000", "tf32", MLP(1, 2048, 1000, relu), NULL},
+    {"gemv_fc_1x2048x1000", "fp32", MLP(1, 2048, 1000, relu), NULL},
+    {"gemv_16x1280x1000_gelu", "fp32", MLP(16, 1280, 1000, gelu), NULL},
+    {"gemv_tb_1x2048x1000", "fp32",
+     "inputs: [{ name: a, shape: [1, 2048] }]\n"
+     "weights: [{ name: w, shape: [1000, 2048] }, { name: b, shape: [1000] }]\n"
+     "nodes:\n  - { name: mm, op: gemm, inputs: [a, w, b], attrs: { trans_b: true } }\noutputs: [mm]\n",
+     NULL},
+    {"gemv_tb_7x2048x1000_ta", "fp32",
+     "inputs: [{ name: a, shape: [2048, 7] }]\n"
+     "weights: [{ name: w, shape: [1000, 2048] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_a: true, trans_b: true } }\n"
+     "outputs: [mm]\n",
+     NULL},
+    {"gemv_odd_7x13x7", "fp32", MLP(7, 13, 7, relu), NULL},
     {"tile_128x128_3", "fp16", MLP(512, 256, 512, gelu), "tile_m = 128, tile_n = 128, stages = 3"},
     {"tile_128x64_4", "fp16", MLP(512, 256, 512, gelu), "tile_m = 128, tile_n = 64, stages = 4"},
     {"tile_64x128_4", "fp16", MLP(512, 256, 512, gelu), "tile_m = 64, tile_n = 128, stages = 4"},
@@ -198,6 +223,7 @@ static void test_gemm_sass(void **state)
         assert_int_equal(st, FG_OK);
         printf("%s: %-28s %-8s %4s %6s %5s %5s %6s %4s %4s  %s\n", archs[a], "case", "template", "REG", "SHARED",
                "HMMA", "LDSM", "LDGSTS", "LDL", "STL", "tile");
+        printf("%s: (gemv rows add LDG.E.128: the 128-bit global loads)\n", archs[a]);
         for (int i = 0; i < NK; i++) {
             if (infos[i].log[0]) {
                 fprintf(stderr, "%s (%s): NVRTC log:\n%s\n", cases[i].name, archs[a], infos[i].log);
@@ -214,6 +240,7 @@ static void test_gemm_sass(void **state)
             snprintf(cmd, sizeof cmd, "'%s/cuobjdump' -res-usage '%s'", objdump, path);
             assert_int_equal(tu_run(cmd, &res), 0);
             int tc = strstr(ks[i].source, "template:  gemm_tc") != NULL;   /* gemm_tc, gemm_tc_splitk */
+            int gv = strstr(ks[i].source, "template:  gemv") != NULL;
             int vec = strstr(ks[i].source, "16-byte cp.async loads") != NULL;
             int hmma = opcount(sass, "HMMA"), ldsm = opcount(sass, "LDSM"), ldgsts = opcount(sass, "LDGSTS");
             int ldl = opcount(sass, "LDL"), stl = opcount(sass, "STL");
@@ -226,8 +253,12 @@ static void test_gemm_sass(void **state)
                 tl += strspn(tl, " ");
                 snprintf(tile, sizeof tile, "%.*s", (int)strcspn(tl, ",\n"), tl);
             }
-            printf("%s: %-28s %-8s %4ld %6ld %5d %5d %6d %4d %4d  %s\n", archs[a], cases[i].name,
-                   tc ? "gemm_tc" : "gemm", reg, shared, hmma, ldsm, ldgsts, ldl, stl, tile);
+            int ldg128 = textcount(sass, "LDG.E.128");
+            printf("%s: %-28s %-8s %4ld %6ld %5d %5d %6d %4d %4d  %s", archs[a], cases[i].name,
+                   tc ? "gemm_tc" : gv ? "gemv" : "gemm", reg, shared, hmma, ldsm, ldgsts, ldl, stl, tile);
+            if (gv)
+                printf(" LDG.E.128 %d", ldg128);
+            printf("\n");
             int bad = ldl || stl || stack != 0 || local != 0;
             int tf32 = strcmp(cases[i].dtype, "tf32") == 0;
             if (tc)   /* tf32 reads [K, N] B element by element (ldmatrix .trans moves 16-bit halves) */
@@ -236,6 +267,9 @@ static void test_gemm_sass(void **state)
                 bad |= hmma != 0;
             if (strcmp(cases[i].dtype, "fp32") != 0)
                 bad |= !tc;
+            if (strncmp(cases[i].name, "gemv", 4) == 0)   /* the aligned ones load 16 bytes of B at once */
+                bad |= !gv || (strstr(ks[i].source, "16-byte loads of B") != NULL) != (ldg128 > 0) ||
+                       (strstr(cases[i].name, "odd") == NULL && ldg128 == 0);
             if (strncmp(cases[i].name, "splitk", 6) == 0)
                 bad |= !strstr(ks[i].source, "template:  gemm_tc_splitk");
             if (bad) {
