@@ -40,7 +40,7 @@ static const char *HOOKS =
 
 static const char *GRAPH =
     "graph: hooked\nseed: 3\n"
-    "inputs:\n  - { name: x, shape: [1, 5, 7, 6] }\n  - { name: a, shape: [13, 37] }\n"
+    "inputs:\n  - { name: x, shape: [1, 5, 7, 6] }\n  - { name: a, shape: [33, 37] }\n"   /* M 33: past gemv, on gemm */
     "weights:\n  - { name: w, shape: [6, 5, 3, 3] }\n  - { name: b, shape: [6] }\n  - { name: m, shape: [37, 17] }\n"
     "nodes:\n"
     "  - { name: conv, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"

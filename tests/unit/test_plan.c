@@ -475,7 +475,7 @@ static void test_optional_and_single_ops(void **state)
     assert_int_equal(group_with(p, "pool1")->anchor, fg_graph_find_node(p->graph, "pool1"));
     assert_string_equal(group_with(p, "gp")->template_name, "pool2d");
     assert_string_equal(group_with(p, "fl")->template_name, "pointwise");
-    assert_string_equal(group_with(p, "fc")->template_name, "gemm");
+    assert_string_equal(group_with(p, "fc")->template_name, "gemv");   /* exact fp32, M 1 */
     assert_int_equal(group_with(p, "fc")->nepi, 0);
     fg_plan_free(p);
     fg_graph_free(g);
