@@ -134,6 +134,12 @@ static const sass_case cases[] = {
      "outputs: [mm]\n",
      NULL},
     {"gemv_odd_7x13x7", "fp32", MLP(7, 13, 7, relu), NULL},
+    {"gemv_odd_tb_ta_batched", "fp32",
+     "inputs: [{ name: a, shape: [2, 13, 3] }, { name: r, shape: [2, 3, 7] }]\n"
+     "weights: [{ name: w, shape: [7, 13] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_a: true, trans_b: true } }\n"
+     "  - { name: s, op: add, inputs: [mm, r] }\n  - { name: y, op: gelu_tanh, inputs: [s] }\noutputs: [y]\n",
+     NULL},
     {"tile_128x128_3", "fp16", MLP(512, 256, 512, gelu), "tile_m = 128, tile_n = 128, stages = 3"},
     {"tile_128x64_4", "fp16", MLP(512, 256, 512, gelu), "tile_m = 128, tile_n = 64, stages = 4"},
     {"tile_64x128_4", "fp16", MLP(512, 256, 512, gelu), "tile_m = 64, tile_n = 128, stages = 4"},
