@@ -1583,11 +1583,27 @@ static int op_matmul(nctx *nc)
     if (a < 0 || b < 0)
         return nc->bad ? -1 : (nerr(nc, "needs inputs A and B"), -1);
     const fg_tensor *at = T(nc, a), *bt = T(nc, b);
-    if (at->rank < 1 || bt->rank < 1 || (at->rank == 1 && bt->rank == 1))
-        return nerr(nc, "A %s and B %s: supported are operands of rank 1 to %d, not both rank 1 (a scalar result)",
+    if (at->rank < 1 || bt->rank < 1)
+        return nerr(nc, "A %s and B %s: supported are operands of rank 1 to %d",
                     fg_shape_str(at->shape, at->rank, b1, sizeof b1), fg_shape_str(bt->shape, bt->rank, b2, sizeof b2),
                     FG_MAX_RANK),
                -1;
+    if (at->rank == 1 && bt->rank == 1) {
+        /* A dot product: the rank-0 result is [1] (as every rank-0 tensor);
+         * B becomes the column [K, 1], and A [K] times it is [1]. */
+        int64_t col[2] = {bt->shape[0], 1};
+        konst *kb = in_const(nc, 1);
+        if (kb && kb->f) {
+            char hint[300];
+            snprintf(hint, sizeof hint, "%s.col", kb->name);
+            b = new_weight(nc->L, NULL, hint, at->dtype, 2, col, kb->f);
+        } else {
+            aset as = {"shape", a_intsn(col, 2)};
+            b = emit(nc, "reshape", &b, 1, &as, 1, 0, ".col");
+        }
+        if (b < 0)
+            return -1;
+    }
     int ins[2] = {a, b};
     return emit_out(nc, "matmul", ins, 2, NULL, 0);
 }
@@ -1605,8 +1621,33 @@ static int scaled_weight(nctx *nc, konst *k, double s, fg_dtype dt, int rank, co
     return w;
 }
 
+/* Tensor t times the constant s (a one-element weight broadcast by mul):
+ * an intermediate named with sfx, or output 0 (scale_out). */
+static int scale_mul(nctx *nc, int t, double s, const char *sfx, int out)
+{
+    float v = (float)s;
+    int64_t one = 1;
+    char hint[300];
+    snprintf(hint, sizeof hint, "%s%s", T(nc, t)->name, sfx ? sfx : ".scale");
+    int w = new_weight(nc->L, NULL, hint, T(nc, t)->dtype, 1, &one, &v);
+    if (w < 0)
+        return -1;
+    int ins[2] = {t, w};
+    return out ? emit_out(nc, "mul", ins, 2, NULL, 0) : emit(nc, "mul", ins, 2, NULL, 0, 0, sfx);
+}
+
+static int scale_by(nctx *nc, int t, double s, const char *sfx) { return scale_mul(nc, t, s, sfx, 0); }
+static int scale_out(nctx *nc, int t, double s) { return scale_mul(nc, t, s, NULL, 1); }
+
+/* Gemm: alpha * A' B' + beta * C.  A constant B or C takes alpha or beta
+ * into its values; a computed one gets a mul (alpha after the product, beta
+ * on C).  C of (N), (1, N), (M, 1), (M, N) is the gemm's bias; a computed C
+ * of one element ([1]; a rank-0 tensor is [1]) is added after the product,
+ * broadcast, as is any C when alpha is applied after the product. */
 static int op_gemm(nctx *nc)
 {
+    char b1[128];
+    int c_after = -1;
     int a = in_tensor(nc, 0);
     if (a < 0 || !has_in(nc, 1))
         return nc->bad ? -1 : (nerr(nc, "needs inputs A and B"), -1);
@@ -1618,13 +1659,12 @@ static int op_gemm(nctx *nc)
     if (at->rank != 2)
         return nerr(nc, "A must be rank 2, got %d", at->rank), -1;
     konst *kb = in_const(nc, 1);
-    int b;
-    if (alpha != 1.0) {
-        if (!kb || !kb->f)
-            return nerr(nc, "alpha=%g needs a constant B (it is folded into B)", alpha), -1;
+    int b, scale_after = 0;   /* alpha multiplies the product (B computed) */
+    if (alpha != 1.0 && kb && kb->f) {
         b = scaled_weight(nc, kb, alpha, at->dtype, kb->rank, kb->shape, ".alpha");
     } else {
         b = in_tensor(nc, 1);
+        scale_after = alpha != 1.0;
     }
     if (b < 0)
         return -1;
@@ -1648,23 +1688,37 @@ static int op_gemm(nctx *nc)
             } else {
                 c = scaled_weight(nc, kc, beta, at->dtype, kc->rank, kc->shape, ".beta");
             }
-        } else if (beta != 1.0) {
-            return nerr(nc, "beta=%g needs a constant C (it is folded into C)", beta), -1;
         } else {
             c = in_tensor(nc, 2);
+            if (c >= 0 && beta != 1.0)   /* a computed C: beta * C by an inserted mul */
+                c = scale_by(nc, c, beta, ".beta");
             if (c < 0)
                 return -1;
         }
         const fg_tensor *ct = T(nc, c);
         int ok = (ct->rank == 1 && ct->shape[0] == N) ||
                  (ct->rank == 2 && (ct->shape[0] == M || ct->shape[0] == 1) && (ct->shape[1] == N || ct->shape[1] == 1));
-        if (!ok)
-            return nerr(nc, "C of rank %d does not broadcast onto [%lld, %lld] as this importer supports ((N), (1, N), "
-                            "(M, 1), (M, N))", ct->rank, (long long)M, (long long)N), -1;
+        /* a C of one element ([1]; rank 0 is [1]) is added after the product, broadcast */
+        int bc = ct->rank == 1 && ct->shape[0] == 1;
+        if (!ok && !bc)
+            return nerr(nc, "C %s does not broadcast onto [%lld, %lld]",
+                        fg_shape_str(ct->shape, ct->rank, b1, sizeof b1), (long long)M, (long long)N), -1;
+        if (!ok || scale_after) {   /* alpha * (A B) + C: C cannot be inside the product */
+            c_after = c;
+            c = -1;
+        }
     }
     aset as[2] = {{"trans_a", a_bool(ta)}, {"trans_b", a_bool(tb)}};
     int ins[3] = {a, b, c};
-    return emit_out(nc, "gemm", ins, 3, as, 2);
+    if (!scale_after && c_after < 0)
+        return emit_out(nc, "gemm", ins, 3, as, 2);
+    int t = emit(nc, "gemm", ins, 3, as, 2, 0, ".ab");
+    if (t >= 0 && scale_after)
+        t = c_after < 0 ? scale_out(nc, t, alpha) : scale_by(nc, t, alpha, ".alpha");
+    if (t < 0 || c_after < 0)
+        return t;
+    int sum[2] = {t, c_after};
+    return emit_out(nc, "add", sum, 2, NULL, 0);
 }
 
 /* Constant: the value becomes a constant of the graph. */

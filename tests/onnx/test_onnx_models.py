@@ -255,6 +255,7 @@ def cases():
     cs.extend(exported_activations())
     cs.extend(matmul_batched_cases())
     cs.extend(computed_operand_cases())
+    cs.extend(gemm_computed_cases())
     return cs
 
 
