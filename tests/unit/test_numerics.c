@@ -468,6 +468,54 @@ static const ncase cases[] = {
      "  - { name: gt, op: gelu_tanh, inputs: [a] }\n"
      "  - { name: y, op: hardsigmoid, inputs: [gt] }\n"
      "outputs: [y]\n"},
+    /* The ONNX element-wise ops (rules/onnx_ops.yaml): unary math on a
+     * positive argument (|x| + 0.5), pow with a computed exponent.  Tensors
+     * read by several ops end chains, hence several pointwise kernels. */
+    {"pointwise", "pw_onnx_unary_pow",
+     "pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 3, 5, 7] }, { name: z, shape: [2, 3, 5, 7] }]\n"
+     "weights: [{ name: h, shape: [1], values: [0.5] }]\n"
+     "nodes:\n"
+     "  - { name: a, op: abs, inputs: [x] }\n"
+     "  - { name: b, op: add, inputs: [a, h] }\n"
+     "  - { name: l, op: log, inputs: [b] }\n"
+     "  - { name: q, op: sqrt, inputs: [b] }\n"
+     "  - { name: r, op: reciprocal, inputs: [b] }\n"
+     "  - { name: e, op: exp, inputs: [z] }\n"
+     "  - { name: n, op: neg, inputs: [e] }\n"
+     "  - { name: pw, op: pow, inputs: [b, z] }\n"
+     "  - { name: s1, op: add, inputs: [l, q] }\n"
+     "  - { name: s2, op: add, inputs: [r, n] }\n"
+     "  - { name: s3, op: add, inputs: [s1, s2] }\n"
+     "  - { name: y, op: add, inputs: [s3, pw] }\n"
+     "outputs: [y]\n"},
+    /* Clip with tensor bounds, Max / Min, the comparisons and Where.  The
+     * comparisons read graph inputs only, so the fused kernel and the
+     * reference compare the same stored values (no flips at rounding ties). */
+    {"pointwise", "pw_onnx_clip_minmax_where",
+     "pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,"
+     "pointwise_chain",
+     {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 3, 5, 7] }, { name: z, shape: [2, 3, 5, 7] }]\n"
+     "weights: [{ name: lo, shape: [1], values: [-0.5] }, { name: hi, shape: [1], values: [0.5] }]\n"
+     "nodes:\n"
+     "  - { name: c1, op: clip_t, inputs: [x, lo, hi] }\n"
+     "  - { name: c2, op: clip_min_t, inputs: [z, lo] }\n"
+     "  - { name: c3, op: clip_max_t, inputs: [c2, hi] }\n"
+     "  - { name: mx, op: max2, inputs: [c1, z] }\n"
+     "  - { name: mn, op: min2, inputs: [c3, x] }\n"
+     "  - { name: lt, op: cmp_less, inputs: [x, z] }\n"
+     "  - { name: gt, op: cmp_greater, inputs: [x, z] }\n"
+     "  - { name: eq, op: cmp_equal, inputs: [x, x] }\n"
+     "  - { name: le, op: cmp_less_equal, inputs: [z, x] }\n"
+     "  - { name: ge, op: cmp_greater_equal, inputs: [z, x] }\n"
+     "  - { name: w1, op: where, inputs: [lt, mx, mn] }\n"
+     "  - { name: w2, op: where, inputs: [gt, mn, mx] }\n"
+     "  - { name: w3, op: where, inputs: [eq, w1, x] }\n"
+     "  - { name: w4, op: where, inputs: [le, w2, z] }\n"
+     "  - { name: w5, op: where, inputs: [ge, w3, w4] }\n"
+     "  - { name: y, op: add, inputs: [w5, w4] }\n"
+     "outputs: [y]\n"},
     {"pointwise", "pw_vec4_sub_mul_tanh", "pointwise_chain", {TOL}, NULL,
      "inputs: [{ name: x, shape: [2, 4, 7, 7] }, { name: z, shape: [2, 4, 7, 7] }, { name: u, shape: [2, 4, 7, 7] }]\n"
      "nodes:\n"
