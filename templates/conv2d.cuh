@@ -23,25 +23,20 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 
     // output pixel of this thread
     const fg_i64 pix = (fg_i64)fg_bid_x() * fg_bdim_x() + fg_tid_x();
-    // Past the last pixel a thread computes the last one and stores nothing:
-    // no predicate held across the unrolled loops (a spilled one on sm_80).
-    const fg_i64 pc = pix < N * OH * OW ? pix : N * OH * OW - 1;
-    const fg_i64 ow = pc % OW;
-    const fg_i64 oh = pc / OW % OH;
-    const fg_i64 n = pc / (OW * OH);
+    const bool active = pix < N * OH * OW;
+    const fg_i64 ow = pix % OW;
+    const fg_i64 oh = pix / OW % OH;
+    const fg_i64 n = pix / (OW * OH);
 
     float acc[{{TILE_K}}];
     for (int kk = 0; kk < TILE_K; kk++)
         acc[kk] = 0.0f;
 
     // Stages weights [k0, k0 + TILE_K) x [c0, c0 + CHUNK_C) into stage buf
-    // (zeros past the ends): per thread, batches of 8 loads, then 8 stores;
-    // the batches kept rolled (unrolled, a 1x1 conv's 32 loads per thread
-    // held 128 registers and spilled on sm_80).
+    // (zeros past the ends): per thread, batches of 8 loads, then 8 stores.
     const int THREADS = {{THREADS}}, PER_THREAD = (int)((WTILE + THREADS - 1) / THREADS);
     auto stage_weights = [&](int buf, fg_i64 c0) {
         const fg_i64 cn = Cg - c0 < CHUNK_C ? Cg - c0 : CHUNK_C;
-        FG_NO_UNROLL
         for (int b0 = 0; b0 < PER_THREAD; b0 += 8) {
             float v[8];
             FG_UNROLL
@@ -71,7 +66,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         if (c0 + CHUNK_C < Cg)
             stage_weights(buf ^ 1, c0 + CHUNK_C);
         const fg_i64 cn = Cg - c0 < CHUNK_C ? Cg - c0 : CHUNK_C;
-        {   // every thread, those past the last pixel on a copy of it
+        if (active) {
             for (fg_i64 cc = 0; cc < cn; cc++) {
                 const fg_i64 ci = g * Cg + c0 + cc;  // input channel
                 for (fg_i64 r = 0; r < R; r++) {
@@ -93,7 +88,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         fg_sync();   // the next stage is complete; this one is free for the chunk after
         buf ^= 1;
     }
-    if (pix >= N * OH * OW)
+    if (!active)
         return;
     for (int kk = 0; kk < TILE_K; kk++) {
         const fg_i64 k = k0 + kk;

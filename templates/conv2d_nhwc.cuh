@@ -41,12 +41,10 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         acc[j] = 0.0f;
 
     // Stages weights [k0, k0 + KL) x [c0, c0 + CHUNK_C) into stage buf,
-    // channel fastest (zeros past the ends): batches of 8 loads, then 8 stores,
-    // the batches kept rolled (bounds the registers; see conv2d.cuh).
+    // channel fastest (zeros past the ends): batches of 8 loads, then 8 stores.
     const int PER_THREAD = (int)((WTILE + THREADS - 1) / THREADS);
     auto stage_weights = [&](int buf, fg_i64 c0) {
         const fg_i64 cn = Cg - c0 < CHUNK_C ? Cg - c0 : CHUNK_C;
-        FG_NO_UNROLL
         for (int b0 = 0; b0 < PER_THREAD; b0 += 8) {
             float v[8];
             FG_UNROLL

@@ -24,8 +24,6 @@ struct fg_bf16 { unsigned short bits; };
 #define FG_SHARED __shared__
 #define FG_RESTRICT __restrict__
 #define FG_UNROLL _Pragma("unroll")
-// A loop kept rolled (its body stays unrolled): bounds the registers live at once.
-#define FG_NO_UNROLL _Pragma("unroll 1")
 
 // One 16-byte chunk: the element type of shared tiles that cp.async fills and
 // ldmatrix reads (both need 16-byte aligned addresses).

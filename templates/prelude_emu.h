@@ -89,7 +89,6 @@ extern "C" __attribute__((visibility("default"))) void fg_emu_shared_range(char 
 #define FG_SHARED static __attribute__((section("fg_shared"), aligned(16)))
 #define FG_RESTRICT __restrict__
 #define FG_UNROLL
-#define FG_NO_UNROLL
 
 /* One 16-byte chunk: the element type of shared tiles for cp.async / ldmatrix. */
 struct alignas(16) fg_chunk16 { fg_u32 w[4]; };
