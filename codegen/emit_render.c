@@ -33,6 +33,9 @@ static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES"
 static const char *const ph_gemv[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "MR", "SLICE", "VW", "WARPS",
                                       "SPLITS", "KW", "KS", "SPLIT", "BATCH", "A", "B", "TB", "VEC", "TA", "A_VEC",
                                       "WS", "EPI_ARGS", "Y", NULL};
+static const char *const ph_gemm_softmax[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BK", "WARPS_N", "NI", "NP",
+                                              "TC", "T", "BATCH", "A", "B", "TA", "TB", "PACK", "MMA", "EPI_ARGS",
+                                              "PAIR", "Y", NULL};
 static const char *const ph_pool2d[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "X", "Y", "INIT",
                                         "REDUCE", "FINISH", NULL};
 static const char *const ph_global_pool[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "X", "Y", "INIT", "REDUCE",
@@ -53,6 +56,7 @@ static const struct {
     {"conv2d_nhwc.cuh", ph_conv2d_nhwc},
     {"conv2d_tc.cuh", ph_conv2d_tc},
     {"gemm.cuh", ph_gemm},             {"gemm_tc.cuh", ph_gemm_tc}, {"gemv.cuh", ph_gemv},
+    {"gemm_softmax.cuh", ph_gemm_softmax},
     {"pool2d.cuh", ph_pool2d},
     {"global_pool.cuh", ph_global_pool},
     {"copy.cuh", ph_copy},             {"softmax.cuh", ph_softmax}, {"lrn.cuh", ph_lrn},

@@ -32,6 +32,7 @@ static const char *const tile_gemm[] = {"tile_m", "tile_n", "tile_k", NULL};
 static const char *const tile_conv_tc[] = {"tile_m", "tile_n", "split_k", NULL};
 static const char *const tile_gemm_tc[] = {"tile_m", "tile_n", "stages", "split_k", NULL};
 static const char *const tile_gemv[] = {"split_k", NULL};
+static const char *const tile_none[] = {NULL};
 
 #define BUILTIN(name_, family_, kinds_, dtypes_, prio_, tiles_, check_, emit_, summary_)                        \
     {.name = (name_), .family = (family_), .kinds = (kinds_), .dtypes = (dtypes_), .layouts = ALL_LAYOUTS,      \
@@ -63,6 +64,10 @@ static const fg_template builtins[] = {
     BUILTIN("gemv", "gemm", KIND(FG_OPK_MATMUL), 1u << FG_DTYPE_F32, 12, tile_gemv, fg_check_gemv, fg_emit_gemm,
             "exact fp32 GEMV / small-M GEMM (M <= 16): a block per column slice, K split across warps and, when "
             "the slices leave SMs idle, across blocks; fixed-order sums, epilogue once"),
+    BUILTIN("gemm_softmax", "gemm_softmax", KIND(FG_OPK_MATMUL), HALF_DTYPES | (1u << FG_DTYPE_F32), 0, tile_none,
+            fg_check_gemm_softmax, fg_emit_gemm_softmax,
+            "matmul, element-wise epilogue and softmax over the rows (N <= 1024) in one kernel: 16 whole rows per "
+            "block in registers; fp16/bf16 mma m16n8k16, exact fp32 SIMT"),
     BUILTIN("pool2d", "pool2d", KIND(FG_OPK_POOL2D) | KIND(FG_OPK_GLOBAL_POOL), ALL_DTYPES, 0, tile_threads,
             fg_check_pool2d, fg_emit_pool2d, "max / average pooling and global average pooling"),
     BUILTIN("copy", "copy", KIND(FG_OPK_RESHAPE) | KIND(FG_OPK_TRANSPOSE) | KIND(FG_OPK_CONCAT), ALL_DTYPES, 0,
@@ -83,6 +88,7 @@ static void (*builtin_describe(const fg_template *t))(const fg_tcand *, char *, 
            : strcmp(t->name, "gemm_tc") == 0        ? fg_gemm_tc_describe
            : strcmp(t->name, "gemm_tc_splitk") == 0 ? fg_gemm_tc_splitk_describe
            : strcmp(t->name, "gemv") == 0           ? fg_gemv_describe
+           : strcmp(t->name, "gemm_softmax") == 0   ? fg_gemm_softmax_describe
                                                     : NULL;
 }
 

@@ -113,5 +113,11 @@ void fg_gemv_describe(const fg_tcand *c, char *buf, size_t size);
 void fg_gemm_tc_describe(const fg_tcand *c, char *buf, size_t size);
 void fg_gemm_tc_splitk_describe(const fg_tcand *c, char *buf, size_t size);
 int fg_check_pool2d(const fg_tcand *c, char *why, size_t whysz);
+/* gemm_softmax (emit_gemm_softmax.c): a matmul, its element-wise epilogue and
+ * a softmax over its rows in one kernel; the emitter is declared here as it
+ * belongs to no other family header. */
+int fg_check_gemm_softmax(const fg_tcand *c, char *why, size_t whysz);
+void fg_gemm_softmax_describe(const fg_tcand *c, char *buf, size_t size);
+fg_status fg_emit_gemm_softmax(struct fg_emitter *em);
 
 #endif /* FG_TEMPLATE_H */

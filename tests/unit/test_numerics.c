@@ -415,6 +415,16 @@ static const ncase cases[] = {
      "  - { name: y, op: clip, inputs: [ad], attrs: { lo: -0.3, hi: 0.3 } }\n"
      "outputs: [y]\n"},
 
+    /* ---- matmul_softmax (tests/unit/test_gemm_softmax.c has the matrix) ---- */
+    {"matmul", "mm_batched_2x9x33x13_bias_scale_softmax", "matmul_softmax", {TOL}, NULL,
+     "inputs: [{ name: a, shape: [2, 9, 13] }]\n"
+     "weights: [{ name: b, shape: [13, 33] }, { name: bias, shape: [33] }, { name: s, shape: [1] }]\n"
+     "nodes:\n"
+     "  - { name: mm, op: gemm, inputs: [a, b, bias] }\n"
+     "  - { name: sc, op: mul, inputs: [mm, s] }\n"
+     "  - { name: y, op: softmax, inputs: [sc] }\n"
+     "outputs: [y]\n"},
+
     /* ---- bn_bn, bn_pointwise, pointwise_chain ---- */
     {"pointwise", "bn_bn_relu", "bn_bn", {TOL}, NULL,
      "inputs: [{ name: x, shape: [2, 5, 7, 7] }]\n"

@@ -110,6 +110,13 @@ static const fuse_case CASES[] = {
      "gemm_bn_act:mm,bn,act",
      "  - { name: mm, op: gemm, inputs: [a, m] }\n" BN("bn", "mm", "r", "true") PW("act", "relu", "bn") "outputs: [act]\n",
      "-:mm", "where \"training == false\" is false"},
+    {"matmul_softmax",
+     "  - { name: mm, op: gemm, inputs: [a, m, mb] }\n" PW("sc", "mul", "mm, mb") "  - { name: sm, op: softmax, inputs: [sc] }\n"
+     "outputs: [sm]\n",
+     "matmul_softmax:mm,sc,sm",
+     "  - { name: mm, op: gemm, inputs: [a, m, mb] }\n"
+     "  - { name: sm, op: softmax, inputs: [mm], attrs: { axis: 0 } }\noutputs: [sm]\n",
+     "-:mm", "does not normalize the matmul's last axis alone"},
     {"bn_bn", BN("bn1", "x", "p", "false") BN("bn2", "bn1", "q", "false") PW("act", "relu", "bn2") "outputs: [act]\n",
      "bn_bn:bn1,bn2,act",
      BN("bn1", "x", "p", "false") BN("bn2", "bn1", "q", "true") "outputs: [bn2]\n", "-:bn1",
