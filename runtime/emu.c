@@ -551,7 +551,7 @@ fg_status fg_emu_launch(fg_context *ctx, const fg_kernel *k, const uint64_t *arg
     if (k->nparams < 0 || k->nparams > FG_MAX_KPARAMS || (k->nparams > 0 && !args))
         return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s': bad parameter list (%d slots)", k->name,
                              k->nparams);
-    _Alignas(16) uint64_t slots[FG_MAX_KPARAMS + 1] = {0};
+    _Alignas(64) uint64_t slots[FG_MAX_KPARAMS + 1] = {0};   /* a parameter struct may hold a 64-byte aligned fg_tmap */
     if (k->nparams > 0)
         memcpy(slots, args, (size_t)k->nparams * sizeof *slots);
     char err[1024];

@@ -37,6 +37,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "emu_tmap.h"
 #include "util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -94,8 +95,23 @@ __asm__(".text\n"
 #define WARP_IN 10
 #define WARP_OUT 4
 #define CPQ_MAX 128          /* outstanding cp.async copies per thread */
+#define MAX_MBARS 128        /* mbarriers initialized in one block */
+#define MAX_WGROUPS (MAX_THREADS / 128)
+#define WGQ_MAX 32           /* wgmma operations pending per thread */
+#define MBAR_LIMIT 0xfffff   /* arrival count and tx-count range (PTX: 2^20 - 1) */
+#define MBAR_MAGIC 0x6d626172u   /* "mbar": the high word of an initialized fg_mbar */
 
-enum { T_UNSTARTED, T_READY, T_RUNNING, T_BAR, T_WARP, T_EXITED };
+enum { T_UNSTARTED, T_READY, T_RUNNING, T_BAR, T_WARP, T_MBAR, T_WGWAIT, T_EXITED };
+
+/* One wgmma queued by one thread: D = A*B (+ C) for its BN / 2 accumulators. */
+typedef struct wgop {
+    float *d;                /* the thread's accumulator array */
+    uint64_t desc_a, desc_b;
+    int kind, bn, trans_b, acc;
+    unsigned group;          /* the thread's open group at issue */
+    int chained;             /* C is the result of an earlier pending op on d */
+    float snap[128];         /* C as d held it at issue (acc and not chained) */
+} wgop;
 
 typedef struct worker {
 #ifdef FG_EMU_ASM_SWITCH
@@ -117,7 +133,46 @@ typedef struct thread {
     int ncp;                 /* cp.async copies queued (not landed) */
     unsigned cp_group;       /* the open cp.async group: groups committed so far */
     worker *w;
+    /* Hopper */
+    int mbar_wait;           /* the mbarrier this thread is blocked on (T_MBAR) */
+    unsigned mbar_parity;
+    int next_waiter;         /* next thread blocked on the same mbarrier, -1 */
+    int wg_nops;             /* wgmma ops queued (not landed) */
+    unsigned wg_group;       /* the open wgmma group: groups committed so far */
+    int wg_fenced;           /* fg_wgmma_fence() called in this block */
+    wgop *wgq;               /* WGQ_MAX, made on the thread's first wgmma */
 } thread;
+
+/* One TMA box copy in flight: its bytes as they will land. */
+typedef struct tmacopy {
+    struct tmacopy *next;
+    unsigned char *dst;
+    size_t bytes;
+    unsigned char data[];
+} tmacopy;
+
+/* One mbarrier of the running block (its fg_mbar holds MBAR_MAGIC and the index). */
+typedef struct mbar {
+    void *addr;
+    unsigned count;          /* expected arrivals per phase */
+    unsigned pending;        /* arrivals still missing in the current phase */
+    unsigned phase;          /* phases completed */
+    long tx;                 /* transaction bytes expected and not yet delivered */
+    tmacopy *head, *tail;    /* copies in flight, in issue order */
+    int wait_head, wait_tail; /* blocked threads, in blocking order (-1: none) */
+    int nwait;
+} mbar;
+
+/* The fg_wgmma_wait rendezvous of one warpgroup. */
+typedef struct wgslot {
+    int arrived, n;
+    int waiting[128];
+} wgslot;
+
+/* Scratch of a landing wgmma (too big for a thread stack). */
+typedef struct wgscratch {
+    float a[64][16], b[16][256], c[64][256];
+} wgscratch;
 
 /* One queued cp.async copy. */
 typedef struct cpcopy {
@@ -161,6 +216,18 @@ struct fg_emu_sched {
     int strict;
     int failed;
     char err[1024];
+    /* Hopper: mbarriers, TMA copies in flight, the async proxy's view of
+     * shared memory (poisoned like the generic one; TMA writes both, a
+     * landing wgmma reads it, refreshed from the generic bytes when some
+     * thread fenced since the last refresh), warpgroup rendezvous. */
+    mbar mbars[MAX_MBARS];
+    int nmbar;
+    int mbar_nwait;             /* threads blocked on mbarriers */
+    long tma_inflight;
+    unsigned char *view;
+    unsigned fence_epoch, view_epoch;
+    wgslot wgs[MAX_WGROUPS];
+    wgscratch *wgs_scratch;
 #ifdef FG_EMU_FIBER_ASAN
     const void *main_bottom;
     size_t main_size;
@@ -256,6 +323,7 @@ static void thread_exit(fg_emu_sched *s, thread *t)
 {
     t->state = T_EXITED;
     t->ncp = 0;             /* copies never waited for do not land */
+    t->wg_nops = 0;         /* nor wgmma operations */
     s->live--;
     if (s->nbar > 0 && s->nbar == s->live)
         release_barrier(s);
@@ -515,6 +583,549 @@ static void api_cp_wait(int n)
     t->ncp = keep;
 }
 
+/* ---- Hopper: mbarriers, TMA, the async proxy, wgmma ----
+ * The emulated shared address of a pointer is its offset from the start of
+ * the kernel's shared arrays (the analogue of the device's shared window):
+ * swizzles, alignments and wgmma descriptors are in terms of it. */
+
+static int in_shared(const fg_emu_sched *s, const void *p, size_t bytes)
+{
+    const char *c = p;
+    return s->shared_begin && c >= s->shared_begin && c <= s->shared_end &&
+           bytes <= (size_t)(s->shared_end - c);
+}
+
+static unsigned long soff(const fg_emu_sched *s, const void *p)
+{
+    return (unsigned long)((const char *)p - s->shared_begin);
+}
+
+/* The mbarrier at bar, or the launch fails naming fn. */
+static mbar *mbar_lookup(fg_emu_sched *s, void *bar, const char *fn)
+{
+    char msg[256];
+    if (!in_shared(s, bar, 8) || (uintptr_t)bar % 8) {
+        snprintf(msg, sizeof msg, "%s: the mbarrier is not an 8-byte aligned object in shared memory (FG_SHARED)", fn);
+        api_fail(msg);
+    }
+    uint64_t v;
+    memcpy(&v, bar, 8);
+    unsigned idx = (unsigned)(v & 0xffffffffu);
+    if ((unsigned)(v >> 32) != MBAR_MAGIC || idx >= (unsigned)s->nmbar || s->mbars[idx].addr != bar) {
+        snprintf(msg, sizeof msg,
+                 "%s: the mbarrier at shared offset 0x%lx is not initialized (no fg_mbar_init in this block, or its "
+                 "bytes were overwritten)",
+                 fn, soff(s, bar));
+        api_fail(msg);
+    }
+    return &s->mbars[idx];
+}
+
+/* The phase completes: the next one expects count arrivals again; every
+ * blocked waiter becomes ready (and re-checks its parity). */
+static void mbar_complete(fg_emu_sched *s, mbar *b)
+{
+    b->phase++;
+    b->pending = b->count;
+    b->tx = 0;
+    for (int w = b->wait_head; w >= 0;) {
+        thread *t = &s->threads[w];
+        w = t->next_waiter;
+        t->next_waiter = -1;
+        t->mbar_wait = -1;
+        rq_push(s, (int)t->lin);
+    }
+    s->mbar_nwait -= b->nwait;
+    b->nwait = 0;
+    b->wait_head = b->wait_tail = -1;
+}
+
+/* The async proxy's view, made (poisoned) on first use. */
+static unsigned char *async_view(fg_emu_sched *s)
+{
+    if (!s->view) {
+        size_t n = (size_t)(s->shared_end - s->shared_begin);
+        s->view = fg_xcalloc(n ? n : 1, 1);
+        memset(s->view, 0xff, n);
+    }
+    return s->view;
+}
+
+/* Lands b's copies in flight, in issue order: each writes its bytes (to
+ * generic shared memory and the async view) and completes its transaction
+ * bytes; the phase completes as soon as nothing is missing. */
+static void mbar_deliver(fg_emu_sched *s, mbar *b)
+{
+    while (b->head) {
+        tmacopy *c = b->head;
+        b->head = c->next;
+        if (!b->head)
+            b->tail = NULL;
+        memcpy(c->dst, c->data, c->bytes);
+        memcpy(async_view(s) + soff(s, c->dst), c->data, c->bytes);
+        b->tx -= (long)c->bytes;
+        s->tma_inflight--;
+        free(c);
+        if (b->pending == 0 && b->tx == 0)
+            mbar_complete(s, b);
+    }
+}
+
+/* Copies in flight land on every barrier someone is blocked on (the
+ * scheduler calls this only when no thread can run). */
+static void deliver_awaited(fg_emu_sched *s)
+{
+    for (int i = 0; i < s->nmbar; i++)
+        if (s->mbars[i].nwait > 0 && s->mbars[i].head)
+            mbar_deliver(s, &s->mbars[i]);
+}
+
+static void api_mbar_init(void *bar, unsigned count)
+{
+    fg_emu_sched *s = tls_sched;
+    char msg[200];
+    if (!in_shared(s, bar, 8) || (uintptr_t)bar % 8)
+        api_fail("fg_mbar_init: the mbarrier is not an 8-byte aligned object in shared memory (FG_SHARED)");
+    if (count < 1 || count > MBAR_LIMIT) {
+        snprintf(msg, sizeof msg, "fg_mbar_init: arrival count %u (1 to %u allowed)", count, MBAR_LIMIT);
+        api_fail(msg);
+    }
+    uint64_t v;
+    memcpy(&v, bar, 8);
+    unsigned idx = (unsigned)(v & 0xffffffffu);
+    mbar *b;
+    if ((unsigned)(v >> 32) == MBAR_MAGIC && idx < (unsigned)s->nmbar && s->mbars[idx].addr == bar) {
+        b = &s->mbars[idx];   /* initialized again */
+        if (b->nwait > 0 || b->head) {
+            snprintf(msg, sizeof msg,
+                     "fg_mbar_init: the mbarrier at shared offset 0x%lx is initialized again while %s",
+                     soff(s, bar), b->nwait ? "threads wait on it" : "TMA copies are in flight on it");
+            api_fail(msg);
+        }
+    } else {
+        if (s->nmbar == MAX_MBARS)
+            api_fail("fg_mbar_init: more than 128 mbarriers in one block");
+        idx = (unsigned)s->nmbar++;
+        b = &s->mbars[idx];
+    }
+    memset(b, 0, sizeof *b);
+    b->addr = bar;
+    b->count = b->pending = count;
+    b->wait_head = b->wait_tail = -1;
+    v = (uint64_t)MBAR_MAGIC << 32 | idx;
+    memcpy(bar, &v, 8);
+}
+
+static void api_mbar_arrive(void *bar, int expect, unsigned tx)
+{
+    fg_emu_sched *s = tls_sched;
+    const char *fn = expect ? "fg_mbar_arrive_expect_tx" : "fg_mbar_arrive";
+    mbar *b = mbar_lookup(s, bar, fn);
+    char msg[300];
+    if (expect) {
+        if (tx > MBAR_LIMIT || b->tx + (long)tx > MBAR_LIMIT) {
+            snprintf(msg, sizeof msg,
+                     "%s: %u transaction bytes on the mbarrier at shared offset 0x%lx exceed the tx-count range "
+                     "(%ld outstanding, at most %u)",
+                     fn, tx, soff(s, bar), b->tx, MBAR_LIMIT);
+            api_fail(msg);
+        }
+        b->tx += tx;
+    }
+    if (b->pending == 0) {
+        snprintf(msg, sizeof msg,
+                 "%s: the mbarrier at shared offset 0x%lx has no arrival left in phase %u (count %u, all arrived; "
+                 "%ld transaction bytes outstanding): more arrivals than its count before the phase completed",
+                 fn, soff(s, bar), b->phase, b->count, b->tx);
+        api_fail(msg);
+    }
+    b->pending--;
+    if (b->pending == 0 && b->tx == 0) {
+        if (b->head) {
+            snprintf(msg, sizeof msg,
+                     "%s: the phase of the mbarrier at shared offset 0x%lx would complete while TMA copies on it "
+                     "are in flight whose bytes no fg_mbar_arrive_expect_tx announced",
+                     fn, soff(s, bar));
+            api_fail(msg);
+        }
+        mbar_complete(s, b);
+    }
+}
+
+static void api_mbar_wait(void *bar, unsigned parity)
+{
+    fg_emu_sched *s = tls_sched;
+    thread *t = s->cur;
+    mbar *b = mbar_lookup(s, bar, "fg_mbar_wait");
+    if (parity > 1)
+        api_fail("fg_mbar_wait: the phase parity must be 0 or 1");
+    for (;;) {
+        mbar_deliver(s, b);              /* what is in flight lands when observed */
+        if ((b->phase & 1u) != parity)   /* the phase of this parity completed */
+            return;
+        t->state = T_MBAR;
+        t->mbar_wait = (int)(b - s->mbars);
+        t->mbar_parity = parity;
+        t->next_waiter = -1;
+        if (b->wait_tail >= 0)
+            s->threads[b->wait_tail].next_waiter = (int)t->lin;
+        else
+            b->wait_head = (int)t->lin;
+        b->wait_tail = (int)t->lin;
+        b->nwait++;
+        s->mbar_nwait++;
+        yield(s, t);
+    }
+}
+
+static void api_tma_load_2d(void *dst, const void *map, int c0, int c1, void *bar)
+{
+    fg_emu_sched *s = tls_sched;
+    char msg[300];
+    fg_tmap_desc d;
+    if (fg_emu_tmap_decode(map, &d) != 0)
+        api_fail("fg_tma_load_2d: the tensor map was not written by fg_emu_tmap_encode (or its bytes were changed)");
+    mbar *b = mbar_lookup(s, bar, "fg_tma_load_2d");
+    size_t inner = (size_t)d.box[0] * d.elem_bytes, bytes = inner * d.box[1];
+    unsigned long align = d.swizzle ? 8ul * (unsigned long)d.swizzle : 128ul;
+    if (!in_shared(s, dst, bytes)) {
+        snprintf(msg, sizeof msg, "fg_tma_load_2d: the %zu-byte box does not fit in shared memory at the destination",
+                 bytes);
+        api_fail(msg);
+    }
+    if (soff(s, dst) % align) {
+        snprintf(msg, sizeof msg,
+                 "fg_tma_load_2d: the shared destination (offset 0x%lx) is not %lu-byte aligned (%s)", soff(s, dst),
+                 align, d.swizzle ? "a swizzled box starts its pattern at the destination" : "cp.async.bulk.tensor");
+        api_fail(msg);
+    }
+    tmacopy *c = fg_xcalloc(1, sizeof *c + bytes);   /* zero: the out-of-bounds fill */
+    c->dst = dst;
+    c->bytes = bytes;
+    const unsigned char *base = (const unsigned char *)(uintptr_t)d.base;
+    unsigned per_chunk = 16 / d.elem_bytes;
+    for (unsigned r = 0; r < d.box[1]; r++) {
+        int64_t y = (int64_t)c1 + r;
+        if (y < 0 || y >= (int64_t)d.dim[1])
+            continue;
+        const unsigned char *row = base + (uint64_t)y * d.row_stride;
+        for (size_t j = 0; j < inner / 16; j++) {   /* 16-byte chunks stay whole under the swizzle */
+            unsigned char *out = c->data + fg_emu_tmap_swizzle(r * inner + j * 16, d.swizzle);
+            int64_t x0 = (int64_t)c0 + (int64_t)(j * per_chunk);
+            if (x0 >= 0 && x0 + per_chunk <= (int64_t)d.dim[0]) {
+                memcpy(out, row + (uint64_t)x0 * d.elem_bytes, 16);
+                continue;
+            }
+            for (unsigned e = 0; e < per_chunk; e++)
+                if (x0 + e >= 0 && x0 + e < (int64_t)d.dim[0])
+                    memcpy(out + e * d.elem_bytes, row + (uint64_t)(x0 + e) * d.elem_bytes, d.elem_bytes);
+        }
+    }
+    if (b->tail)
+        b->tail->next = c;
+    else
+        b->head = c;
+    b->tail = c;
+    s->tma_inflight++;
+}
+
+static void api_fence_proxy_async(void)
+{
+    tls_sched->fence_epoch++;
+}
+
+/* The warpgroup of the running thread (fails unless all 128 threads exist). */
+static int warpgroup_of(fg_emu_sched *s, thread *t, const char *fn)
+{
+    int wg = (int)(t->lin / 128);
+    if ((wg + 1) * 128 > s->nthreads) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s needs a full warpgroup of 128 threads, but warpgroup %d has %d", fn, wg,
+                 s->nthreads - wg * 128);
+        api_fail(msg);
+    }
+    return wg;
+}
+
+static const char *wgmma_name(int kind)
+{
+    return kind == FG_EMU_WGMMA_BF16 ? "fg_wgmma_bf16" : "fg_wgmma_f16";
+}
+
+static void poison_floats(float *d, int n)
+{
+    memset(d, 0xff, (size_t)n * sizeof *d);
+}
+
+static void api_wgmma(int kind, int bn, int trans_b, uint64_t desc_a, uint64_t desc_b, int acc, float *d)
+{
+    fg_emu_sched *s = tls_sched;
+    thread *t = s->cur;
+    char msg[256];
+    if ((kind != FG_EMU_WGMMA_F16 && kind != FG_EMU_WGMMA_BF16) || bn < 8 || bn > 256 || bn % 8 ||
+        (trans_b != 0 && trans_b != 1) || !d)
+        api_fail("malformed wgmma call (prelude and runtime out of step)");
+    const char *fn = wgmma_name(kind);
+    warpgroup_of(s, t, fn);
+    if (!t->wg_fenced) {
+        snprintf(msg, sizeof msg, "%s: no fg_wgmma_fence() before this thread's first wgmma", fn);
+        api_fail(msg);
+    }
+    if (!t->wgq)
+        t->wgq = fg_xcalloc(WGQ_MAX, sizeof *t->wgq);
+    if (t->wg_nops == WGQ_MAX) {
+        snprintf(msg, sizeof msg, "%s: more than %d wgmma operations pending in one thread (a fg_wgmma_wait is missing)",
+                 fn, WGQ_MAX);
+        api_fail(msg);
+    }
+    wgop *op = &t->wgq[t->wg_nops];
+    op->d = d;
+    op->desc_a = desc_a;
+    op->desc_b = desc_b;
+    op->kind = kind;
+    op->bn = bn;
+    op->trans_b = trans_b;
+    op->acc = acc != 0;
+    op->group = t->wg_group;
+    op->chained = 0;
+    for (int i = t->wg_nops - 1; i >= 0; i--)
+        if (t->wgq[i].d == d) {
+            if (t->wgq[i].bn != bn) {
+                snprintf(msg, sizeof msg,
+                         "%s: the accumulators are those of a pending wgmma of another shape (n%d, now n%d) without "
+                         "a fg_wgmma_wait between them",
+                         fn, t->wgq[i].bn, bn);
+                api_fail(msg);
+            }
+            op->chained = op->acc;
+            break;
+        }
+    if (op->acc && !op->chained)
+        memcpy(op->snap, d, (size_t)bn / 2 * sizeof *d);
+    t->wg_nops++;
+    poison_floats(d, bn / 2);   /* undefined until the covering wait */
+}
+
+static void api_wgmma_fence(void)
+{
+    tls_sched->cur->wg_fenced = 1;
+}
+
+static void api_wgmma_commit(void)
+{
+    tls_sched->cur->wg_group++;
+}
+
+/* The shared byte address of element (mn, k) of a 16-bit operand described
+ * by desc (PTX ISA, wgmma shared-memory matrix layouts; T = 8 elements):
+ * K-major, none:     ((8,m),(T,2k)) : ((1T,SBO),(1,LBO))
+ * K-major, swizzled: ((8,m),(T,2k)) : ((S/16 T,SBO),(1,T))
+ * MN-major, none:    ((T,1,m),(8,k)) : ((1,T,SBO),(1T,LBO))
+ * MN-major, swizzled: ((T,S/16,m),(8,k)) : ((1,T,LBO),(S/16 T,SBO))
+ * then the swizzle of the address.  Returns NULL with *why set when the
+ * descriptor cannot be emulated. */
+static uint64_t operand_addr(uint64_t desc, int mn, int k, int mn_major)
+{
+    uint64_t start = (desc & 0x3fff) << 4, lbo = ((desc >> 16) & 0x3fff) << 4, sbo = ((desc >> 32) & 0x3fff) << 4;
+    static const unsigned spans[4] = {0, 128, 64, 32};
+    unsigned span = spans[desc >> 62];
+    uint64_t o;
+    if (!mn_major) {
+        if (!span)
+            o = (uint64_t)(mn % 8) * 16 + (uint64_t)(mn / 8) * sbo + (uint64_t)(k % 8) * 2 + (uint64_t)(k / 8) * lbo;
+        else
+            o = (uint64_t)(mn % 8) * span + (uint64_t)(mn / 8) * sbo + (uint64_t)k * 2;
+    } else {
+        if (!span) {
+            o = (uint64_t)(mn % 8) * 2 + (uint64_t)(mn / 8) * sbo + (uint64_t)(k % 8) * 16 + (uint64_t)(k / 8) * lbo;
+        } else {
+            unsigned w = span / 2;   /* elements in one swizzle row */
+            o = (uint64_t)(mn % w) * 2 + (uint64_t)(mn / w) * lbo + (uint64_t)(k % 8) * span + (uint64_t)(k / 8) * sbo;
+        }
+    }
+    return fg_emu_tmap_swizzle(start + o, span);
+}
+
+/* Why desc cannot be emulated, or NULL. */
+static const char *desc_invalid(uint64_t desc)
+{
+    static const unsigned spans[4] = {0, 128, 64, 32};
+    unsigned span = spans[desc >> 62];
+    if ((desc >> 49) & 7)
+        return "a non-zero matrix base offset is not emulated (start the operand at an address aligned to the swizzle "
+               "pattern)";
+    if (span && ((((desc & 0x3fff) << 4) >> 7) & (span / 16 - 1)))
+        return "the start address is not aligned to the swizzle pattern's rows (a matrix base offset would be needed; "
+               "not emulated)";
+    return NULL;
+}
+
+/* Reads element (mn, k) of an operand from the async view into *v. */
+static int read_operand(fg_emu_sched *s, uint64_t desc, int mn, int k, int mn_major, int bf16, float *v)
+{
+    uint64_t a = operand_addr(desc, mn, k, mn_major);
+    size_t n = (size_t)(s->shared_end - s->shared_begin);
+    if (a + 2 > n)
+        return -1;
+    uint16_t h;
+    memcpy(&h, s->view + a, 2);
+    *v = bf16 ? fg_emu_bf2f(h) : fg_emu_h2f(h);
+    return 0;
+}
+
+/* Row and column of accumulator i of warpgroup thread t (PTX ISA, wgmma
+ * register fragment of D for m64nNk16 with f32 accumulators). */
+static void frag_pos(int t, int i, int *row, int *col)
+{
+    int w = t / 32, l = t % 32;
+    *row = 16 * w + l / 4 + 8 * ((i / 2) % 2);
+    *col = 8 * (i / 4) + 2 * (l % 4) + (i % 2);
+}
+
+/* Computes op j of the 128 threads T (identical in all of them): operands
+ * from the async view, C from each thread's snapshot or accumulators, D
+ * scattered to the accumulators.  0, or -1 with msg. */
+static int wgmma_land_one(fg_emu_sched *s, thread **T, int j, char *msg, size_t msgsize)
+{
+    const wgop *op = &T[0]->wgq[j];
+    const char *why;
+    if ((why = desc_invalid(op->desc_a)) || (why = desc_invalid(op->desc_b))) {
+        snprintf(msg, msgsize, "%s: %s descriptor: %s", wgmma_name(op->kind),
+                 desc_invalid(op->desc_a) ? "the A" : "the B", why);
+        return -1;
+    }
+    if (!s->wgs_scratch)
+        s->wgs_scratch = fg_xcalloc(1, sizeof *s->wgs_scratch);
+    wgscratch *w = s->wgs_scratch;
+    int bf16 = op->kind == FG_EMU_WGMMA_BF16, bn = op->bn;
+    for (int m = 0; m < 64; m++)
+        for (int k = 0; k < 16; k++)
+            if (read_operand(s, op->desc_a, m, k, 0, bf16, &w->a[m][k])) {
+                snprintf(msg, msgsize, "%s: A element (%d, %d) lies outside shared memory", wgmma_name(op->kind), m, k);
+                return -1;
+            }
+    for (int n = 0; n < bn; n++)
+        for (int k = 0; k < 16; k++)
+            if (read_operand(s, op->desc_b, n, k, op->trans_b, bf16, &w->b[k][n])) {
+                snprintf(msg, msgsize, "%s: B element (%d, %d) lies outside shared memory", wgmma_name(op->kind), k, n);
+                return -1;
+            }
+    for (int t = 0; t < 128; t++) {
+        const wgop *o = &T[t]->wgq[j];
+        for (int i = 0; i < bn / 2; i++) {
+            int row, col;
+            frag_pos(t, i, &row, &col);
+            w->c[row][col] = !o->acc ? 0.0f : o->chained ? o->d[i] : o->snap[i];
+        }
+    }
+    for (int m = 0; m < 64; m++)
+        for (int n = 0; n < bn; n++) {
+            float acc = 0.0f;   /* products of 16-bit values are exact in float; sums in k order */
+            for (int k = 0; k < 16; k++)
+                acc += w->a[m][k] * w->b[k][n];
+            w->c[m][n] += acc;
+        }
+    for (int t = 0; t < 128; t++) {
+        float *d = T[t]->wgq[j].d;
+        for (int i = 0; i < bn / 2; i++) {
+            int row, col;
+            frag_pos(t, i, &row, &col);
+            d[i] = w->c[row][col];
+        }
+    }
+    return 0;
+}
+
+/* Lands, for warpgroup wg, every op of the groups older than the n most
+ * recent ones.  0, or -1 with msg. */
+static int wgmma_land(fg_emu_sched *s, int wg, int n, char *msg, size_t msgsize)
+{
+    thread *T[128];
+    int nland = -1;
+    for (int i = 0; i < 128; i++) {
+        thread *t = T[i] = &s->threads[wg * 128 + i];
+        int cnt = 0;
+        while (cnt < t->wg_nops && (long)t->wgq[cnt].group < (long)t->wg_group - n)
+            cnt++;
+        if (i == 0) {
+            nland = cnt;
+            continue;
+        }
+        int same = cnt == nland && t->wg_group == T[0]->wg_group;
+        for (int j = 0; same && j < cnt; j++) {
+            const wgop *a = &t->wgq[j], *b = &T[0]->wgq[j];
+            same = a->desc_a == b->desc_a && a->desc_b == b->desc_b && a->kind == b->kind && a->bn == b->bn &&
+                   a->trans_b == b->trans_b && a->acc == b->acc && a->group == b->group && a->chained == b->chained;
+        }
+        if (!same) {
+            snprintf(msg, msgsize,
+                     "warpgroup divergence: thread %d of warpgroup %d queued other wgmma operations or groups than "
+                     "thread 0 of it (%d to land, thread 0 has %d; descriptors, shape, type, accumulate or commits "
+                     "differ)",
+                     i, wg, cnt, nland);
+            return -1;
+        }
+    }
+    if (nland == 0)
+        return 0;
+    unsigned char *view = async_view(s);
+    if (s->view_epoch != s->fence_epoch) {   /* fenced generic writes become visible to the async proxy */
+        memcpy(view, s->shared_begin, (size_t)(s->shared_end - s->shared_begin));
+        s->view_epoch = s->fence_epoch;
+    }
+    for (int j = 0; j < nland; j++)
+        if (wgmma_land_one(s, T, j, msg, msgsize))
+            return -1;
+    for (int i = 0; i < 128; i++) {
+        thread *t = T[i];
+        int left = t->wg_nops - nland;
+        memmove(t->wgq, t->wgq + nland, (size_t)left * sizeof *t->wgq);
+        t->wg_nops = left;
+        for (int j = 0; j < left; j++) {   /* an op chained to one that landed keeps its C aside */
+            wgop *o = &t->wgq[j];
+            int earlier = 0;
+            for (int q = 0; q < j && !earlier; q++)
+                earlier = t->wgq[q].d == o->d;
+            if (o->chained && !earlier) {
+                memcpy(o->snap, o->d, (size_t)o->bn / 2 * sizeof *o->d);
+                o->chained = 0;
+            }
+            if (!earlier)
+                poison_floats(o->d, o->bn / 2);
+        }
+    }
+    return 0;
+}
+
+static void api_wgmma_wait(int n)
+{
+    fg_emu_sched *s = tls_sched;
+    thread *t = s->cur;
+    char msg[400];
+    if (n < 0 || n > 7)
+        api_fail("fg_wgmma_wait: N must be 0 to 7");
+    int wg = warpgroup_of(s, t, "fg_wgmma_wait");
+    wgslot *w = &s->wgs[wg];
+    if (w->arrived == 0) {
+        w->n = n;
+    } else if (w->n != n) {
+        snprintf(msg, sizeof msg, "warpgroup divergence: fg_wgmma_wait<%d> while %d thread(s) of warpgroup %d wait in "
+                 "fg_wgmma_wait<%d>", n, w->arrived, wg, w->n);
+        api_fail(msg);
+    }
+    if (++w->arrived < 128) {
+        w->waiting[w->arrived - 1] = (int)t->lin;
+        t->state = T_WGWAIT;
+        yield(s, t);
+        return;
+    }
+    w->arrived = 0;
+    if (wgmma_land(s, wg, n, msg, sizeof msg))
+        api_fail(msg);
+    for (int i = 0; i < 127; i++)
+        rq_push(s, w->waiting[i]);
+}
+
 /* ---- workers ---- */
 
 static worker *worker_get(fg_emu_sched *s)
@@ -573,7 +1184,32 @@ fg_emu_sched *fg_emu_sched_new(size_t stack_bytes)
     s->api.cp_async = api_cp_async;
     s->api.cp_commit = api_cp_commit;
     s->api.cp_wait = api_cp_wait;
+    s->api.mbar_init = api_mbar_init;
+    s->api.mbar_arrive = api_mbar_arrive;
+    s->api.mbar_wait = api_mbar_wait;
+    s->api.tma_load_2d = api_tma_load_2d;
+    s->api.fence_proxy_async = api_fence_proxy_async;
+    s->api.wgmma = api_wgmma;
+    s->api.wgmma_fence = api_wgmma_fence;
+    s->api.wgmma_commit = api_wgmma_commit;
+    s->api.wgmma_wait = api_wgmma_wait;
     return s;
+}
+
+/* Frees the TMA copies still in flight (they never land) and forgets the
+ * block's mbarriers. */
+static void drop_tma(fg_emu_sched *s)
+{
+    for (int i = 0; i < s->nmbar; i++) {
+        for (tmacopy *c = s->mbars[i].head, *next; c; c = next) {
+            next = c->next;
+            free(c);
+        }
+        s->mbars[i].head = s->mbars[i].tail = NULL;
+    }
+    s->nmbar = 0;
+    s->tma_inflight = 0;
+    s->mbar_nwait = 0;
 }
 
 void fg_emu_sched_free(fg_emu_sched *s)
@@ -586,6 +1222,11 @@ void fg_emu_sched_free(fg_emu_sched *s)
             free(s->workers[i]);
         }
     free(s->cpq);
+    for (int i = 0; i < MAX_THREADS; i++)
+        free(s->threads[i].wgq);
+    drop_tma(s);
+    free(s->view);
+    free(s->wgs_scratch);
     free(s);
 }
 
@@ -608,13 +1249,38 @@ void fg_emu_sched_set_strict(fg_emu_sched *s, int strict)
 /* Describes why no thread of the block can make progress. */
 static void report_deadlock(fg_emu_sched *s)
 {
-    int nbar = 0, nwarp = 0;
+    int nbar = 0, nwarp = 0, nmbar = 0, nwg = 0;
     for (int i = 0; i < s->nthreads; i++) {
         nbar += s->threads[i].state == T_BAR;
         nwarp += s->threads[i].state == T_WARP;
+        nmbar += s->threads[i].state == T_MBAR;
+        nwg += s->threads[i].state == T_WGWAIT;
     }
-    char msg[512];
+    char msg[900];
     int n = snprintf(msg, sizeof msg, "deadlock: %d thread(s) wait at fg_sync(), %d in a warp collective", nbar, nwarp);
+    s->cur = NULL;
+    if (nmbar || nwg)
+        n += snprintf(msg + n, sizeof msg - (size_t)n, ", %d in fg_wgmma_wait, %d on an mbarrier", nwg, nmbar);
+    for (int i = 0; i < s->nmbar && n < (int)sizeof msg - 300; i++) {
+        const mbar *b = &s->mbars[i];
+        if (!b->nwait)
+            continue;
+        thread *t = &s->threads[b->wait_head];
+        n += snprintf(msg + n, sizeof msg - (size_t)n,
+                      "; the mbarrier at shared offset 0x%lx is awaited (parity %u) by this thread and %d other(s): "
+                      "phase %u incomplete, %u of %u arrival(s) missing, %ld transaction byte(s) expected but not "
+                      "delivered",
+                      soff(s, b->addr), t->mbar_parity, b->nwait - 1, b->phase, b->pending, b->count, b->tx);
+        s->cur = t;   /* the message names the first waiter */
+        break;
+    }
+    for (int w = 0; w < MAX_WGROUPS && n < (int)sizeof msg - 200; w++)
+        if (s->wgs[w].arrived > 0) {
+            n += snprintf(msg + n, sizeof msg - (size_t)n,
+                          "; warpgroup %d: %d of 128 threads in fg_wgmma_wait, the others exited or wait elsewhere", w,
+                          s->wgs[w].arrived);
+            break;
+        }
     for (int w = 0; w < (s->nthreads + 31) / 32 && n < (int)sizeof msg - 100; w++) {
         warpslot *ws = &s->warps[w];
         if (ws->arrived > 0) {
@@ -624,7 +1290,6 @@ static void report_deadlock(fg_emu_sched *s)
             break;
         }
     }
-    s->cur = NULL;
     record_failure(s, msg);
 }
 
@@ -645,11 +1310,21 @@ static int run_block(fg_emu_sched *s)
         s->threads[i].nsync = 0;
         s->threads[i].ncp = 0;
         s->threads[i].cp_group = 0;
+        s->threads[i].mbar_wait = s->threads[i].next_waiter = -1;
+        s->threads[i].wg_nops = 0;
+        s->threads[i].wg_group = 0;
+        s->threads[i].wg_fenced = 0;
     }
     for (int w = 0; w < (n + 31) / 32; w++) {
         s->warps[w].arrived = 0;
         s->warps[w].nwait = 0;
     }
+    for (int w = 0; w < MAX_WGROUPS; w++)
+        s->wgs[w].arrived = 0;
+    drop_tma(s);
+    if (s->view)
+        memset(s->view, 0xff, (size_t)(s->shared_end - s->shared_begin));
+    s->fence_epoch = s->view_epoch = 0;
     while (s->live > 0 && !s->failed) {
         if (s->rq_len > 0) {
             thread *t = &s->threads[s->rq[s->rq_head]];
@@ -668,10 +1343,15 @@ static int run_block(fg_emu_sched *s)
             }
             s->starting = w;
             to_worker(s, w);
+        } else if (s->mbar_nwait > 0 && s->tma_inflight > 0) {
+            deliver_awaited(s);   /* nothing else can run: copies in flight land */
+            if (s->rq_len == 0)
+                report_deadlock(s);
         } else {
             report_deadlock(s);
         }
     }
+    drop_tma(s);
     if (s->failed)
         return -1;
     if (s->strict)

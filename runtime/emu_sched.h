@@ -8,6 +8,11 @@
  * struct fg_emu_api is shared with the emulation prelude
  * (templates/prelude_emu.h), which declares the same layout; the kernel's
  * shared object checks version and size when it is bound.
+ *
+ * Hopper kernels add mbarriers (arrival counts, phases, transaction bytes),
+ * TMA box copies that land when their barrier is waited on, the warpgroup
+ * MMA (wgmma) whose operands are read and accumulators written at the
+ * covering wait, and the generic / async proxy fence.
  */
 #ifndef FG_EMU_SCHED_H
 #define FG_EMU_SCHED_H
@@ -15,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FG_EMU_API_VERSION 2
+#define FG_EMU_API_VERSION 3
 
 /* Warp collective operations (same values in the prelude). */
 enum {
@@ -47,7 +52,30 @@ typedef struct fg_emu_api {
     void (*cp_async)(void *dst, const void *src);
     void (*cp_commit)(void);
     void (*cp_wait)(int n);
+    /* Hopper (docs/emulation.md, "Hopper primitives").  mbarrier: init with
+     * an arrival count; one arrival, after raising the expected transaction
+     * bytes by tx when expect is set; wait until the phase of this parity
+     * has completed (blocks the thread; lands the barrier's TMA copies). */
+    void (*mbar_init)(void *bar, unsigned count);
+    void (*mbar_arrive)(void *bar, int expect, unsigned tx);
+    void (*mbar_wait)(void *bar, unsigned parity);
+    /* TMA: reads the box now, lands it (and signals its bytes on bar) only
+     * when the barrier is waited on. */
+    void (*tma_load_2d)(void *dst, const void *map, int c0, int c1, void *bar);
+    /* fence.proxy.async: generic shared-memory writes become visible to
+     * later async-proxy reads (wgmma operands). */
+    void (*fence_proxy_async)(void);
+    /* wgmma: queues D = A*B (+ D) in the thread's open group (kind
+     * FG_EMU_WGMMA_*); fence; commit; wait(n) is a warpgroup rendezvous that
+     * lands every group but the n most recent. */
+    void (*wgmma)(int kind, int bn, int trans_b, uint64_t desc_a, uint64_t desc_b, int accumulate, float *d);
+    void (*wgmma_fence)(void);
+    void (*wgmma_commit)(void);
+    void (*wgmma_wait)(int n);
 } fg_emu_api;
+
+/* wgmma operand types (same values in the prelude). */
+enum { FG_EMU_WGMMA_F16 = 1, FG_EMU_WGMMA_BF16 };
 
 typedef void (*fg_emu_entry)(const void *params);
 

@@ -43,7 +43,7 @@ struct fg_bf16 { unsigned short bits; };
 
 /* ---- the runtime interface (mirror of runtime/emu_sched.h) ---- */
 
-#define FG_EMU_API_VERSION 2
+#define FG_EMU_API_VERSION 3
 
 enum {
     FG_EMU_WOP_SHFL_XOR = 1,
@@ -78,7 +78,22 @@ struct fg_emu_api {
     void (*cp_async)(void *dst, const void *src);
     void (*cp_commit)(void);
     void (*cp_wait)(int n);
+    /* Hopper: mbarrier init / arrive (expect: raise the transaction bytes by
+     * tx first) / wait for the phase of a parity; TMA box copy completing on
+     * a barrier; the generic-to-async proxy fence; wgmma issue (kind
+     * FG_EMU_WGMMA_*), fence, commit, and the warpgroup wait. */
+    void (*mbar_init)(void *bar, unsigned count);
+    void (*mbar_arrive)(void *bar, int expect, unsigned tx);
+    void (*mbar_wait)(void *bar, unsigned parity);
+    void (*tma_load_2d)(void *dst, const void *map, int c0, int c1, void *bar);
+    void (*fence_proxy_async)(void);
+    void (*wgmma)(int kind, int bn, int trans_b, fg_u64 desc_a, fg_u64 desc_b, int accumulate, float *d);
+    void (*wgmma_fence)(void);
+    void (*wgmma_commit)(void);
+    void (*wgmma_wait)(int n);
 };
+
+enum { FG_EMU_WGMMA_F16 = 1, FG_EMU_WGMMA_BF16 };
 
 static fg_emu_api *fg_emu_api_;
 
@@ -106,6 +121,10 @@ extern "C" __attribute__((visibility("default"))) void fg_emu_shared_range(char 
 #define FG_SHARED static __attribute__((section("fg_shared"), aligned(16)))
 #define FG_RESTRICT __restrict__
 #define FG_UNROLL
+/* The device's kernel parameters in constant memory; nothing on the host. */
+#ifndef __grid_constant__
+#define __grid_constant__
+#endif
 
 /* One 16-byte chunk: the element type of shared tiles for cp.async / ldmatrix. */
 struct alignas(16) fg_chunk16 { fg_u32 w[4]; };
@@ -375,6 +394,128 @@ template <int N> static inline void fg_cp_async_wait_group()
     fg_emu_api_->cp_wait(N);
 }
 static inline void fg_cp_async_wait_all() { fg_emu_api_->cp_wait(-1); }
+
+/* ---- Hopper: mbarrier, TMA, wgmma (sm_90a on the device) ----
+ * Emulated as docs/emulation.md ("Hopper primitives") describes, so that a
+ * missing wait or fence is a numerics failure or an error here:
+ * - an mbarrier counts arrivals and transaction bytes per phase; a thread
+ *   that waits on an incomplete phase blocks (all threads blocked: the launch
+ *   fails naming the barrier and a waiting thread);
+ * - a TMA box is read at issue but lands in shared memory only when a
+ *   thread waits on its barrier (or when no thread can run any more), never
+ *   at issue; until then the tile holds what was there (0xff: NaN);
+ * - wgmma reads its operands and writes its accumulators only at the
+ *   fg_wgmma_wait that covers its group; the accumulators are NaN from the
+ *   issue until then;
+ * - wgmma reads the async proxy's view of shared memory: TMA data, and
+ *   generic writes only once some thread ran fg_fence_proxy_async() after
+ *   them.
+ * Shared addresses (descriptors, swizzle, alignment) are offsets from the
+ * start of the kernel's FG_SHARED arrays. */
+
+struct alignas(8) fg_mbar { fg_u64 v; };
+struct alignas(64) fg_tmap { fg_u64 w[16]; };
+
+/* The layout runtime/emu_tmap.c writes into an fg_tmap (mirror of struct
+ * fg_emu_tmap in runtime/emu_tmap.h; the runtime reads it). */
+struct fg_emu_tmap_layout {
+    fg_u64 magic;              /* "FGTMAPE1" */
+    fg_u64 base;               /* host address of element (0, 0) */
+    fg_u64 dim[2];             /* contiguous elements, rows */
+    fg_u64 row_stride;         /* bytes */
+    fg_u32 elem_bytes, box[2], swizzle;
+    fg_u64 check;              /* over the fields above */
+    fg_u64 reserved[8];
+};
+static_assert(sizeof(fg_emu_tmap_layout) == sizeof(fg_tmap), "the emulated tensor map is 128 bytes");
+#define FG_EMU_TMAP_MAGIC 0x314550414d544746ull
+
+/* Where byte `offset` of a box loaded with a swizzle of `span` bytes (32,
+ * 64, 128; anything else: none) lies in shared memory: the 16-byte chunk
+ * index (bits 4..6) XOR the 128-byte row index (bits 7..9), masked to
+ * span / 16 - 1 chunks; offset from a base aligned to 8 * span bytes.  The
+ * same formula as fg_emu_tmap_swizzle (runtime/emu_tmap.c). */
+static inline fg_u64 fg_emu_swizzle(fg_u64 offset, unsigned span)
+{
+    if (span != 32 && span != 64 && span != 128)
+        return offset;
+    return offset ^ (((offset >> 7) & (fg_u64)(span / 16 - 1)) << 4);
+}
+
+static inline void fg_mbar_init(fg_mbar *b, unsigned count) { fg_emu_api_->mbar_init(b, count); }
+/* Threads run one at a time here: the initialisation is visible at once
+ * (the block barrier after it is still the kernel's job, as on the device). */
+static inline void fg_fence_mbar_init() {}
+static inline void fg_mbar_arrive(fg_mbar *b) { fg_emu_api_->mbar_arrive(b, 0, 0); }
+static inline void fg_mbar_arrive_expect_tx(fg_mbar *b, unsigned bytes) { fg_emu_api_->mbar_arrive(b, 1, bytes); }
+static inline void fg_mbar_wait(fg_mbar *b, unsigned parity) { fg_emu_api_->mbar_wait(b, parity); }
+
+static inline void fg_tma_load_2d(void *smem_dst, const fg_tmap *m, int c0, int c1, fg_mbar *b)
+{
+    fg_u64 magic;
+    memcpy(&magic, m, sizeof magic);
+    if (magic != FG_EMU_TMAP_MAGIC)
+        fg_emu_api_->fail("fg_tma_load_2d: not a tensor map for emulation (encode it with fg_emu_tmap_encode)");
+    fg_emu_api_->tma_load_2d(smem_dst, m, c0, c1, b);
+}
+
+static inline void fg_fence_proxy_async() { fg_emu_api_->fence_proxy_async(); }
+
+/* The shared-memory matrix descriptor, packed as on the device: start
+ * address >> 4 in bits 0-13, leading byte offset >> 4 in 16-29, stride byte
+ * offset >> 4 in 32-45, base offset 0, swizzle mode in 62-63 (0 none, 1 128B,
+ * 2 64B, 3 32B).  What the device would silently truncate fails here. */
+static inline fg_u64 fg_wgmma_desc(const void *smem, int swizzle_bytes, unsigned lbo_bytes, unsigned sbo_bytes)
+{
+    const char *p = (const char *)smem;
+    if (!__start_fg_shared || p < __start_fg_shared || p >= __stop_fg_shared)
+        fg_emu_api_->fail("fg_wgmma_desc: the operand is not in shared memory (FG_SHARED)");
+    fg_u64 addr = (fg_u64)(p - __start_fg_shared);
+    if (addr % 16 || lbo_bytes % 16 || sbo_bytes % 16)
+        fg_emu_api_->fail("fg_wgmma_desc: start address, leading and stride byte offsets must be multiples of 16");
+    if (addr >= (1u << 18) || lbo_bytes >= (1u << 18) || sbo_bytes >= (1u << 18))
+        fg_emu_api_->fail("fg_wgmma_desc: an address or offset does not fit its 14-bit field (256 KiB)");
+    fg_u64 mode = swizzle_bytes == 128 ? 1 : swizzle_bytes == 64 ? 2 : swizzle_bytes == 32 ? 3 : 0;
+    if (swizzle_bytes != 0 && mode == 0)
+        fg_emu_api_->fail("fg_wgmma_desc: swizzle must be 0, 32, 64 or 128 bytes");
+    return (addr >> 4) | (fg_u64)(lbo_bytes >> 4) << 16 | (fg_u64)(sbo_bytes >> 4) << 32 | mode << 62;
+}
+
+static inline void fg_wgmma_fence() { fg_emu_api_->wgmma_fence(); }
+static inline void fg_wgmma_commit() { fg_emu_api_->wgmma_commit(); }
+template <int N> static inline void fg_wgmma_wait()
+{
+    static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes 0..7");
+    fg_emu_api_->wgmma_wait(N);
+}
+
+/* D[64 x BN] = A[64 x 16] * B[16 x BN] (+ D when accumulate): A K-major, B
+ * K-major ([BN][16]) when TRANS_B is 0, N-major ([16][BN]) when 1; d holds
+ * this thread's accumulators in the PTX register fragment of D (thread t of
+ * the warpgroup, w = t / 32, l = t % 32: d[i] is row 16w + l/4 + 8((i/2)%2),
+ * column 8(i/4) + 2(l%4) + i%2). */
+template <int BN, int TRANS_B> static inline void fg_wgmma_f16(float (&d)[BN / 2], fg_u64 desc_a, fg_u64 desc_b, int accumulate)
+{
+    static_assert(BN >= 8 && BN <= 256 && BN % 8 == 0, "wgmma n is a multiple of 8 up to 256");
+    static_assert(TRANS_B == 0 || TRANS_B == 1, "TRANS_B is 0 or 1");
+    fg_emu_api_->wgmma(FG_EMU_WGMMA_F16, BN, TRANS_B, desc_a, desc_b, accumulate, d);
+}
+template <int BN, int TRANS_B> static inline void fg_wgmma_bf16(float (&d)[BN / 2], fg_u64 desc_a, fg_u64 desc_b, int accumulate)
+{
+    static_assert(BN >= 8 && BN <= 256 && BN % 8 == 0, "wgmma n is a multiple of 8 up to 256");
+    static_assert(TRANS_B == 0 || TRANS_B == 1, "TRANS_B is 0 or 1");
+    fg_emu_api_->wgmma(FG_EMU_WGMMA_BF16, BN, TRANS_B, desc_a, desc_b, accumulate, d);
+}
+
+/* setmaxnreg: registers are not emulated. */
+template <int N> static inline void fg_setmaxnreg_inc()
+{
+    static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes a multiple of 8 in 24..256");
+}
+template <int N> static inline void fg_setmaxnreg_dec()
+{
+    static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes a multiple of 8 in 24..256");
+}
 
 /* ---- tensor cores, TF32 (conv2d_tc, gemm) ----
  * fg_f2tf32 rounds as cvt.rna.tf32.f32 does: to the nearest value with 10

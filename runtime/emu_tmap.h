@@ -1,0 +1,73 @@
+/*
+ * emu_tmap.h -- the tensor map of the CPU emulation backend: the 128 bytes
+ * that the emulated cp.async.bulk.tensor (fg_tma_load_2d in
+ * templates/prelude_emu.h, run by runtime/emu_sched.c) reads, written from a
+ * device-independent fg_tmap_desc (tmap.h) the way the CUDA backend has the
+ * driver's cuTensorMapEncodeTiled write the device's opaque map.
+ *
+ * The layout (struct fg_emu_tmap) is mirrored in templates/prelude_emu.h
+ * (struct fg_emu_tmap_layout); both carry a static size assertion, and the
+ * magic word changes whenever the layout does.  The map holds a check word
+ * over its fields, so bytes that are not a map this encoder wrote (a kernel
+ * parameter passed in the wrong slot, a corrupted copy) are refused by the
+ * emulated copy instead of being followed.
+ *
+ * Shared-memory layout of a loaded box (docs/emulation.md, "Hopper
+ * primitives"): row r of the box starts at byte r * box[0] * elem_bytes;
+ * with a swizzle of S bytes (32, 64, 128) box[0] * elem_bytes must equal S
+ * and the byte at offset o is stored at fg_emu_tmap_swizzle(o, S).
+ */
+#ifndef FG_EMU_TMAP_H
+#define FG_EMU_TMAP_H
+
+#include <stdint.h>
+
+#include "tmap.h"
+
+/* "FGTMAPE1": bump the last character when the layout changes (and in the
+ * prelude's mirror). */
+#define FG_EMU_TMAP_MAGIC 0x314550414d544746ull
+
+typedef struct fg_emu_tmap {
+    uint64_t magic;          /* FG_EMU_TMAP_MAGIC */
+    uint64_t base;           /* host address of element (0, 0) */
+    uint64_t dim[2];         /* elements along the contiguous axis, rows */
+    uint64_t row_stride;     /* bytes between rows */
+    uint32_t elem_bytes;     /* 2 or 4 */
+    uint32_t box[2];         /* box extent per axis */
+    uint32_t swizzle;        /* 0, 32, 64 or 128 (the span in bytes) */
+    uint64_t check;          /* fg_emu_tmap_check_word of the fields above */
+    uint64_t reserved[8];    /* zero */
+} fg_emu_tmap;
+
+_Static_assert(sizeof(fg_emu_tmap) == FG_TMAP_BYTES, "the emulated tensor map is 128 bytes, like the device's");
+
+/* Why d is not a valid 2-D tensor map (a constant sentence), or NULL when it
+ * is: elem_bytes 2 or 4; base non-zero and 16-byte aligned; dim[0] and
+ * dim[1] in 1..2^32; row_stride a multiple of 16 below 2^40 and, when there
+ * is more than one row, at least dim[0] * elem_bytes; box[0] and box[1] in
+ * 1..256 with box[0] * elem_bytes a multiple of 16; swizzle NONE, 32B, 64B
+ * or 128B, and with a swizzle box[0] * elem_bytes equal to its span. */
+const char *fg_emu_tmap_invalid(const fg_tmap_desc *d);
+
+/* Writes the emulation tensor map of d into out128 (128 bytes; the device's
+ * map is 64-byte aligned, this one needs no alignment).  Returns 0, or -1
+ * when d is invalid (fg_emu_tmap_invalid says why) or an argument is NULL;
+ * out128 is then left untouched. */
+int fg_emu_tmap_encode(const fg_tmap_desc *d, void *out128);
+
+/* Reads a map that fg_emu_tmap_encode wrote back into *d.  Returns 0, or -1
+ * when the 128 bytes are not such a map (magic, check word, reserved words)
+ * or no longer describe a valid one. */
+int fg_emu_tmap_decode(const void *map128, fg_tmap_desc *d);
+
+/* The shared-memory position of byte `offset` of a box loaded with a swizzle
+ * of `span` bytes (0: none): the 16-byte chunk index, offset bits 4..6, is
+ * XORed with the 128-byte row index, bits 7..9, masked to span / 16 - 1
+ * chunks (PTX ISA, tensor swizzling modes: 128B repeats every 1024 bytes,
+ * 64B every 512, 32B every 256).  The offset is measured from an address
+ * aligned to the repeat (the emulated shared address, see docs/emulation.md).
+ * Any other span returns offset unchanged. */
+uint64_t fg_emu_tmap_swizzle(uint64_t offset, unsigned span);
+
+#endif /* FG_EMU_TMAP_H */

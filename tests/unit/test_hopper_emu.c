@@ -1,0 +1,691 @@
+/*
+ * test_hopper_emu.c -- the emulated Hopper primitives (mbarrier, TMA,
+ * wgmma, the proxy fence) checked with hand-written kernels against host
+ * computations written here from the PTX ISA's definitions, never with the
+ * emulator's own functions:
+ * - TMA 2-D box loads with each swizzle mode, inside and across the tensor's
+ *   bounds, byte for byte against the swizzle formula (chunk bits 4..6 XOR
+ *   row bits 7..9, masked to the span) and zero fill;
+ * - wgmma m64nNk16 (N 64, 128, 256; B K-major and N-major; f16 and bf16;
+ *   with and without accumulating into initial values) on TMA-loaded,
+ *   128B-swizzled operands against a double-precision matmul, through the
+ *   register fragment of D as the ISA draws it;
+ * - a 3-stage producer / consumer ring (full and empty mbarriers, 32B
+ *   swizzle, K = 16 x 12, wait_group 1), and generic stores published to
+ *   wgmma by fence.proxy.async (no-swizzle layout, B 64B-swizzled);
+ * - mutations that must fail and do: a tile read without the mbarrier wait
+ *   (NaN), accumulators read before fg_wgmma_wait (NaN), more expected
+ *   transaction bytes than delivered (deadlock naming the barrier), the
+ *   ring without its empty-barrier wait, a missing proxy fence (NaN), a
+ *   missing wgmma fence, warpgroup divergence, a partial warpgroup, and
+ *   tensor maps the encoder must refuse.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emu.h"
+#include "emu_tmap.h"
+#include "testutil.h"
+
+static char *cache_dir;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    cache_dir = tu_tmpdir();
+    setenv("FUSEGEN_CACHE_DIR", cache_dir, 1);
+    unsetenv("FUSEGEN_EMU_ASAN");
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(cache_dir);
+    free(cache_dir);
+    return 0;
+}
+
+#define P(x) ((uint64_t)(uintptr_t)(x))
+
+/* Builds a kernel of one block of `threads` threads (fails the test if it
+ * does not build). */
+static void kbuild(fg_context *ctx, fg_kernel *k, const char *name, const char *src, unsigned threads, int nparams)
+{
+    memset(k, 0, sizeof *k);
+    snprintf(k->name, sizeof k->name, "%s", name);
+    k->source = (char *)src;
+    k->grid[0] = k->grid[1] = k->grid[2] = 1;
+    k->block[0] = threads;
+    k->block[1] = k->block[2] = 1;
+    k->nparams = nparams;
+    fg_status st = fg_emu_build(ctx, k);
+    if (st != FG_OK)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+}
+
+static void expect_ok(fg_context *ctx, fg_status st)
+{
+    if (st != FG_OK)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+}
+
+/* The launch failed with an error containing each needle. */
+static void expect_error(fg_context *ctx, fg_status st, const char *n1, const char *n2)
+{
+    assert_int_equal(st, FG_ERR_INTERNAL);
+    if (!tu_has_error(ctx, n1) || (n2 && !tu_has_error(ctx, n2))) {
+        tu_dump_errors(ctx);
+        fail_msg("expected an error with '%s'%s%s", n1, n2 ? " and " : "", n2 ? n2 : "");
+    }
+}
+
+/* Puts a tensor map into parameter slots (8 of them per 64 bytes). */
+static void put_map(uint64_t *slots, const fg_tmap_desc *d)
+{
+    assert_int_equal(fg_emu_tmap_encode(d, slots), 0);
+}
+
+static fg_tmap_desc map2d(const void *base, unsigned eb, uint64_t d0, uint64_t d1, uint64_t stride, unsigned b0,
+                          unsigned b1, fg_tmap_swizzle sw)
+{
+    fg_tmap_desc d;
+    memset(&d, 0, sizeof d);
+    d.base = P(base);
+    d.elem_bytes = eb;
+    d.dim[0] = d0;
+    d.dim[1] = d1;
+    d.row_stride = stride;
+    d.box[0] = b0;
+    d.box[1] = b1;
+    d.swizzle = sw;
+    return d;
+}
+
+/* ---- host side, from the PTX ISA ---- */
+
+/* Tensor swizzling modes: within each 8 * span bytes, the 16-byte chunk
+ * (offset bits 4..6) is XORed with the 128-byte row (bits 7..9), keeping
+ * span / 16 chunks. */
+static size_t isa_swizzle(size_t off, unsigned span)
+{
+    if (!span)
+        return off;
+    size_t chunks = span / 16;
+    size_t chunk = (off >> 4) & 7, row = (off >> 7) & 7;
+    return (off & ~(size_t)0x70) | (((chunk ^ row) & (chunks - 1)) | (chunk & ~(chunks - 1))) << 4;
+}
+
+/* wgmma D fragment (m64nNk16, f32): thread t of the warpgroup, register i. */
+static void isa_frag(int t, int i, int *row, int *col)
+{
+    int warp = t / 32, lane = t % 32, group = lane / 4, tig = lane % 4;
+    *row = 16 * warp + group + ((i % 4) >= 2 ? 8 : 0);
+    *col = 8 * (i / 4) + 2 * tig + (i % 2);
+}
+
+static uint64_t rng_state = 0x243f6a8885a308d3ull;
+static uint32_t rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 33);
+}
+
+/* A random fp16 value of magnitude 2^-4 .. 2^1 and its value. */
+static uint16_t rnd_half(double *v)
+{
+    unsigned sign = rnd() & 1, e = 11 + rnd() % 5, m = rnd() % 1024;
+    *v = (sign ? -1.0 : 1.0) * ldexp(1.0 + m / 1024.0, (int)e - 15);
+    return (uint16_t)(sign << 15 | e << 10 | m);
+}
+
+/* A random bf16 value of magnitude 2^-4 .. 2^1 and its value. */
+static uint16_t rnd_bf16(double *v)
+{
+    unsigned sign = rnd() & 1, e = 123 + rnd() % 5, m = rnd() % 128;
+    *v = (sign ? -1.0 : 1.0) * ldexp(1.0 + m / 128.0, (int)e - 127);
+    return (uint16_t)(sign << 15 | e << 7 | m);
+}
+
+/* ---- tensor map encoding ---- */
+
+static void test_tmap_encode(void **state)
+{
+    (void)state;
+    static _Alignas(16) unsigned char buf[4096];
+    unsigned char out[128];
+    fg_tmap_desc ok = map2d(buf, 2, 64, 16, 128, 64, 8, FG_TMAP_SWIZZLE_128B);
+    assert_null(fg_emu_tmap_invalid(&ok));
+    assert_int_equal(fg_emu_tmap_encode(&ok, out), 0);
+    fg_tmap_desc back;
+    assert_int_equal(fg_emu_tmap_decode(out, &back), 0);
+    assert_int_equal(back.base, ok.base);
+    assert_int_equal(back.box[1], 8);
+    out[17] ^= 1; /* a changed byte is refused */
+    assert_int_equal(fg_emu_tmap_decode(out, &back), -1);
+    assert_int_equal(fg_emu_tmap_encode(NULL, out), -1);
+    assert_int_equal(fg_emu_tmap_encode(&ok, NULL), -1);
+    struct {
+        fg_tmap_desc d;
+        const char *why;
+    } bad[] = {
+        {map2d(buf, 3, 64, 16, 192, 16, 8, FG_TMAP_SWIZZLE_NONE), "elem_bytes"},
+        {map2d(buf + 8, 2, 64, 16, 128, 64, 8, FG_TMAP_SWIZZLE_NONE), "base address"},
+        {map2d(NULL, 2, 64, 16, 128, 64, 8, FG_TMAP_SWIZZLE_NONE), "base address"},
+        {map2d(buf, 2, 0, 16, 128, 64, 8, FG_TMAP_SWIZZLE_NONE), "dimension"},
+        {map2d(buf, 2, 64, 16, 120, 8, 8, FG_TMAP_SWIZZLE_NONE), "multiple of 16"},
+        {map2d(buf, 2, 64, 16, 112, 8, 8, FG_TMAP_SWIZZLE_NONE), "shorter than a row"},
+        {map2d(buf, 2, 64, 16, 128, 0, 8, FG_TMAP_SWIZZLE_NONE), "box extent"},
+        {map2d(buf, 2, 64, 16, 128, 8, 257, FG_TMAP_SWIZZLE_NONE), "box extent"},
+        {map2d(buf, 2, 64, 16, 128, 12, 8, FG_TMAP_SWIZZLE_NONE), "inner extent"},
+        {map2d(buf, 2, 64, 16, 128, 32, 8, FG_TMAP_SWIZZLE_128B), "swizzle span"},
+        {map2d(buf, 4, 64, 16, 256, 16, 8, FG_TMAP_SWIZZLE_32B), "swizzle span"},
+        {map2d(buf, 2, 64, 16, 128, 64, 8, (fg_tmap_swizzle)48), "NONE, 32B"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(out, 0x5a, sizeof out);
+        assert_int_equal(fg_emu_tmap_encode(&bad[i].d, out), -1);
+        assert_int_equal(out[0], 0x5a);   /* untouched */
+        const char *why = fg_emu_tmap_invalid(&bad[i].d);
+        if (!why || !strstr(why, bad[i].why))
+            fail_msg("case %zu: '%s', want '%s'", i, why ? why : "(valid)", bad[i].why);
+    }
+}
+
+/* ---- TMA: one box into 1024-byte aligned shared memory ----
+ * flags: 1 read the tile without waiting on the barrier; 2 expect 16 more
+ * transaction bytes than the box has.  sw[i] = fg_emu_swizzle(16 i, span). */
+static const char *src_tma =
+    "#include \"fusegen_prelude.cuh\"\n"
+    "struct P_tma { unsigned char *out; fg_u64 *sw; fg_i64 c0, c1, bytes, flags, span; fg_tmap map; };\n"
+    "FG_KERNEL(tma, P_tma, 128)\n"
+    "{\n"
+    "    alignas(1024) FG_SHARED unsigned char tile[16384];\n"
+    "    FG_SHARED fg_mbar bar;\n"
+    "    const unsigned t = fg_linear_tid();\n"
+    "    if (t == 0) {\n"
+    "        fg_mbar_init(&bar, 1);\n"
+    "        fg_fence_mbar_init();\n"
+    "    }\n"
+    "    fg_sync();\n"
+    "    if (t == 0) {\n"
+    "        fg_mbar_arrive_expect_tx(&bar, (unsigned)p.bytes + ((p.flags & 2) ? 16u : 0u));\n"
+    "        fg_tma_load_2d(tile, &p.map, (int)p.c0, (int)p.c1, &bar);\n"
+    "    }\n"
+    "    if (!(p.flags & 1))\n"
+    "        fg_mbar_wait(&bar, 0);\n"
+    "    for (fg_i64 i = t; i < p.bytes; i += fg_bdim_x())\n"
+    "        p.out[i] = tile[i];\n"
+    "    if (t < 64)\n"
+    "        p.sw[t] = fg_emu_swizzle(16 * (fg_u64)t, (unsigned)p.span);\n"
+    "}\n";
+
+enum { TMA_SLOTS = 8 + 16 };
+
+static void test_tma_box(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_empty();
+    fg_kernel k;
+    kbuild(ctx, &k, "tma", src_tma, 64, TMA_SLOTS);
+    /* a 40 x 300 byte-pattern tensor (row stride 320 bytes), read as 2- or 4-byte elements */
+    enum { ROWS = 40, STRIDE = 320 };
+    static _Alignas(16) unsigned char g[ROWS * STRIDE];
+    for (size_t i = 0; i < sizeof g; i++)
+        g[i] = (unsigned char)(rnd() | 1);   /* never 0: zero fill is visible */
+    static unsigned char out[16384];
+    uint64_t sw[64];
+    struct {
+        unsigned eb, span, b0, b1;
+        int c0, c1;
+        uint64_t d0;
+    } cases[] = {
+        {2, 128, 64, 16, 8, 3, 150},     /* interior */
+        {2, 128, 64, 20, 100, 30, 150},  /* past the last column and row */
+        {2, 128, 64, 8, -24, -5, 150},   /* before the first column and row */
+        {2, 64, 32, 24, 40, 7, 150},
+        {4, 64, 16, 12, -3, 33, 75},
+        {2, 32, 16, 40, 141, -1, 150},
+        {4, 32, 8, 16, 70, 0, 75},
+        {2, 0, 24, 10, -8, 35, 150},     /* no swizzle, 48-byte rows */
+        {4, 0, 4, 7, 73, 2, 75},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        unsigned eb = cases[ci].eb, span = cases[ci].span, b0 = cases[ci].b0, b1 = cases[ci].b1;
+        int c0 = cases[ci].c0, c1 = cases[ci].c1;
+        uint64_t d0 = cases[ci].d0;
+        size_t inner = (size_t)b0 * eb, bytes = inner * b1;
+        uint64_t args[TMA_SLOTS] = {P(out), P(sw), (uint64_t)(int64_t)c0, (uint64_t)(int64_t)c1, bytes, 0, span};
+        fg_tmap_desc d = map2d(g, eb, d0, ROWS, STRIDE, b0, b1, (fg_tmap_swizzle)span);
+        put_map(args + 8, &d);
+        memset(out, 0, sizeof out);
+        expect_ok(ctx, fg_emu_launch(ctx, &k, args));
+        for (unsigned r = 0; r < b1; r++)
+            for (unsigned e = 0; e < b0; e++) {
+                long x = (long)c0 + e, y = (long)c1 + r;
+                int inside = x >= 0 && x < (long)d0 && y >= 0 && y < ROWS;
+                for (unsigned b = 0; b < eb; b++) {
+                    size_t o = r * inner + e * eb + b;
+                    unsigned char want = inside ? g[y * STRIDE + x * eb + b] : 0;
+                    unsigned char got = out[isa_swizzle(o, span)];
+                    if (got != want)
+                        fail_msg("case %zu: box (%u, %u) byte %u: %02x, want %02x", ci, r, e, b, got, want);
+                }
+            }
+        for (int i = 0; i < 64; i++)
+            assert_int_equal(sw[i], isa_swizzle((size_t)16 * i, span));
+    }
+    /* the tile read without the wait: the copy has not landed (0xff poison) */
+    {
+        fg_tmap_desc d = map2d(g, 2, 150, ROWS, STRIDE, 64, 8, FG_TMAP_SWIZZLE_128B);
+        uint64_t args[TMA_SLOTS] = {P(out), P(sw), 0, 0, 1024, 1, 128};
+        put_map(args + 8, &d);
+        memset(out, 0, sizeof out);
+        expect_ok(ctx, fg_emu_launch(ctx, &k, args));
+        for (int i = 0; i < 1024; i++)
+            assert_int_equal(out[i], 0xff);
+        /* more transaction bytes expected than the box delivers: a deadlock that names the barrier */
+        args[5] = 2;
+        expect_error(ctx, fg_emu_launch(ctx, &k, args), "deadlock", "16 transaction byte(s) expected but not delivered");
+        assert_true(tu_has_error(ctx, "the mbarrier at shared offset 0x"));
+        assert_true(tu_has_error(ctx, "block (0,0,0) thread ("));   /* a waiting thread is named */
+        /* a shifted map is no map; a destination in the wrong place fails */
+        args[5] = 0;
+        args[9] ^= 16;
+        expect_error(ctx, fg_emu_launch(ctx, &k, args), "not written by fg_emu_tmap_encode", NULL);
+    }
+    fg_emu_release(&k);
+    fg_context_free(ctx);
+}
+
+/* ---- wgmma GEMM: D[64 x BN] = C + A[64 x K] * B, operands by TMA, 128B swizzle ----
+ * A [64][K]; B [BN][K] (trans_b 0, K-major) or [K][BN] (trans_b 1, N-major).
+ * Per 64-wide k tile: A box 64 x 64, B box 64 x BN or BN / 64 boxes of 64 x
+ * 64; four k16 steps (descriptor start + 32 bytes K-major, + 16 rows
+ * N-major).  flags: 1 store the accumulators before the last fg_wgmma_wait;
+ * 2 thread 5 uses another B descriptor; 4 no fg_wgmma_fence. */
+static const char *src_gemm =
+    "#include \"fusegen_prelude.cuh\"\n"
+    "struct P_gemm { float *out; const float *c; fg_i64 k, bn, trans_b, bf16, acc, flags; fg_tmap ma, mb; };\n"
+    "FG_DEVICE void frag(unsigned t, int i, int *row, int *col)\n"
+    "{\n"
+    "    const unsigned w = t / 32, l = t % 32;\n"
+    "    *row = (int)(16 * w + l / 4 + 8 * ((i / 2) % 2));\n"
+    "    *col = (int)(8 * (i / 4) + 2 * (l % 4) + i % 2);\n"
+    "}\n"
+    "template <int BN, int TB, int BF>\n"
+    "FG_DEVICE void gemm(const P_gemm &p, unsigned char *sa, unsigned char *sb, fg_mbar *bar)\n"
+    "{\n"
+    "    const unsigned t = fg_linear_tid();\n"
+    "    float d[BN / 2];\n"
+    "    for (int i = 0; i < BN / 2; i++) {\n"
+    "        int row, col;\n"
+    "        frag(t, i, &row, &col);\n"
+    "        d[i] = p.acc ? p.c[row * BN + col] : 1e30f;\n"
+    "    }\n"
+    "    if (!(p.flags & 4))\n"
+    "        fg_wgmma_fence();\n"
+    "    const int ktiles = (int)((p.k + 63) / 64);\n"
+    "    for (int kt = 0; kt < ktiles; kt++) {\n"
+    "        if (t == 0) {\n"
+    "            fg_mbar_arrive_expect_tx(bar, 64 * 128 + BN * 128);\n"
+    "            fg_tma_load_2d(sa, &p.ma, kt * 64, 0, bar);\n"
+    "            if (TB)\n"
+    "                for (int nb = 0; nb < BN / 64; nb++)\n"
+    "                    fg_tma_load_2d(sb + nb * 8192, &p.mb, nb * 64, kt * 64, bar);\n"
+    "            else\n"
+    "                fg_tma_load_2d(sb, &p.mb, kt * 64, 0, bar);\n"
+    "        }\n"
+    "        fg_mbar_wait(bar, (unsigned)kt & 1);\n"
+    "        if (!(p.flags & 4))\n"
+    "            fg_wgmma_fence();\n"
+    "        for (int ks = 0; ks < 4; ks++) {\n"
+    "            fg_u64 da = fg_wgmma_desc(sa + ks * 32, 128, 16, 1024);\n"
+    "            fg_u64 db = TB ? fg_wgmma_desc(sb + ks * 2048, 128, 8192, 1024)\n"
+    "                           : fg_wgmma_desc(sb + ks * 32, 128, 16, 1024);\n"
+    "            if ((p.flags & 2) && t == 5)\n"
+    "                db = fg_wgmma_desc(sb, 128, 16, 1024);\n"
+    "            const int acc = kt > 0 || ks > 0 || p.acc;\n"
+    "            if (BF)\n"
+    "                fg_wgmma_bf16<BN, TB>(d, da, db, acc);\n"
+    "            else\n"
+    "                fg_wgmma_f16<BN, TB>(d, da, db, acc);\n"
+    "        }\n"
+    "        fg_wgmma_commit();\n"
+    "        if (kt == ktiles - 1 && (p.flags & 1))\n"
+    "            break;\n"
+    "        fg_wgmma_wait<0>();\n"
+    "        fg_sync();\n"
+    "    }\n"
+    "    for (int i = 0; i < BN / 2; i++) {\n"
+    "        int row, col;\n"
+    "        frag(t, i, &row, &col);\n"
+    "        p.out[row * BN + col] = d[i];\n"
+    "    }\n"
+    "    fg_wgmma_wait<0>();\n"
+    "}\n"
+    "template <int BN> FG_DEVICE void gemm_bn(const P_gemm &p, unsigned char *sa, unsigned char *sb, fg_mbar *bar)\n"
+    "{\n"
+    "    if (p.trans_b)\n"
+    "        p.bf16 ? gemm<BN, 1, 1>(p, sa, sb, bar) : gemm<BN, 1, 0>(p, sa, sb, bar);\n"
+    "    else\n"
+    "        p.bf16 ? gemm<BN, 0, 1>(p, sa, sb, bar) : gemm<BN, 0, 0>(p, sa, sb, bar);\n"
+    "}\n"
+    "FG_KERNEL(wg_gemm, P_gemm, 128)\n"
+    "{\n"
+    "    alignas(1024) FG_SHARED unsigned char sa[64 * 128];\n"
+    "    alignas(1024) FG_SHARED unsigned char sb[256 * 128];\n"
+    "    FG_SHARED fg_mbar bar;\n"
+    "    if (fg_linear_tid() == 0) {\n"
+    "        fg_mbar_init(&bar, 1);\n"
+    "        fg_fence_mbar_init();\n"
+    "    }\n"
+    "    fg_sync();\n"
+    "    if (p.bn == 64)\n"
+    "        gemm_bn<64>(p, sa, sb, &bar);\n"
+    "    else if (p.bn == 128)\n"
+    "        gemm_bn<128>(p, sa, sb, &bar);\n"
+    "    else\n"
+    "        gemm_bn<256>(p, sa, sb, &bar);\n"
+    "}\n";
+
+enum { GEMM_SLOTS = 8 + 16 + 16 };
+
+typedef struct gemm_data {
+    int k, bn, trans_b, bf16;
+    uint16_t *a, *b;        /* device layouts */
+    double *av, *bv;        /* values: av[m][k], bv[k][n] */
+    float *c, *out;
+} gemm_data;
+
+static void gemm_make(gemm_data *g, int k, int bn, int trans_b, int bf16)
+{
+    memset(g, 0, sizeof *g);
+    g->k = k, g->bn = bn, g->trans_b = trans_b, g->bf16 = bf16;
+    g->a = aligned_alloc(16, (size_t)64 * k * 2);
+    g->b = aligned_alloc(16, (size_t)bn * k * 2);
+    g->av = malloc(sizeof(double) * 64 * k);
+    g->bv = malloc(sizeof(double) * k * bn);
+    g->c = malloc(sizeof(float) * 64 * bn);
+    g->out = malloc(sizeof(float) * 64 * bn);
+    for (int i = 0; i < 64 * k; i++)
+        g->a[i] = bf16 ? rnd_bf16(&g->av[i]) : rnd_half(&g->av[i]);
+    for (int kk = 0; kk < k; kk++)
+        for (int n = 0; n < bn; n++) {
+            double v;
+            uint16_t h = bf16 ? rnd_bf16(&v) : rnd_half(&v);
+            g->bv[kk * bn + n] = v;
+            g->b[trans_b ? kk * bn + n : n * k + kk] = h;
+        }
+    for (int i = 0; i < 64 * bn; i++)
+        g->c[i] = (float)((int)(rnd() % 2001) - 1000) / 256.0f;
+}
+
+static void gemm_free(gemm_data *g)
+{
+    free(g->a), free(g->b), free(g->av), free(g->bv), free(g->c), free(g->out);
+}
+
+static void gemm_args(const gemm_data *g, uint64_t *args, int acc, int flags)
+{
+    memset(args, 0, GEMM_SLOTS * sizeof *args);
+    args[0] = P(g->out), args[1] = P(g->c), args[2] = (uint64_t)g->k, args[3] = (uint64_t)g->bn;
+    args[4] = (uint64_t)g->trans_b, args[5] = (uint64_t)g->bf16, args[6] = (uint64_t)acc, args[7] = (uint64_t)flags;
+    fg_tmap_desc ma = map2d(g->a, 2, (uint64_t)g->k, 64, (uint64_t)g->k * 2, 64, 64, FG_TMAP_SWIZZLE_128B);
+    fg_tmap_desc mb = g->trans_b ? map2d(g->b, 2, (uint64_t)g->bn, (uint64_t)g->k, (uint64_t)g->bn * 2, 64, 64,
+                                         FG_TMAP_SWIZZLE_128B)
+                                 : map2d(g->b, 2, (uint64_t)g->k, (uint64_t)g->bn, (uint64_t)g->k * 2, 64,
+                                         (unsigned)g->bn, FG_TMAP_SWIZZLE_128B);
+    put_map(args + 8, &ma);
+    put_map(args + 24, &mb);
+}
+
+/* out == C (when acc) + A * B within fp32 summation error; returns the
+ * largest error relative to the bound (<= 1 passes). */
+static double gemm_check(const gemm_data *g, const float *out, int acc)
+{
+    double worst = 0;
+    for (int m = 0; m < 64; m++)
+        for (int n = 0; n < g->bn; n++) {
+            double want = acc ? g->c[m * g->bn + n] : 0.0, mag = fabs(want);
+            for (int kk = 0; kk < g->k; kk++) {
+                double p = g->av[m * g->k + kk] * g->bv[kk * g->bn + n];
+                want += p;
+                mag += fabs(p);
+            }
+            double got = out[m * g->bn + n];
+            double bound = 4.0 * (g->k + 2) * ldexp(1.0, -24) * mag + 1e-30;
+            double r = isnan(got) ? INFINITY : fabs(got - want) / bound;
+            if (r > worst)
+                worst = r;
+        }
+    return worst;
+}
+
+static void test_wgmma_gemm(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_empty();
+    fg_kernel k;
+    kbuild(ctx, &k, "wg_gemm", src_gemm, 128, GEMM_SLOTS);
+    struct {
+        int k, bn, trans_b, bf16, acc;
+    } cases[] = {
+        {128, 64, 0, 0, 0}, {120, 64, 1, 1, 1}, {64, 128, 0, 1, 1},
+        {120, 128, 1, 0, 0}, {136, 256, 0, 0, 1}, {128, 256, 1, 1, 0},
+    };
+    uint64_t args[GEMM_SLOTS];
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        gemm_data g;
+        gemm_make(&g, cases[ci].k, cases[ci].bn, cases[ci].trans_b, cases[ci].bf16);
+        gemm_args(&g, args, cases[ci].acc, 0);
+        expect_ok(ctx, fg_emu_launch(ctx, &k, args));
+        double r = gemm_check(&g, g.out, cases[ci].acc);
+        if (!(r <= 1.0))
+            fail_msg("case %zu (K %d, N %d, trans_b %d, %s, acc %d): error %.3g of the fp32 bound", ci, g.k, g.bn,
+                     g.trans_b, g.bf16 ? "bf16" : "f16", cases[ci].acc, r);
+        gemm_free(&g);
+    }
+    /* mutations */
+    gemm_data g;
+    gemm_make(&g, 128, 64, 0, 0);
+    gemm_args(&g, args, 1, 1);   /* accumulators read before fg_wgmma_wait: NaN */
+    expect_ok(ctx, fg_emu_launch(ctx, &k, args));
+    for (int i = 0; i < 64 * 64; i++)
+        assert_true(isnan(g.out[i]));
+    gemm_args(&g, args, 1, 2);
+    expect_error(ctx, fg_emu_launch(ctx, &k, args), "warpgroup divergence: thread 5 of warpgroup 0", NULL);
+    gemm_args(&g, args, 1, 4);
+    expect_error(ctx, fg_emu_launch(ctx, &k, args), "no fg_wgmma_fence() before this thread's first wgmma", NULL);
+    gemm_free(&g);
+    fg_emu_release(&k);
+    fg_context_free(ctx);
+}
+
+/* ---- a 3-stage ring: one producer thread (warp 4), one consumer warpgroup ----
+ * D[64 x 128] = C + A[64 x 192] * B[192 x 128] (f16, B N-major), k16 per
+ * stage, 32B swizzle: A box 16 x 64 (K-major, SBO 256), B eight boxes 16 x
+ * 16 (N-major, LBO 512, SBO 256).  full[s]: one arrival + transaction bytes;
+ * empty[s]: 128 arrivals once the stage's wgmma landed (wait_group 1).
+ * flags 1: the producer does not wait on empty[s]. */
+static const char *src_ring =
+    "#include \"fusegen_prelude.cuh\"\n"
+    "struct P_ring { float *out; const float *c; fg_i64 flags, pad[5]; fg_tmap ma, mb; };\n"
+    "FG_KERNEL(ring, P_ring, 160)\n"
+    "{\n"
+    "    alignas(1024) FG_SHARED unsigned char sa[3][2048];\n"
+    "    alignas(1024) FG_SHARED unsigned char sb[3][4096];\n"
+    "    FG_SHARED fg_mbar full[3], empty[3];\n"
+    "    const unsigned t = fg_linear_tid();\n"
+    "    const int KT = 12;\n"
+    "    if (t == 0) {\n"
+    "        for (int s = 0; s < 3; s++) {\n"
+    "            fg_mbar_init(&full[s], 1);\n"
+    "            fg_mbar_init(&empty[s], 128);\n"
+    "        }\n"
+    "        fg_fence_mbar_init();\n"
+    "    }\n"
+    "    fg_sync();\n"
+    "    if (t >= 128) {\n"
+    "        fg_setmaxnreg_dec<40>();\n"
+    "        if (t == 128)\n"
+    "            for (int i = 0; i < KT; i++) {\n"
+    "                const int s = i % 3, round = i / 3;\n"
+    "                if (!(p.flags & 1))\n"
+    "                    fg_mbar_wait(&empty[s], (unsigned)(round & 1) ^ 1u);\n"
+    "                fg_mbar_arrive_expect_tx(&full[s], 2048 + 4096);\n"
+    "                fg_tma_load_2d(sa[s], &p.ma, i * 16, 0, &full[s]);\n"
+    "                for (int nb = 0; nb < 8; nb++)\n"
+    "                    fg_tma_load_2d(sb[s] + nb * 512, &p.mb, nb * 16, i * 16, &full[s]);\n"
+    "            }\n"
+    "        return;\n"
+    "    }\n"
+    "    fg_setmaxnreg_inc<232>();\n"
+    "    const unsigned w = t / 32, l = t % 32;\n"
+    "    float d[64];\n"
+    "    for (int i = 0; i < 64; i++)\n"
+    "        d[i] = p.c[(16 * w + l / 4 + 8 * ((i / 2) % 2)) * 128 + 8 * (i / 4) + 2 * (l % 4) + i % 2];\n"
+    "    for (int i = 0; i < KT; i++) {\n"
+    "        const int s = i % 3, round = i / 3;\n"
+    "        fg_mbar_wait(&full[s], (unsigned)round & 1);\n"
+    "        fg_wgmma_fence();\n"
+    "        fg_wgmma_f16<128, 1>(d, fg_wgmma_desc(sa[s], 32, 16, 256), fg_wgmma_desc(sb[s], 32, 512, 256), 1);\n"
+    "        fg_wgmma_commit();\n"
+    "        fg_wgmma_wait<1>();\n"
+    "        if (i > 0)\n"
+    "            fg_mbar_arrive(&empty[(i - 1) % 3]);\n"
+    "    }\n"
+    "    fg_wgmma_wait<0>();\n"
+    "    for (int i = 0; i < 64; i++)\n"
+    "        p.out[(16 * w + l / 4 + 8 * ((i / 2) % 2)) * 128 + 8 * (i / 4) + 2 * (l % 4) + i % 2] = d[i];\n"
+    "}\n";
+
+enum { RING_SLOTS = 8 + 16 + 16 };
+
+static void test_ring(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_empty();
+    fg_kernel k;
+    kbuild(ctx, &k, "ring", src_ring, 160, RING_SLOTS);
+    gemm_data g;
+    gemm_make(&g, 192, 128, 1, 0);
+    uint64_t args[RING_SLOTS] = {P(g.out), P(g.c), 0};
+    fg_tmap_desc ma = map2d(g.a, 2, 192, 64, 384, 16, 64, FG_TMAP_SWIZZLE_32B);
+    fg_tmap_desc mb = map2d(g.b, 2, 128, 192, 256, 16, 16, FG_TMAP_SWIZZLE_32B);
+    put_map(args + 8, &ma);
+    put_map(args + 24, &mb);
+    expect_ok(ctx, fg_emu_launch(ctx, &k, args));
+    double r = gemm_check(&g, g.out, 1);
+    if (!(r <= 1.0))
+        fail_msg("ring: error %.3g of the fp32 bound", r);
+    /* without the empty-barrier wait the producer refills a stage the
+     * consumers still own: its full barrier gets a second arrival before
+     * the phase completed */
+    args[2] = 1;
+    expect_error(ctx, fg_emu_launch(ctx, &k, args), "fg_mbar_arrive_expect_tx: the mbarrier at shared offset",
+                 "more arrivals than its count");
+    gemm_free(&g);
+    fg_emu_release(&k);
+    fg_context_free(ctx);
+}
+
+/* ---- generic stores published to wgmma by fence.proxy.async ----
+ * A [64][32] written by the threads in the no-swizzle K-major layout (core
+ * matrices of 8 rows x 16 bytes; LBO 128 between k chunks, SBO 512 between
+ * 8-row groups); B [64][32] by TMA, 64B swizzle (K-major, SBO 512).  D = A *
+ * B^T, n64.  flags: 1 no fg_fence_proxy_async; 8 thread 77 swaps the k
+ * steps of A. */
+static const char *src_fence =
+    "#include \"fusegen_prelude.cuh\"\n"
+    "struct P_fence { float *out; const unsigned short *a; fg_i64 flags, pad[5]; fg_tmap mb; };\n"
+    "FG_KERNEL(wg_fence, P_fence, 128)\n"
+    "{\n"
+    "    alignas(1024) FG_SHARED unsigned short sa[64 * 32];\n"
+    "    alignas(1024) FG_SHARED unsigned char sb[64 * 64];\n"
+    "    FG_SHARED fg_mbar bar;\n"
+    "    const unsigned t = fg_linear_tid();\n"
+    "    if (t == 0) {\n"
+    "        fg_mbar_init(&bar, 1);\n"
+    "        fg_fence_mbar_init();\n"
+    "    }\n"
+    "    for (unsigned e = t; e < 64 * 32; e += fg_bdim_x()) {\n"
+    "        const unsigned m = e / 32, k = e % 32;\n"
+    "        sa[((m % 8) * 16 + (m / 8) * 512 + (k % 8) * 2 + (k / 8) * 128) / 2] = p.a[e];\n"
+    "    }\n"
+    "    if (!(p.flags & 1))\n"
+    "        fg_fence_proxy_async();\n"
+    "    fg_sync();\n"
+    "    if (t == 0) {\n"
+    "        fg_mbar_arrive_expect_tx(&bar, 64 * 64);\n"
+    "        fg_tma_load_2d(sb, &p.mb, 0, 0, &bar);\n"
+    "    }\n"
+    "    fg_mbar_wait(&bar, 0);\n"
+    "    float d[32];\n"
+    "    fg_wgmma_fence();\n"
+    "    for (int ks = 0; ks < 2; ks++) {\n"
+    "        const int ka = ((p.flags & 8) && t == 77) ? 1 - ks : ks;\n"
+    "        fg_wgmma_f16<64, 0>(d, fg_wgmma_desc((const char *)sa + ka * 256, 0, 128, 512),\n"
+    "                            fg_wgmma_desc(sb + ks * 32, 64, 16, 512), ks);\n"
+    "    }\n"
+    "    fg_wgmma_commit();\n"
+    "    fg_wgmma_wait<0>();\n"
+    "    const unsigned w = t / 32, l = t % 32;\n"
+    "    for (int i = 0; i < 32; i++)\n"
+    "        p.out[(16 * w + l / 4 + 8 * ((i / 2) % 2)) * 64 + 8 * (i / 4) + 2 * (l % 4) + i % 2] = d[i];\n"
+    "}\n";
+
+enum { FENCE_SLOTS = 8 + 16 };
+
+static void test_proxy_fence(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_empty();
+    fg_kernel k;
+    kbuild(ctx, &k, "wg_fence", src_fence, 128, FENCE_SLOTS);
+    gemm_data g;
+    gemm_make(&g, 32, 64, 0, 0);   /* B stored [n][k] */
+    uint64_t args[FENCE_SLOTS] = {P(g.out), P(g.a), 0};
+    fg_tmap_desc mb = map2d(g.b, 2, 32, 64, 64, 32, 64, FG_TMAP_SWIZZLE_64B);
+    put_map(args + 8, &mb);
+    expect_ok(ctx, fg_emu_launch(ctx, &k, args));
+    double r = gemm_check(&g, g.out, 0);
+    if (!(r <= 1.0))
+        fail_msg("fence: error %.3g of the fp32 bound", r);
+    /* without the proxy fence wgmma does not see the generic stores */
+    args[2] = 1;
+    expect_ok(ctx, fg_emu_launch(ctx, &k, args));
+    for (int i = 0; i < 64 * 64; i++)
+        assert_true(isnan(g.out[i]));
+    args[2] = 8;
+    expect_error(ctx, fg_emu_launch(ctx, &k, args), "warpgroup divergence: thread 77 of warpgroup 0", NULL);
+    /* a warpgroup needs 128 threads */
+    args[2] = 0;
+    k.block[0] = 96;
+    expect_error(ctx, fg_emu_launch(ctx, &k, args), "needs a full warpgroup of 128 threads", NULL);
+    gemm_free(&g);
+    fg_emu_release(&k);
+    fg_context_free(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tmap_encode),
+        cmocka_unit_test(test_tma_box),
+        cmocka_unit_test(test_wgmma_gemm),
+        cmocka_unit_test(test_ring),
+        cmocka_unit_test(test_proxy_fence),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
