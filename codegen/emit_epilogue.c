@@ -186,7 +186,9 @@ static fg_status emit_apply(fg_emitter *em, int node, const char *const *coords,
 
 /* Emits fg_epilogue(p, v, coordinates...) into the helpers: the group's
  * stages in order, preceded by the anchor's own bias when no stage adds it;
- * with no stages, every node after the main one is applied in chain order. */
+ * with no stages from a rule that lists none (or no rule), every node after
+ * the main one is applied in chain order.  A rule whose stages all resolved
+ * to nothing (absent optional steps) applies nothing. */
 fg_status fg_em_epilogue(fg_emitter *em)
 {
     const fg_group *grp = em->grp;
@@ -254,7 +256,7 @@ fg_status fg_em_epilogue(fg_emitter *em)
             default: st = fg_em_error(em, FG_ERR_INTERNAL, "unknown epilogue stage %d", (int)e->kind); break;
             }
         }
-    } else {
+    } else if (!em->rule || em->rule->nepilogue == 0) {
         for (int i = 0; i < grp->nnodes && st == FG_OK; i++) {
             int nd = grp->nodes[i];
             if (nd == em->main_node || nd == grp->anchor || fg_kind(em->g->nodes[nd].op->kind)->role == FG_ROLE_RESHAPE)

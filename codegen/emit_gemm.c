@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "emit_impl.h"
+#include "kind.h"
 #include "shape.h"
 #include "template.h"
 
@@ -511,6 +512,15 @@ fg_status fg_emit_gemm(fg_emitter *em)
 
 static int cand_geometry(const fg_tcand *c, gemm_geom *gg, char *why, size_t whysz)
 {
+    /* the epilogue computes element-wise nodes only: a row op after the
+     * matmul (a softmax) needs its own template (gemm_softmax) */
+    for (int i = 1; i < c->nnodes; i++) {
+        const fg_node *nd = &c->g->nodes[c->nodes[i]];
+        if (fg_kind(nd->op->kind)->role != FG_ROLE_ELEMENTWISE && !nd->folded) {
+            snprintf(why, whysz, "%s (op %s) after the matmul is not element-wise", nd->name, nd->op->name);
+            return 0;
+        }
+    }
     return gemm_geometry(c->g, c->anchor, c->g->nodes[c->nodes[c->nnodes - 1]].output, gg, why, whysz);
 }
 
