@@ -26,6 +26,19 @@
  * shared memory and fails its numerics, which on the device would be a race
  * that usually goes unnoticed.  Copies still queued when a thread exits, or
  * when the block ends, are dropped.
+ *
+ * Hopper (docs/emulation.md, "Hopper primitives"): mbarriers live in a
+ * per-block table (the fg_mbar's bytes hold a tag and the index) with
+ * arrival counts, phases and transaction bytes; a thread waiting on an
+ * incomplete phase is blocked on the barrier until a phase completes.  A TMA
+ * box is read at issue and kept in flight on its barrier; it lands (and
+ * subtracts its bytes) when a thread waits on that barrier, or when no
+ * thread can run and one is blocked on it.  wgmma operations are queued per
+ * thread (accumulators NaN meanwhile) and computed for the whole warpgroup
+ * by the last of its 128 threads to reach fg_wgmma_wait, from an "async
+ * proxy" copy of shared memory that TMA writes and that takes the generic
+ * bytes only after a fg_fence_proxy_async().  None of this costs a kernel
+ * that does not use it more than a test per context switch.
  */
 #define _GNU_SOURCE
 #include "emu_sched.h"
@@ -922,8 +935,8 @@ static void api_wgmma_commit(void)
  * K-major, swizzled: ((8,m),(T,2k)) : ((S/16 T,SBO),(1,T))
  * MN-major, none:    ((T,1,m),(8,k)) : ((1,T,SBO),(1T,LBO))
  * MN-major, swizzled: ((T,S/16,m),(8,k)) : ((1,T,LBO),(S/16 T,SBO))
- * then the swizzle of the address.  Returns NULL with *why set when the
- * descriptor cannot be emulated. */
+ * where S is the swizzle span in bytes; then the swizzle of the address
+ * (desc_invalid tells first whether the descriptor can be emulated). */
 static uint64_t operand_addr(uint64_t desc, int mn, int k, int mn_major)
 {
     uint64_t start = (desc & 0x3fff) << 4, lbo = ((desc >> 16) & 0x3fff) << 4, sbo = ((desc >> 32) & 0x3fff) << 4;
@@ -1070,7 +1083,8 @@ static int wgmma_land(fg_emu_sched *s, int wg, int n, char *msg, size_t msgsize)
         return 0;
     unsigned char *view = async_view(s);
     if (s->view_epoch != s->fence_epoch) {   /* fenced generic writes become visible to the async proxy */
-        memcpy(view, s->shared_begin, (size_t)(s->shared_end - s->shared_begin));
+        if (s->shared_end > s->shared_begin)
+            memcpy(view, s->shared_begin, (size_t)(s->shared_end - s->shared_begin));
         s->view_epoch = s->fence_epoch;
     }
     for (int j = 0; j < nland; j++)
