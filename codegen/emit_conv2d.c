@@ -4,13 +4,16 @@
  * form with lanes on output channels) and conv2d_depthwise.cuh
  * (one input channel per group).  NCHW and NHWC, stride, padding (begin
  * pads from fg_node_pads; the end pads only size the output), dilation,
- * groups; every tensor is addressed in its own layout.
+ * groups; every tensor is addressed in its own layout.  The three read x
+ * element by element through off_x, so a group's input map (a channel
+ * shuffle before the conv, index_map.h) composes into off_x for free.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "emit_impl.h"
+#include "index_map.h"
 #include "template.h"
 
 /* The NHWC form (conv2d_nhwc.cuh): lanes on output channels.  tile_k is the
@@ -107,13 +110,15 @@ fg_status fg_emit_conv2d(fg_emitter *em)
     fg_em_shape(em, "DH", fg_em_attr_int(em, a, "dilation", 0));
     fg_em_shape(em, "DW", fg_em_attr_int(em, a, "dilation", 1));
 
-    fg_em_set(em, "X", "%s", fg_em_tensor(em, xt, 0));
-    fg_em_set(em, "WGT", "%s", fg_em_tensor(em, wt, 0));
-    fg_em_set(em, "Y", "%s", fg_em_tensor(em, em->out, 1));
+    /* x is read through off_x: its own offsets, or, when the group has an
+     * input map (a channel shuffle), offsets in the map's source (index_map.h) */
     static const char *const xc[] = {"n", "c", "h", "w"};
     static const char *const wc[] = {"k", "c", "r", "s"};
+    fg_em_set(em, "X", "%s", fg_em_tensor(em, fg_imap_source(em, xt), 0));
+    fg_em_set(em, "WGT", "%s", fg_em_tensor(em, wt, 0));
+    fg_em_set(em, "Y", "%s", fg_em_tensor(em, em->out, 1));
     fg_status st;
-    if ((st = fg_em_offset_fn(em, "off_x", xt, xc)) != FG_OK || (st = fg_em_offset_fn(em, "off_w", wt, wc)) != FG_OK ||
+    if ((st = fg_imap_offset_fn(em, "off_x", xt, xc)) != FG_OK || (st = fg_em_offset_fn(em, "off_w", wt, wc)) != FG_OK ||
         (st = fg_em_offset_fn(em, "off_y", em->out, xc)) != FG_OK)
         return st;
 

@@ -9,9 +9,9 @@
  * copy); an NHWC rank-4 tensor on either side re-indexes.  transpose reads
  * input axis perm[k] at output coordinate k.  A group of several reshapes
  * and transposes (rules/copy_chain.yaml: ShuffleNet's channel shuffle)
- * composes their maps, last node to first, into one index remap; the
- * tensors between them are never stored.  concat picks the input whose
- * slice holds the coordinate along the axis.
+ * composes their maps, last node to first, into one index remap
+ * (index_map.c); the tensors between them are never stored.  concat picks
+ * the input whose slice holds the coordinate along the axis.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,31 +20,10 @@
 #include "axes.h"
 #include "emit_ops.h"
 #include "kind.h"
+#include "index_map.h"
 #include "template.h"
 
 /* ---- shared helpers (emit_ops.h) -------------------------------------------- */
-
-/* Nonzero when tensor t is made inside em's group and is not its output:
- * never stored, so it has no kernel parameter. */
-static int inside(const fg_emitter *em, int t)
-{
-    if (t == em->out)
-        return 0;
-    for (int i = 0; i < em->grp->nnodes; i++)
-        if (em->g->nodes[em->grp->nodes[i]].output == t)
-            return 1;
-    return 0;
-}
-
-/* Dimension axis of tensor t: fg_em_dim for the kernel's own tensors, a
- * literal for one inside the group. */
-static void dim_of(fg_emitter *em, int t, int axis, fg_buf *out)
-{
-    if (inside(em, t))
-        fg_buf_printf(out, "%" PRId64, em->g->tensors[t].shape[axis]);
-    else
-        fg_em_dim(em, t, axis, out);
-}
 
 int fg_em_row_major(const fg_emitter *em, int t)
 {
@@ -83,7 +62,7 @@ void fg_em_lin_coords(fg_emitter *em, int t, const char *lin, const char *base, 
                     continue;
                 if (terms++)
                     fg_buf_put(out, " * ");
-                dim_of(em, t, q, out);
+                fg_em_group_dim(em, t, q, out);
             }
             fg_buf_put(out, ")");
         } else {
@@ -91,7 +70,7 @@ void fg_em_lin_coords(fg_emitter *em, int t, const char *lin, const char *base, 
         }
         if (d > first) {
             fg_buf_put(out, " % ");
-            dim_of(em, t, d, out);
+            fg_em_group_dim(em, t, d, out);
         }
         fg_buf_printf(out, ";  // %s axis %d\n", x->name, d);
     }
@@ -137,44 +116,6 @@ static fg_status load_at(fg_emitter *em, int t, const char *const *xc, int ind, 
     return st;
 }
 
-/* One reshape or transpose node of the chain, mapped backwards: from the
- * coordinates of its output (oc, rank of its output) to those of its input
- * (names written to ic), emitting the locals it needs.  stage numbers the
- * locals; last: the node writes the kernel's output. */
-static void map_back(fg_emitter *em, int node, int stage, int last, char oc[][16], char ic[][16], fg_buf *b)
-{
-    const fg_node *nd = &em->g->nodes[node];
-    const fg_tensor *y = &em->g->tensors[nd->output], *x = &em->g->tensors[nd->inputs[0]];
-    if (nd->op->kind == FG_OPK_TRANSPOSE) {
-        const fg_attr_value *pm = fg_node_attr(nd, "perm");
-        for (int d = 0; d < y->rank; d++)
-            snprintf(ic[pm->ints[d]], 16, "%s", x->shape[pm->ints[d]] == 1 ? "0" : oc[d]);
-        fg_buf_iprintf(b, 2, "// %s: transpose, input axis perm[k] is output axis k\n", nd->name);
-        return;
-    }
-    char lin[16], base[16];
-    snprintf(lin, sizeof lin, "lin%d", stage);
-    snprintf(base, sizeof base, "s%d_", stage);
-    if (last && fg_em_row_major(em, em->out)) {
-        fg_buf_iprintf(b, 2, "const fg_i64 %s = i;  // %s: logical index (row-major output)\n", lin, nd->name);
-    } else {
-        /* Horner: ((c0 * D1 + c1) * D2 + c2) ... */
-        fg_buf e = {0};
-        fg_buf_put(&e, oc[0]);
-        for (int d = 1; d < y->rank; d++) {
-            fg_buf nx = {0};
-            fg_buf_printf(&nx, "(%s) * ", e.s);
-            dim_of(em, nd->output, d, &nx);
-            fg_buf_printf(&nx, " + %s", oc[d]);
-            fg_buf_free(&e);
-            e = nx;
-        }
-        fg_buf_iprintf(b, 2, "const fg_i64 %s = %s;  // %s: logical index\n", lin, e.s, nd->name);
-        fg_buf_free(&e);
-    }
-    fg_em_lin_coords(em, nd->inputs[0], lin, base, ic, 2, b);
-}
-
 /* reshape and transpose nodes of the group, composed: the output element's
  * coordinates are mapped back through each node, last to first, to the
  * first node's input.  One reshape between row-major tensors reads
@@ -190,19 +131,12 @@ static fg_status load_chain(fg_emitter *em, int ncopy, fg_buf *b)
                        em->g->tensors[t].name);
         return FG_OK;
     }
-    char names[2][FG_MAX_RANK][16];
-    const char *const *cn = fg_em_coord_names(em->ot->rank);
-    for (int d = 0; d < em->ot->rank; d++)
-        snprintf(names[0][d], 16, "%s", em->ot->shape[d] == 1 ? "0" : cn[d]);
-    int cur = 0;
-    for (int k = ncopy - 1; k >= 0; k--) {
-        map_back(em, grp->nodes[k], k, k == ncopy - 1, names[cur], names[1 - cur], b);
-        cur = 1 - cur;
-    }
+    char names[FG_MAX_RANK][16];
+    fg_imap_compose(em, grp->nodes, ncopy, fg_em_coord_names(em->ot->rank), "i", 2, names, b);
     const fg_tensor *x = &em->g->tensors[t];
     const char *xc[FG_MAX_RANK];
     for (int d = 0; d < x->rank; d++)
-        xc[d] = names[cur][d];
+        xc[d] = names[d];
     return load_at(em, t, xc, 2, b);
 }
 

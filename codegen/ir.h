@@ -203,6 +203,9 @@ typedef struct fg_rule_step {
     unsigned kinds;                        /* `kind: [pointwise]`: any op of these kinds, bit (1u << fg_op_kind) */
     int optional;                          /* `optional: true` */
     int repeat;                            /* `repeat: true`: one or more in a row (pointwise only) */
+    int input_map;                         /* `input_map: true`: a leading reshape / transpose step whose node
+                                              is not computed: the anchor reads its main input through the
+                                              composed index map (index_map.h) */
     struct fg_expr *where;                 /* attribute predicate or NULL */
     const char *where_src;
     const char *where_hook;                /* Lua function name or NULL */
@@ -267,6 +270,9 @@ typedef struct fg_group {
     int nnodes;
     int nodes[FG_MAX_GROUP_NODES];         /* plan-graph nodes in chain order */
     int anchor;                            /* node that the template computes (conv/matmul/pool), or -1 */
+    int nmap;                              /* nodes[0 .. nmap): the anchor's input map, reshapes and
+                                              transposes the anchor reads its input 0 through (never
+                                              stored; 0: none); the anchor is nodes[nmap] */
     const char *template_name;             /* the template chosen (template.h) */
     int nepi;
     fg_group_epi epi[FG_MAX_EPILOGUE];

@@ -24,6 +24,7 @@
 #include "expr.h"
 #include "fold.h"
 #include "hook.h"
+#include "index_map.h"
 #include "kind.h"
 #include "rewrite.h"
 #include "shape.h"
@@ -251,6 +252,16 @@ static int collect_epilogue(const fg_graph *g, const fg_rule *r, const int *node
     return cnt;
 }
 
+/* The number of leading nodes of a match that its rule's `input_map:` steps
+ * took (the anchor's input map; 0: none).  steps[i] < 0: a lone node. */
+static int match_nmap(const fg_rule *r, const int *steps, int n)
+{
+    int k = 0;
+    while (r && k < n - 1 && steps[k] >= 0 && r->steps[steps[k]].input_map)
+        k++;
+    return k;
+}
+
 /* Describes a candidate group for the template checks: main node, epilogue
  * stages and tensor parameters (upper bounds: folds may only remove some). */
 static void make_cand(const fg_graph *g, const fg_rule *r, const int *nodes, const int *steps, int n, fg_tcand *c)
@@ -261,8 +272,9 @@ static void make_cand(const fg_graph *g, const fg_rule *r, const int *nodes, con
     c->rule = r;
     c->nnodes = n;
     c->nodes = nodes;
-    const fg_node *first = &g->nodes[nodes[0]];
-    c->anchor = fg_kind(first->op->kind)->role == FG_ROLE_ANCHOR ? nodes[0] : -1;
+    int nmap = match_nmap(r, steps, n);
+    const fg_node *first = &g->nodes[nodes[nmap]];
+    c->anchor = fg_kind(first->op->kind)->role == FG_ROLE_ANCHOR ? nodes[nmap] : -1;
     c->main_node = c->anchor;
     for (int i = 0; i < n && c->main_node < 0; i++)
         if (!g->nodes[nodes[i]].folded)
@@ -307,6 +319,33 @@ static void make_cand(const fg_graph *g, const fg_rule *r, const int *nodes, con
     c->ntensors = ns;
 }
 
+/* A candidate whose leading nmap nodes are the anchor's input map: the
+ * template that would run the group without the map (the default choice
+ * for c's nodes after the map) must read through the map, so that saving
+ * the copy never trades a faster template (tensor cores, vector loads) for
+ * one that reads element by element.  0 with why when it cannot. */
+static int map_keeps_template(const fg_context *ctx, const fg_tcand *c, int nmap, char *why, size_t whysz)
+{
+    fg_tcand alone = *c;
+    alone.nodes = c->nodes + nmap;
+    alone.nnodes = c->nnodes - nmap;
+    const fg_template *cands[64];
+    const fg_node *main = &c->g->nodes[c->main_node];
+    const char *want = c->rule ? c->rule->template_name : fg_kind(main->op->kind)->family;
+    int n = fg_template_candidates(ctx, want, main->op->kind, cands, (int)FG_COUNTOF(cands));
+    const fg_template *best = NULL;
+    char r[384];
+    for (int i = 0; i < n; i++)
+        if (fg_template_check(cands[i], &alone, r, sizeof r) && (!best || cands[i]->priority > best->priority))
+            best = cands[i];
+    if (best && !fg_imap_template_ok(best, r, sizeof r)) {
+        snprintf(why, whysz, "the input map stays a copy: %s, the template for %s alone, %s", best->name, main->name,
+                 r);
+        return 0;
+    }
+    return 1;
+}
+
 /* Checks the templates that may run candidate c (the rule's `template:`,
  * else the main node's kind family for a lone node).  Returns the number
  * accepted, with acc[0..) in registry order and *best the default choice
@@ -315,6 +354,13 @@ static void make_cand(const fg_graph *g, const fg_rule *r, const int *nodes, con
 static int check_templates(const fg_context *ctx, const fg_tcand *c, const fg_template **acc, int *best, char *why,
                            size_t whysz, fg_buf *text)
 {
+    int nmap = 0;
+    while (nmap < c->nnodes && c->nodes[nmap] != c->anchor && c->anchor >= 0)
+        nmap++;
+    if (c->anchor < 0 || nmap == c->nnodes)
+        nmap = 0;
+    if (nmap > 0 && !map_keeps_template(ctx, c, nmap, why, whysz))
+        return 0;
     const fg_template *cands[64];
     const fg_node *main = &c->g->nodes[c->main_node];
     const char *want = c->rule ? c->rule->template_name : fg_kind(main->op->kind)->family;
@@ -323,7 +369,7 @@ static int check_templates(const fg_context *ctx, const fg_tcand *c, const fg_te
     char r[384];
     *best = -1;
     for (int i = 0; i < n; i++) {
-        if (fg_template_check(cands[i], c, r, sizeof r)) {
+        if (fg_template_check(cands[i], c, r, sizeof r) && (nmap == 0 || fg_imap_template_ok(cands[i], r, sizeof r))) {
             if (*best < 0 || cands[i]->priority > acc[*best]->priority)
                 *best = na;
             acc[na++] = cands[i];
@@ -396,6 +442,22 @@ static int match_legal(search *S)
             return 0;
         }
     }
+    /* An input map is a pure permutation of the elements: reshapes and
+     * transposes only, each keeping the element count, and a node after it. */
+    int nmap = match_nmap(r, m->steps, m->n);
+    for (int i = 0; i < nmap; i++) {
+        const fg_node *nd = &g->nodes[m->nodes[i]];
+        fg_op_kind k = nd->op->kind;
+        if ((k != FG_OPK_RESHAPE && k != FG_OPK_TRANSPOSE) || nd->ninputs < 1 || nd->inputs[0] < 0 ||
+            fg_tensor_numel(&g->tensors[nd->inputs[0]]) != fg_tensor_numel(&g->tensors[nd->output])) {
+            snprintf(why, sizeof why, "%s (op %s) is not a pure permutation of its input's elements, so it cannot "
+                     "be an input map", nd->name, nd->op->name);
+            add_note(P, r, m->nodes[nmap < m->n ? nmap : i], m->nodes[i], why);
+            return 0;
+        }
+    }
+    if (nmap > 0 && nmap == m->n)
+        return 0;
     /* An input of a later node must not come from itself or a later node of the group. */
     for (int i = 1; i < m->n; i++) {
         const fg_node *nd = &g->nodes[m->nodes[i]];
@@ -435,6 +497,11 @@ static int match_capable(search *S)
     const fg_template *acc[64];
     int best;
     make_cand(P->g, r, m->nodes, m->steps, m->n, &c);
+    int nmap = match_nmap(r, m->steps, m->n);
+    if (nmap > 0 && c.anchor >= 0 && !map_keeps_template(P->ctx, &c, nmap, why, sizeof why)) {
+        add_note(P, r, c.anchor, m->nodes[nmap - 1], why);
+        return 0;
+    }
     if (check_templates(P->ctx, &c, acc, &best, why, sizeof why, NULL) == 0) {
         if (m->n > 1)
             add_note(P, r, child, parent, why);
@@ -528,7 +595,16 @@ static void take_step(search *S, int s)
         int reindex = fg_kind(g->nodes[c].op->kind)->role == FG_ROLE_RESHAPE &&
                       fg_kind(g->nodes[prev].op->kind)->role == FG_ROLE_RESHAPE &&
                       fg_tensor_numel(ct) == fg_tensor_numel(tt);
-        if (!same_shape(ct, tt) && !reindex) {
+        /* the anchor after an input map reads the map's output as its input 0
+         * and computes a tensor of its own shape */
+        int reads_map = r->steps[S->cur.steps[S->cur.n - 1]].input_map && !r->steps[s].input_map;
+        if (reads_map && (g->nodes[c].ninputs < 1 || g->nodes[c].inputs[0] != t)) {
+            snprintf(why, sizeof why, "%s reads the input map's output %s, but not as its input 0 (%s)",
+                     g->nodes[c].name, tt->name, g->nodes[c].op->inputs[0].name);
+            add_note(P, r, c, prev, why);
+            continue;
+        }
+        if (!same_shape(ct, tt) && !reindex && !reads_map) {
             fg_buf b = {0};
         char sb[160];
             fg_buf_printf(&b, "%s's output ", g->nodes[c].name);
@@ -607,11 +683,12 @@ static int add_group(planner *P, int rule, const pmatch *m)
         P->gsteps[gi][i] = m->steps[i];
         P->member[m->nodes[i]] = gi;
     }
-    const fg_node *first = &g->nodes[m->nodes[0]];
-    grp->anchor = fg_kind(first->op->kind)->role == FG_ROLE_ANCHOR ? m->nodes[0] : -1;
+    const fg_rule *r = rule >= 0 ? P->ctx->rules[rule] : NULL;
+    grp->nmap = match_nmap(r, m->steps, m->n);
+    const fg_node *first = &g->nodes[m->nodes[grp->nmap]];
+    grp->anchor = fg_kind(first->op->kind)->role == FG_ROLE_ANCHOR ? m->nodes[grp->nmap] : -1;
     grp->output = g->nodes[m->nodes[m->n - 1]].output;
 
-    const fg_rule *r = rule >= 0 ? P->ctx->rules[rule] : NULL;
     fg_tcand c;
     const fg_template *acc[64];
     int best;

@@ -14,11 +14,12 @@
 #include "fold.h"
 #include "hook.h"
 #include "input_file.h"
+#include "kind.h"
 #include "load.h"
 #include "template.h"
 
 static const char *const rule_keys[] = {"rule", "priority", "dtypes", "layouts", "hooks", "match", "fold", "kernel"};
-static const char *const step_keys[] = {"op", "kind", "where", "where_hook", "optional", "repeat"};
+static const char *const step_keys[] = {"op", "kind", "where", "where_hook", "optional", "repeat", "input_map"};
 static const char *const kernel_keys[] = {"template", "select", "params", "epilogue"};
 static const char *const epi_keys[] = {"bias", "apply", "hook"};
 
@@ -209,6 +210,15 @@ static void parse_step(fg_context *ctx, fg_rule *r, const fg_ynode *item, const 
     }
     if (s->optional && r->nsteps == 1)
         fg_diag_error(ctx, FG_ERR_INPUT, opt->loc, "the first step of a rule ('%s') cannot be optional", s->name);
+    const fg_ynode *im = fg_ymap_get(v, "input_map");
+    if (im && fg_yget_bool(ctx, im, "input_map", &s->input_map) && s->input_map && ok) {
+        if (!step_kinds_within(ctx, s, (1u << FG_OPK_RESHAPE) | (1u << FG_OPK_TRANSPOSE)))
+            fg_diag_error(ctx, FG_ERR_INPUT, im->loc, "`input_map` is only for reshape and transpose steps (a pure "
+                          "permutation of the elements); step '%s' matches other kinds", s->name);
+        else if (r->nsteps > 1 && !r->steps[r->nsteps - 2].input_map)
+            fg_diag_error(ctx, FG_ERR_INPUT, im->loc, "`input_map` steps must lead the chain; step '%s' follows "
+                          "step '%s', which is not one", s->name, r->steps[r->nsteps - 2].name);
+    }
 
     const fg_ynode *where = fg_ymap_get(v, "where");
     if (where && ok) {
@@ -479,6 +489,35 @@ static void parse_hook_file(fg_context *ctx, fg_rule *r, const fg_ynode *v, cons
     free(path);
 }
 
+/* Leading `input_map:` steps (each checked in parse_step) need a step after
+ * them that computes: a required step of anchor kinds (conv2d, matmul,
+ * pool2d, global_pool), which reads the map's output as its input 0. */
+static void check_input_map(fg_context *ctx, fg_rule *r)
+{
+    int nmap = 0;
+    while (nmap < r->nsteps && r->steps[nmap].input_map)
+        nmap++;
+    if (nmap == 0)
+        return;
+    if (nmap == r->nsteps) {
+        fg_diag_error(ctx, FG_ERR_INPUT, r->steps[nmap - 1].loc, "rule '%s': every step is an `input_map` step; "
+                      "a step that reads the map (a conv2d, say) must follow them", r->name);
+        return;
+    }
+    const fg_rule_step *a = &r->steps[nmap];
+    unsigned anchors = 0;
+    for (int k = 0; k < FG_OPK_COUNT; k++)
+        if (fg_kind((fg_op_kind)k)->role == FG_ROLE_ANCHOR)
+            anchors |= 1u << k;
+    if (a->optional)
+        fg_diag_error(ctx, FG_ERR_INPUT, a->loc, "rule '%s': step '%s' reads the input map and cannot be optional",
+                      r->name, a->name);
+    else if ((a->nops || a->kinds) && !step_kinds_within(ctx, a, anchors))
+        fg_diag_error(ctx, FG_ERR_INPUT, a->loc, "rule '%s': step '%s' after the `input_map` steps must match "
+                      "anchor ops only (conv2d, matmul, pool2d, global_pool): a kernel reads its input through the "
+                      "map", r->name, a->name);
+}
+
 fg_status fg_rule_load(fg_context *ctx, const fg_ynode *map, const char *dir, uint64_t file_hash)
 {
     int errs0 = ctx->nerrors;
@@ -524,6 +563,7 @@ fg_status fg_rule_load(fg_context *ctx, const fg_ynode *map, const char *dir, ui
         for (int i = 0; i < match->n; i++)
             parse_step(ctx, r, match->items[i], names);
     }
+    check_input_map(ctx, r);
     if ((v = fg_ymap_get(map, "fold")) && !fg_ynode_is_null(v))
         parse_folds(ctx, r, v);
     const fg_ynode *kernel = fg_ymap_get(map, "kernel");

@@ -150,6 +150,17 @@ static const fuse_case CASES[] = {
      "  - { name: t1, op: transpose, inputs: [x], attrs: { perm: [0, 1, 3, 2] } }\n" PW("act", "relu6", "t1")
      "outputs: [act, t1]\n",
      "-:t1", "t1's output is a graph output"},
+    {"shuffle_conv",
+     "  - { name: r1, op: reshape, inputs: [x], attrs: { shape: [1, 2, 4, 6, 6] } }\n"
+     "  - { name: t1, op: transpose, inputs: [r1], attrs: { perm: [0, 2, 1, 3, 4] } }\n"
+     "  - { name: r2, op: reshape, inputs: [t1], attrs: { shape: [1, 8, 6, 6] } }\n"
+     CONV("c", "r2", "wd", ", groups: 8") BN("bn", "c", "p", "false") "outputs: [bn]\n",
+     "shuffle_conv:r1,t1,r2,c,bn",
+     "  - { name: r1, op: reshape, inputs: [x], attrs: { shape: [1, 2, 4, 6, 6] } }\n"
+     "  - { name: t1, op: transpose, inputs: [r1], attrs: { perm: [0, 2, 1, 3, 4] } }\n"
+     "  - { name: r2, op: reshape, inputs: [t1], attrs: { shape: [1, 8, 6, 6] } }\n"
+     CONV("c", "r2", "wd", ", groups: 8") BN("bn", "c", "p", "false") "outputs: [bn, t1]\n",
+     "copy_chain:r1,t1", "t1's output is a graph output"},
 };
 
 /* The loader refuses `training: true` (no kernel computes batch

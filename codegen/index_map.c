@@ -1,0 +1,171 @@
+/*
+ * index_map.c -- composed index maps of reshape / transpose chains (contract
+ * in index_map.h): the backward map through each node, the offset helper of
+ * an anchor that reads its input through the group's input map, and which
+ * templates can take one.
+ */
+#include "index_map.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "emit_ops.h"
+#include "template.h"
+
+/* Nonzero when tensor t is made inside em's group and is not its output:
+ * never stored, so it has no kernel parameter. */
+static int inside(const fg_emitter *em, int t)
+{
+    if (t == em->out)
+        return 0;
+    for (int i = 0; i < em->grp->nnodes; i++)
+        if (em->g->nodes[em->grp->nodes[i]].output == t)
+            return 1;
+    return 0;
+}
+
+void fg_em_group_dim(fg_emitter *em, int t, int axis, fg_buf *out)
+{
+    if (inside(em, t))
+        fg_buf_printf(out, "%" PRId64, em->g->tensors[t].shape[axis]);
+    else
+        fg_em_dim(em, t, axis, out);
+}
+
+/* One reshape or transpose node of the chain, mapped backwards: from the
+ * coordinates of its output (oc, rank of its output) to those of its input
+ * (names written to ic), emitting the locals it needs.  stage numbers the
+ * locals; lin, when not NULL, is the output's logical index. */
+static void map_back(fg_emitter *em, int node, int stage, const char *lin_given, int ind, char oc[][16],
+                     char ic[][16], fg_buf *b)
+{
+    const fg_node *nd = &em->g->nodes[node];
+    const fg_tensor *y = &em->g->tensors[nd->output], *x = &em->g->tensors[nd->inputs[0]];
+    if (nd->op->kind == FG_OPK_TRANSPOSE) {
+        const fg_attr_value *pm = fg_node_attr(nd, "perm");
+        for (int d = 0; d < y->rank; d++)
+            snprintf(ic[pm->ints[d]], 16, "%s", x->shape[pm->ints[d]] == 1 ? "0" : oc[d]);
+        fg_buf_iprintf(b, ind, "// %s: transpose, input axis perm[k] is output axis k\n", nd->name);
+        return;
+    }
+    char lin[16], base[16];
+    snprintf(lin, sizeof lin, "lin%d", stage);
+    snprintf(base, sizeof base, "s%d_", stage);
+    if (lin_given) {
+        fg_buf_iprintf(b, ind, "const fg_i64 %s = %s;  // %s: logical index (row-major output)\n", lin, lin_given,
+                       nd->name);
+    } else {
+        /* Horner: ((c0 * D1 + c1) * D2 + c2) ... */
+        fg_buf e = {0};
+        fg_buf_put(&e, oc[0]);
+        for (int d = 1; d < y->rank; d++) {
+            fg_buf nx = {0};
+            fg_buf_printf(&nx, "(%s) * ", e.s);
+            fg_em_group_dim(em, nd->output, d, &nx);
+            fg_buf_printf(&nx, " + %s", oc[d]);
+            fg_buf_free(&e);
+            e = nx;
+        }
+        fg_buf_iprintf(b, ind, "const fg_i64 %s = %s;  // %s: logical index\n", lin, e.s, nd->name);
+        fg_buf_free(&e);
+    }
+    fg_em_lin_coords(em, nd->inputs[0], lin, base, ic, ind, b);
+}
+
+void fg_imap_compose(fg_emitter *em, const int *nodes, int n, const char *const *oc, const char *out_lin, int ind,
+                     char ic[][16], fg_buf *b)
+{
+    char names[2][FG_MAX_RANK][16];
+    const fg_tensor *y = &em->g->tensors[em->g->nodes[nodes[n - 1]].output];
+    for (int d = 0; d < y->rank; d++)
+        snprintf(names[0][d], 16, "%s", y->shape[d] == 1 ? "0" : oc[d]);
+    int cur = 0;
+    for (int k = n - 1; k >= 0; k--) {
+        const char *lin = k == n - 1 && out_lin && fg_em_row_major(em, em->out) ? out_lin : NULL;
+        map_back(em, nodes[k], k, lin, ind, names[cur], names[1 - cur], b);
+        cur = 1 - cur;
+    }
+    const fg_tensor *x = &em->g->tensors[em->g->nodes[nodes[0]].inputs[0]];
+    for (int d = 0; d < x->rank; d++)
+        snprintf(ic[d], 16, "%s", names[cur][d]);
+}
+
+int fg_imap_source(const fg_emitter *em, int t)
+{
+    const fg_group *grp = em->grp;
+    if (grp->nmap <= 0 || em->g->nodes[grp->nodes[grp->nmap - 1]].output != t)
+        return t;
+    return em->g->nodes[grp->nodes[0]].inputs[0];
+}
+
+fg_status fg_imap_offset_fn(fg_emitter *em, const char *fname, int t, const char *const *coords)
+{
+    const fg_group *grp = em->grp;
+    if (fg_imap_source(em, t) == t)
+        return fg_em_offset_fn(em, fname, t, coords);
+    const fg_tensor *x = &em->g->tensors[t];
+    int src = em->g->nodes[grp->nodes[0]].inputs[0];
+    const fg_tensor *s = &em->g->tensors[src];
+    fg_buf body = {0}, off = {0};
+    char ic[FG_MAX_RANK][16];
+    fg_imap_compose(em, grp->nodes, grp->nmap, coords, NULL, 1, ic, &body);
+    const char *sc[FG_MAX_RANK];
+    for (int d = 0; d < s->rank; d++)
+        sc[d] = ic[d];
+    fg_status st = fg_em_offset(em, src, 0, sc, s->rank, s->shape, &off);
+    if (st == FG_OK) {
+        fg_buf_printf(&em->helpers, "// offset of %s %s at the logical coordinates (", s->name,
+                      fg_layout_name(s->layout));
+        for (int i = 0; i < x->rank; i++)
+            fg_buf_printf(&em->helpers, "%s%s", i ? ", " : "", coords[i]);
+        fg_buf_printf(&em->helpers, ") of %s: the input map", x->name);
+        for (int i = 0; i < grp->nmap; i++) {
+            const fg_node *nd = &em->g->nodes[grp->nodes[i]];
+            fg_buf_printf(&em->helpers, "%s%s (%s)", i ? ", " : " ", nd->name, nd->op->name);
+        }
+        fg_buf_printf(&em->helpers, " composed;\n// %s is never stored\n", x->name);
+        fg_buf_printf(&em->helpers, "FG_DEVICE fg_i64 %s(const fg_params_%s &p", fname, em->k->name);
+        for (int i = 0; i < x->rank; i++)
+            fg_buf_printf(&em->helpers, ", fg_i64 %s", coords[i]);
+        fg_buf_put(&em->helpers, ")\n{\n");
+        for (int i = 0; i < x->rank; i++)
+            if (x->shape[i] == 1)
+                fg_buf_printf(&em->helpers, "    (void)%s;\n", coords[i]);
+        fg_buf_put(&em->helpers, body.s ? body.s : "");
+        fg_buf_printf(&em->helpers, "    return %s;\n}\n\n", off.s);
+    }
+    fg_buf_free(&body);
+    fg_buf_free(&off);
+    return st;
+}
+
+/* The built-in templates that read their main input element by element
+ * through off_x (conv2d.cuh, conv2d_nhwc.cuh, conv2d_depthwise.cuh), and
+ * why the others cannot read through a map. */
+static const struct {
+    const char *name;
+    const char *refusal;   /* NULL: takes an input map */
+} map_caps[] = {
+    {"conv2d", NULL},
+    {"conv2d_depthwise", NULL},
+    {"conv2d_tc", "it loads 16-byte channel vectors of its input (cp.async), which an input map does not keep "
+                  "contiguous"},
+    {"gemm_tc", "it loads 16-byte vectors of its operands (cp.async, ldmatrix)"},
+    {"gemm_tc_splitk", "it loads 16-byte vectors of its operands (cp.async, ldmatrix)"},
+};
+
+int fg_imap_template_ok(const fg_template *t, char *why, size_t whysz)
+{
+    const fg_template *b = fg_template_base(t);
+    for (size_t i = 0; i < FG_COUNTOF(map_caps); i++)
+        if (strcmp(map_caps[i].name, b->name) == 0) {
+            if (!map_caps[i].refusal)
+                return 1;
+            snprintf(why, whysz, "cannot read through an input map: %s", map_caps[i].refusal);
+            return 0;
+        }
+    snprintf(why, whysz, "cannot read through an input map (template %s does not read its input through off_x)",
+             b->name);
+    return 0;
+}
