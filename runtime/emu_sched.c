@@ -184,7 +184,7 @@ typedef struct wgslot {
 
 /* Scratch of a landing wgmma (too big for a thread stack). */
 typedef struct wgscratch {
-    float a[64][16], b[16][256], c[64][256];
+    float a[64][16], b[256][16], c[64][256];   /* b[n][k]: both operands contiguous along k */
 } wgscratch;
 
 /* One queued cp.async copy. */
@@ -1019,7 +1019,7 @@ static int wgmma_land_one(fg_emu_sched *s, thread **T, int j, char *msg, size_t 
             }
     for (int n = 0; n < bn; n++)
         for (int k = 0; k < 16; k++)
-            if (read_operand(s, op->desc_b, n, k, op->trans_b, bf16, &w->b[k][n])) {
+            if (read_operand(s, op->desc_b, n, k, op->trans_b, bf16, &w->b[n][k])) {
                 snprintf(msg, msgsize, "%s: B element (%d, %d) lies outside shared memory", wgmma_name(op->kind), k, n);
                 return -1;
             }
@@ -1035,7 +1035,7 @@ static int wgmma_land_one(fg_emu_sched *s, thread **T, int j, char *msg, size_t 
         for (int n = 0; n < bn; n++) {
             float acc = 0.0f;   /* products of 16-bit values are exact in float; sums in k order */
             for (int k = 0; k < 16; k++)
-                acc += w->a[m][k] * w->b[k][n];
+                acc += w->a[m][k] * w->b[n][k];
             w->c[m][n] += acc;
         }
     for (int t = 0; t < 128; t++) {

@@ -204,23 +204,24 @@ static void test_tmap_encode(void **state)
 
 /* ---- TMA: one box into 1024-byte aligned shared memory ----
  * flags: 1 read the tile without waiting on the barrier; 2 expect 16 more
- * transaction bytes than the box has.  sw[i] = fg_emu_swizzle(16 i, span). */
+ * transaction bytes than the box has; 4 no fg_mbar_init.  The box goes to
+ * tile + dst.  sw[i] = fg_emu_swizzle(16 i, span). */
 static const char *src_tma =
     "#include \"fusegen_prelude.cuh\"\n"
-    "struct P_tma { unsigned char *out; fg_u64 *sw; fg_i64 c0, c1, bytes, flags, span; fg_tmap map; };\n"
+    "struct P_tma { unsigned char *out; fg_u64 *sw; fg_i64 c0, c1, bytes, flags, span, dst; fg_tmap map; };\n"
     "FG_KERNEL(tma, P_tma, 128)\n"
     "{\n"
     "    alignas(1024) FG_SHARED unsigned char tile[16384];\n"
     "    FG_SHARED fg_mbar bar;\n"
     "    const unsigned t = fg_linear_tid();\n"
-    "    if (t == 0) {\n"
+    "    if (t == 0 && !(p.flags & 4)) {\n"
     "        fg_mbar_init(&bar, 1);\n"
     "        fg_fence_mbar_init();\n"
     "    }\n"
     "    fg_sync();\n"
     "    if (t == 0) {\n"
     "        fg_mbar_arrive_expect_tx(&bar, (unsigned)p.bytes + ((p.flags & 2) ? 16u : 0u));\n"
-    "        fg_tma_load_2d(tile, &p.map, (int)p.c0, (int)p.c1, &bar);\n"
+    "        fg_tma_load_2d(tile + p.dst, &p.map, (int)p.c0, (int)p.c1, &bar);\n"
     "    }\n"
     "    if (!(p.flags & 1))\n"
     "        fg_mbar_wait(&bar, 0);\n"
@@ -299,8 +300,17 @@ static void test_tma_box(void **state)
         expect_error(ctx, fg_emu_launch(ctx, &k, args), "deadlock", "16 transaction byte(s) expected but not delivered");
         assert_true(tu_has_error(ctx, "the mbarrier at shared offset 0x"));
         assert_true(tu_has_error(ctx, "block (0,0,0) thread ("));   /* a waiting thread is named */
-        /* a shifted map is no map; a destination in the wrong place fails */
+        /* an mbarrier used without fg_mbar_init */
+        args[5] = 4;
+        expect_error(ctx, fg_emu_launch(ctx, &k, args), "the mbarrier at shared offset 0x",
+                     "is not initialized (no fg_mbar_init in this block");
+        /* a 128B-swizzled box must start its 1024-byte pattern at the destination */
         args[5] = 0;
+        args[7] = 128;
+        expect_error(ctx, fg_emu_launch(ctx, &k, args),
+                     "fg_tma_load_2d: the shared destination (offset 0x", "80) is not 1024-byte aligned");
+        /* a shifted map is no map */
+        args[7] = 0;
         args[9] ^= 16;
         expect_error(ctx, fg_emu_launch(ctx, &k, args), "not written by fg_emu_tmap_encode", NULL);
     }
@@ -313,7 +323,8 @@ static void test_tma_box(void **state)
  * Per 64-wide k tile: A box 64 x 64, B box 64 x BN or BN / 64 boxes of 64 x
  * 64; four k16 steps (descriptor start + 32 bytes K-major, + 16 rows
  * N-major).  flags: 1 store the accumulators before the last fg_wgmma_wait;
- * 2 thread 5 uses another B descriptor; 4 no fg_wgmma_fence. */
+ * 2 thread 5 uses another B descriptor; 4 no fg_wgmma_fence; 8 A starts on
+ * the second 128-byte row of its swizzle pattern. */
 static const char *src_gemm =
     "#include \"fusegen_prelude.cuh\"\n"
     "struct P_gemm { float *out; const float *c; fg_i64 k, bn, trans_b, bf16, acc, flags; fg_tmap ma, mb; };\n"
@@ -350,7 +361,7 @@ static const char *src_gemm =
     "        if (!(p.flags & 4))\n"
     "            fg_wgmma_fence();\n"
     "        for (int ks = 0; ks < 4; ks++) {\n"
-    "            fg_u64 da = fg_wgmma_desc(sa + ks * 32, 128, 16, 1024);\n"
+    "            fg_u64 da = fg_wgmma_desc(sa + ks * 32 + ((p.flags & 8) ? 128 : 0), 128, 16, 1024);\n"
     "            fg_u64 db = TB ? fg_wgmma_desc(sb + ks * 2048, 128, 8192, 1024)\n"
     "                           : fg_wgmma_desc(sb + ks * 32, 128, 16, 1024);\n"
     "            if ((p.flags & 2) && t == 5)\n"
@@ -507,6 +518,9 @@ static void test_wgmma_gemm(void **state)
     expect_error(ctx, fg_emu_launch(ctx, &k, args), "warpgroup divergence: thread 5 of warpgroup 0", NULL);
     gemm_args(&g, args, 1, 4);
     expect_error(ctx, fg_emu_launch(ctx, &k, args), "no fg_wgmma_fence() before this thread's first wgmma", NULL);
+    gemm_args(&g, args, 1, 8);
+    expect_error(ctx, fg_emu_launch(ctx, &k, args), "the A descriptor: the start address is not aligned to the swizzle",
+                 NULL);
     gemm_free(&g);
     fg_emu_release(&k);
     fg_context_free(ctx);
