@@ -412,8 +412,55 @@ static void test_plans(void **state)
     free(dir);
 }
 
-/* NVRTC for sm_80 and sm_90: an empty log, HMMA in the fp16 / bf16 kernels,
- * no local memory. */
+/* Compiles group 0 of plan p (case `name`, dtype d; spec: shapes
+ * specialized) for sm_80 and sm_90: an empty log, HMMA in fp16 / bf16 and
+ * none in fp32, no stack and no local memory when cuobjdump is there.
+ * Returns the number of compiles. */
+static int nvrtc_check(const char *name, fg_dtype d, const fg_plan *p, int spec, int tools)
+{
+    static const char *const archs[] = {"sm_80", "sm_90"};
+    static const char *const res_args[] = {"-res-usage"}, *const sass_args[] = {"-sass"};
+    fg_kernel k;
+    fg_emit_opts eo = {.specialize = spec};
+    assert_int_equal(fg_emit_group(g_ctx, p, 0, &eo, &k), FG_OK);
+    assert_string_equal(k.template_name, "gemm_softmax");
+    const char *how = spec ? "" : " unspecialized";
+    for (int a = 0; a < 2; a++) {
+        fg_jit_info info;
+        memset(&info, 0, sizeof info);
+        fg_status st = fg_jit_compile(g_ctx, &k, archs[a], &info);
+        if (st)
+            tu_dump_errors(g_ctx);
+        assert_int_equal(st, FG_OK);
+        if (info.log[0])
+            fail_msg("%s %s %s%s: NVRTC log:\n%s", name, fg_dtype_name(d), archs[a], how, info.log);
+        if (!tools)
+            continue;
+        char *out = NULL;
+        fg_res_usage u;
+        assert_int_equal(fg_cuda_tool_run(FG_TOOL_CUOBJDUMP, res_args, 1, k.binary, k.binary_size, &out), 0);
+        assert_int_equal(fg_res_usage_parse(out, k.name, &u), 0);
+        free(out);
+        out = NULL;
+        fg_sass_mix m = {0};
+        assert_int_equal(fg_cuda_tool_run(FG_TOOL_CUOBJDUMP, sass_args, 1, k.binary, k.binary_size, &out), 0);
+        fg_sass_mix_count(out, &m);
+        free(out);
+        print_message("  %-40s %-5s %s%s: %d registers, %d bytes shared, stack %d, local %d, HMMA %d\n", name,
+                      fg_dtype_name(d), archs[a], how, u.registers, u.shared, u.stack, u.local, m.hmma);
+        assert_int_equal(u.stack, 0);
+        assert_int_equal(u.local, 0);
+        if (d == FG_DTYPE_F32)
+            assert_int_equal(m.hmma, 0);
+        else
+            assert_true(m.hmma > 0);
+    }
+    fg_kernel_free(&k);
+    return 2;
+}
+
+/* NVRTC: every dtype of the batched 33-column case and of the 1000-column
+ * one (8 warps, the most registers), that one with shapes as parameters too. */
 static void test_nvrtc(void **state)
 {
     (void)state;
@@ -421,63 +468,28 @@ static void test_nvrtc(void **state)
     if (!tools)
         printf("no-local-memory check NOT RUN: cuobjdump not found (pip install nvidia-cuda-cuobjdump, or set "
                "FUSEGEN_CUDA_TOOLS)\n");
-    static const char *const archs[] = {"sm_80", "sm_90"};
     int compiled = 0;
-    for (size_t i = 0; i < FG_COUNTOF(CASES); i++)
+    static const size_t which[] = {2, 4};
+    for (size_t w = 0; w < FG_COUNTOF(which); w++) {
+        const gs_case *c = &CASES[which[w]];
         for (int d = 0; d < FG_DTYPE_COUNT; d++) {
-            if (!(CASES[i].dtypes & (1u << d)))
-                continue;
-            /* every dtype once, and the largest row in each */
-            if (i != 2 && i != 4)
+            if (!(c->dtypes & (1u << d)))
                 continue;
             char name[96];
-            case_name(&CASES[i], name, sizeof name);
-            char *text = case_graph(&CASES[i], (fg_dtype)d, name);
+            case_name(c, name, sizeof name);
+            char *text = case_graph(c, (fg_dtype)d, name);
             fg_graph *g = parse(name, text);
             fg_plan *p = NULL;
             assert_int_equal(fg_plan_build(g_ctx, g, &p), FG_OK);
-            fg_kernel k;
-            fg_emit_opts eo = {.specialize = 1};
-            assert_int_equal(fg_emit_group(g_ctx, p, 0, &eo, &k), FG_OK);
-            assert_string_equal(k.template_name, "gemm_softmax");
-            for (int a = 0; a < 2; a++) {
-                fg_jit_info info;
-                memset(&info, 0, sizeof info);
-                fg_status st = fg_jit_compile(g_ctx, &k, archs[a], &info);
-                if (st)
-                    tu_dump_errors(g_ctx);
-                assert_int_equal(st, FG_OK);
-                if (info.log[0])
-                    fail_msg("%s %s %s: NVRTC log:\n%s", name, fg_dtype_name((fg_dtype)d), archs[a], info.log);
-                compiled++;
-                if (!tools)
-                    continue;
-                static const char *const res_args[] = {"-res-usage"}, *const sass_args[] = {"-sass"};
-                char *out = NULL;
-                fg_res_usage u;
-                assert_int_equal(fg_cuda_tool_run(FG_TOOL_CUOBJDUMP, res_args, 1, k.binary, k.binary_size, &out), 0);
-                assert_int_equal(fg_res_usage_parse(out, k.name, &u), 0);
-                free(out);
-                out = NULL;
-                fg_sass_mix m = {0};
-                assert_int_equal(fg_cuda_tool_run(FG_TOOL_CUOBJDUMP, sass_args, 1, k.binary, k.binary_size, &out), 0);
-                fg_sass_mix_count(out, &m);
-                free(out);
-                print_message("  %-40s %-5s %s: %d registers, %d bytes shared, stack %d, local %d, HMMA %d\n", name,
-                              fg_dtype_name((fg_dtype)d), archs[a], u.registers, u.shared, u.stack, u.local, m.hmma);
-                assert_int_equal(u.stack, 0);
-                assert_int_equal(u.local, 0);
-                if (d == FG_DTYPE_F32)
-                    assert_int_equal(m.hmma, 0);
-                else
-                    assert_true(m.hmma > 0);
-            }
-            fg_kernel_free(&k);
+            compiled += nvrtc_check(name, (fg_dtype)d, p, 1, tools);
+            if (c->N == 1000)
+                compiled += nvrtc_check(name, (fg_dtype)d, p, 0, tools);
             fg_plan_free(p);
             fg_graph_free(g);
             free(text);
         }
-    assert_int_equal(compiled, 12);
+    }
+    assert_int_equal(compiled, 18);
 }
 
 static int group_setup(void **state)
