@@ -11,13 +11,15 @@
  *   128B-swizzled operands against a double-precision matmul, through the
  *   register fragment of D as the ISA draws it;
  * - a 3-stage producer / consumer ring (full and empty mbarriers, 32B
- *   swizzle, K = 16 x 12, wait_group 1), and generic stores published to
- *   wgmma by fence.proxy.async (no-swizzle layout, B 64B-swizzled);
+ *   swizzle, K = 16 x 12, wait_group 1; one and two consumer warpgroups),
+ *   and generic stores published to wgmma by fence.proxy.async (no-swizzle
+ *   layout, B 64B-swizzled);
  * - mutations that must fail and do: a tile read without the mbarrier wait
- *   (NaN), accumulators read before fg_wgmma_wait (NaN), more expected
- *   transaction bytes than delivered (deadlock naming the barrier), the
- *   ring without its empty-barrier wait, a missing proxy fence (NaN), a
- *   missing wgmma fence, warpgroup divergence, a partial warpgroup, and
+ *   (0xff), accumulators read before fg_wgmma_wait (NaN), more expected
+ *   transaction bytes than delivered (deadlock naming the barrier), an
+ *   uninitialized mbarrier, the ring without its empty-barrier wait, a
+ *   missing proxy fence (NaN), a missing wgmma fence, warpgroup divergence,
+ *   a partial warpgroup, a misaligned TMA destination or descriptor, and
  *   tensor maps the encoder must refuse.
  */
 #include <setjmp.h>
@@ -413,23 +415,23 @@ static const char *src_gemm =
 enum { GEMM_SLOTS = 8 + 16 + 16 };
 
 typedef struct gemm_data {
-    int k, bn, trans_b, bf16;
+    int m, k, bn, trans_b, bf16;
     uint16_t *a, *b;        /* device layouts */
     double *av, *bv;        /* values: av[m][k], bv[k][n] */
     float *c, *out;
 } gemm_data;
 
-static void gemm_make(gemm_data *g, int k, int bn, int trans_b, int bf16)
+static void gemm_make(gemm_data *g, int m, int k, int bn, int trans_b, int bf16)
 {
     memset(g, 0, sizeof *g);
-    g->k = k, g->bn = bn, g->trans_b = trans_b, g->bf16 = bf16;
-    g->a = aligned_alloc(16, (size_t)64 * k * 2);
+    g->m = m, g->k = k, g->bn = bn, g->trans_b = trans_b, g->bf16 = bf16;
+    g->a = aligned_alloc(16, (size_t)m * k * 2);
     g->b = aligned_alloc(16, (size_t)bn * k * 2);
-    g->av = malloc(sizeof(double) * 64 * k);
+    g->av = malloc(sizeof(double) * m * k);
     g->bv = malloc(sizeof(double) * k * bn);
-    g->c = malloc(sizeof(float) * 64 * bn);
-    g->out = malloc(sizeof(float) * 64 * bn);
-    for (int i = 0; i < 64 * k; i++)
+    g->c = malloc(sizeof(float) * m * bn);
+    g->out = malloc(sizeof(float) * m * bn);
+    for (int i = 0; i < m * k; i++)
         g->a[i] = bf16 ? rnd_bf16(&g->av[i]) : rnd_half(&g->av[i]);
     for (int kk = 0; kk < k; kk++)
         for (int n = 0; n < bn; n++) {
@@ -438,7 +440,7 @@ static void gemm_make(gemm_data *g, int k, int bn, int trans_b, int bf16)
             g->bv[kk * bn + n] = v;
             g->b[trans_b ? kk * bn + n : n * k + kk] = h;
         }
-    for (int i = 0; i < 64 * bn; i++)
+    for (int i = 0; i < m * bn; i++)
         g->c[i] = (float)((int)(rnd() % 2001) - 1000) / 256.0f;
 }
 
@@ -466,7 +468,7 @@ static void gemm_args(const gemm_data *g, uint64_t *args, int acc, int flags)
 static double gemm_check(const gemm_data *g, const float *out, int acc)
 {
     double worst = 0;
-    for (int m = 0; m < 64; m++)
+    for (int m = 0; m < g->m; m++)
         for (int n = 0; n < g->bn; n++) {
             double want = acc ? g->c[m * g->bn + n] : 0.0, mag = fabs(want);
             for (int kk = 0; kk < g->k; kk++) {
@@ -498,7 +500,7 @@ static void test_wgmma_gemm(void **state)
     uint64_t args[GEMM_SLOTS];
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         gemm_data g;
-        gemm_make(&g, cases[ci].k, cases[ci].bn, cases[ci].trans_b, cases[ci].bf16);
+        gemm_make(&g, 64, cases[ci].k, cases[ci].bn, cases[ci].trans_b, cases[ci].bf16);
         gemm_args(&g, args, cases[ci].acc, 0);
         expect_ok(ctx, fg_emu_launch(ctx, &k, args));
         double r = gemm_check(&g, g.out, cases[ci].acc);
@@ -509,7 +511,7 @@ static void test_wgmma_gemm(void **state)
     }
     /* mutations */
     gemm_data g;
-    gemm_make(&g, 128, 64, 0, 0);
+    gemm_make(&g, 64, 128, 64, 0, 0);
     gemm_args(&g, args, 1, 1);   /* accumulators read before fg_wgmma_wait: NaN */
     expect_ok(ctx, fg_emu_launch(ctx, &k, args));
     for (int i = 0; i < 64 * 64; i++)
@@ -526,38 +528,40 @@ static void test_wgmma_gemm(void **state)
     fg_context_free(ctx);
 }
 
-/* ---- a 3-stage ring: one producer thread (warp 4), one consumer warpgroup ----
- * D[64 x 128] = C + A[64 x 192] * B[192 x 128] (f16, B N-major), k16 per
- * stage, 32B swizzle: A box 16 x 64 (K-major, SBO 256), B eight boxes 16 x
- * 16 (N-major, LBO 512, SBO 256).  full[s]: one arrival + transaction bytes;
- * empty[s]: 128 arrivals once the stage's wgmma landed (wait_group 1).
- * flags 1: the producer does not wait on empty[s]. */
+/* ---- a 3-stage ring: one producer thread (the warp after the consumers),
+ * ncons (1 or 2) consumer warpgroups ----
+ * D[64 ncons x 128] = C + A[64 ncons x 192] * B[192 x 128] (f16, B N-major),
+ * k16 per stage, 32B swizzle: A box 16 x 64 ncons (K-major, SBO 256;
+ * warpgroup g starts at row 64 g), B eight boxes 16 x 16 (N-major, LBO 512,
+ * SBO 256).  full[s]: one arrival + transaction bytes; empty[s]: 128 ncons
+ * arrivals once the stage's wgmma landed (wait_group 1).  flags 1: the
+ * producer does not wait on empty[s]. */
 static const char *src_ring =
     "#include \"fusegen_prelude.cuh\"\n"
-    "struct P_ring { float *out; const float *c; fg_i64 flags, pad[5]; fg_tmap ma, mb; };\n"
-    "FG_KERNEL(ring, P_ring, 160)\n"
+    "struct P_ring { float *out; const float *c; fg_i64 flags, ncons, pad[4]; fg_tmap ma, mb; };\n"
+    "FG_KERNEL(ring, P_ring, 288)\n"
     "{\n"
-    "    alignas(1024) FG_SHARED unsigned char sa[3][2048];\n"
+    "    alignas(1024) FG_SHARED unsigned char sa[3][4096];\n"
     "    alignas(1024) FG_SHARED unsigned char sb[3][4096];\n"
     "    FG_SHARED fg_mbar full[3], empty[3];\n"
-    "    const unsigned t = fg_linear_tid();\n"
+    "    const unsigned t = fg_linear_tid(), nc = 128 * (unsigned)p.ncons;\n"
     "    const int KT = 12;\n"
     "    if (t == 0) {\n"
     "        for (int s = 0; s < 3; s++) {\n"
     "            fg_mbar_init(&full[s], 1);\n"
-    "            fg_mbar_init(&empty[s], 128);\n"
+    "            fg_mbar_init(&empty[s], nc);\n"
     "        }\n"
     "        fg_fence_mbar_init();\n"
     "    }\n"
     "    fg_sync();\n"
-    "    if (t >= 128) {\n"
+    "    if (t >= nc) {\n"
     "        fg_setmaxnreg_dec<40>();\n"
-    "        if (t == 128)\n"
+    "        if (t == nc)\n"
     "            for (int i = 0; i < KT; i++) {\n"
     "                const int s = i % 3, round = i / 3;\n"
     "                if (!(p.flags & 1))\n"
     "                    fg_mbar_wait(&empty[s], (unsigned)(round & 1) ^ 1u);\n"
-    "                fg_mbar_arrive_expect_tx(&full[s], 2048 + 4096);\n"
+    "                fg_mbar_arrive_expect_tx(&full[s], 2048 * (unsigned)p.ncons + 4096);\n"
     "                fg_tma_load_2d(sa[s], &p.ma, i * 16, 0, &full[s]);\n"
     "                for (int nb = 0; nb < 8; nb++)\n"
     "                    fg_tma_load_2d(sb[s] + nb * 512, &p.mb, nb * 16, i * 16, &full[s]);\n"
@@ -565,15 +569,16 @@ static const char *src_ring =
     "        return;\n"
     "    }\n"
     "    fg_setmaxnreg_inc<232>();\n"
-    "    const unsigned w = t / 32, l = t % 32;\n"
+    "    const unsigned g = t / 128, w = t % 128 / 32, l = t % 32;\n"
     "    float d[64];\n"
     "    for (int i = 0; i < 64; i++)\n"
-    "        d[i] = p.c[(16 * w + l / 4 + 8 * ((i / 2) % 2)) * 128 + 8 * (i / 4) + 2 * (l % 4) + i % 2];\n"
+    "        d[i] = p.c[(64 * g + 16 * w + l / 4 + 8 * ((i / 2) % 2)) * 128 + 8 * (i / 4) + 2 * (l % 4) + i % 2];\n"
     "    for (int i = 0; i < KT; i++) {\n"
     "        const int s = i % 3, round = i / 3;\n"
     "        fg_mbar_wait(&full[s], (unsigned)round & 1);\n"
     "        fg_wgmma_fence();\n"
-    "        fg_wgmma_f16<128, 1>(d, fg_wgmma_desc(sa[s], 32, 16, 256), fg_wgmma_desc(sb[s], 32, 512, 256), 1);\n"
+    "        fg_wgmma_f16<128, 1>(d, fg_wgmma_desc(sa[s] + g * 2048, 32, 16, 256), fg_wgmma_desc(sb[s], 32, 512, 256),\n"
+    "                             1);\n"
     "        fg_wgmma_commit();\n"
     "        fg_wgmma_wait<1>();\n"
     "        if (i > 0)\n"
@@ -581,7 +586,7 @@ static const char *src_ring =
     "    }\n"
     "    fg_wgmma_wait<0>();\n"
     "    for (int i = 0; i < 64; i++)\n"
-    "        p.out[(16 * w + l / 4 + 8 * ((i / 2) % 2)) * 128 + 8 * (i / 4) + 2 * (l % 4) + i % 2] = d[i];\n"
+    "        p.out[(64 * g + 16 * w + l / 4 + 8 * ((i / 2) % 2)) * 128 + 8 * (i / 4) + 2 * (l % 4) + i % 2] = d[i];\n"
     "}\n";
 
 enum { RING_SLOTS = 8 + 16 + 16 };
@@ -593,16 +598,23 @@ static void test_ring(void **state)
     fg_kernel k;
     kbuild(ctx, &k, "ring", src_ring, 160, RING_SLOTS);
     gemm_data g;
-    gemm_make(&g, 192, 128, 1, 0);
-    uint64_t args[RING_SLOTS] = {P(g.out), P(g.c), 0};
-    fg_tmap_desc ma = map2d(g.a, 2, 192, 64, 384, 16, 64, FG_TMAP_SWIZZLE_32B);
-    fg_tmap_desc mb = map2d(g.b, 2, 128, 192, 256, 16, 16, FG_TMAP_SWIZZLE_32B);
-    put_map(args + 8, &ma);
-    put_map(args + 24, &mb);
-    expect_ok(ctx, fg_emu_launch(ctx, &k, args));
-    double r = gemm_check(&g, g.out, 1);
-    if (!(r <= 1.0))
-        fail_msg("ring: error %.3g of the fp32 bound", r);
+    uint64_t args[RING_SLOTS];
+    for (int ncons = 2; ncons >= 1; ncons--) {
+        gemm_make(&g, 64 * ncons, 192, 128, 1, 0);
+        memset(args, 0, sizeof args);
+        args[0] = P(g.out), args[1] = P(g.c), args[3] = (uint64_t)ncons;
+        fg_tmap_desc ma = map2d(g.a, 2, 192, (uint64_t)g.m, 384, 16, (unsigned)g.m, FG_TMAP_SWIZZLE_32B);
+        fg_tmap_desc mb = map2d(g.b, 2, 128, 192, 256, 16, 16, FG_TMAP_SWIZZLE_32B);
+        put_map(args + 8, &ma);
+        put_map(args + 24, &mb);
+        k.block[0] = 128 * (unsigned)ncons + 32;
+        expect_ok(ctx, fg_emu_launch(ctx, &k, args));
+        double r = gemm_check(&g, g.out, 1);
+        if (!(r <= 1.0))
+            fail_msg("ring with %d consumer warpgroup(s): error %.3g of the fp32 bound", ncons, r);
+        if (ncons == 2)
+            gemm_free(&g);
+    }
     /* without the empty-barrier wait the producer refills a stage the
      * consumers still own: its full barrier gets a second arrival before
      * the phase completed */
@@ -668,7 +680,7 @@ static void test_proxy_fence(void **state)
     fg_kernel k;
     kbuild(ctx, &k, "wg_fence", src_fence, 128, FENCE_SLOTS);
     gemm_data g;
-    gemm_make(&g, 32, 64, 0, 0);   /* B stored [n][k] */
+    gemm_make(&g, 64, 32, 64, 0, 0);   /* B stored [n][k] */
     uint64_t args[FENCE_SLOTS] = {P(g.out), P(g.a), 0};
     fg_tmap_desc mb = map2d(g.b, 2, 32, 64, 64, 32, 64, FG_TMAP_SWIZZLE_64B);
     put_map(args + 8, &mb);
