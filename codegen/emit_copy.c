@@ -18,9 +18,10 @@
 #include <string.h>
 
 #include "axes.h"
+#include "concat_inplace.h"
 #include "emit_ops.h"
-#include "kind.h"
 #include "index_map.h"
+#include "kind.h"
 #include "template.h"
 
 /* ---- shared helpers (emit_ops.h) -------------------------------------------- */
@@ -173,6 +174,76 @@ static fg_status load_concat(fg_emitter *em, const fg_node *nd, fg_buf *b)
     return st;
 }
 
+/* A concat some of whose inputs their producers wrote in place
+ * (concat_inplace.h): its slices are contiguous, so each copied input is one
+ * range of the output.  templates/concat_rest.cuh walks the copied elements
+ * packed one input after another; COPY maps packed index i to its input and
+ * to its place in the output. */
+static fg_status emit_concat_rest(fg_emitter *em, const fg_node *nd, int64_t threads)
+{
+    /* elements per index of the concat axis: the stored axes after it
+     * (NHWC rank 4 is stored N, H, W, C) */
+    static const int nhwc[4] = {0, 2, 3, 1};
+    int axis = fg_concat_axis(nd, em->ot), nhwc4 = em->ot->rank == 4 && em->ot->layout == FG_LAYOUT_NHWC, pos = 0;
+    while (pos < em->ot->rank && (nhwc4 ? nhwc[pos] : pos) != axis)
+        pos++;
+    int64_t inner = 1;
+    for (int k = pos + 1; k < em->ot->rank; k++)
+        inner *= em->ot->shape[nhwc4 ? nhwc[k] : k];
+    const char *out = fg_em_tensor(em, em->out, 1);
+    fg_buf copy = {0}, inplace = {0};
+    int64_t at = 0, packed = 0;
+    int ncopied = 0, last = -1;
+    for (int i = 0; i < nd->ninputs && nd->inputs[i] >= 0; i++)
+        if (!fg_concat_slot_inplace(em->plan, em->grp->nodes[0], i))
+            last = i;
+    for (int i = 0; i < nd->ninputs && nd->inputs[i] >= 0; i++) {
+        int t = nd->inputs[i];
+        const fg_tensor *x = &em->g->tensors[t];
+        int64_t len = x->shape[axis] * inner;
+        if (fg_concat_slot_inplace(em->plan, em->grp->nodes[0], i)) {
+            fg_buf_printf(&inplace, "%s%s (input %d)", inplace.len ? ", " : "", x->name, i);
+            at += len;
+            continue;
+        }
+        char endn[24], atn[24];
+        snprintf(endn, sizeof endn, "END%d", ncopied);
+        snprintf(atn, sizeof atn, "AT%d", ncopied);
+        fg_em_shape(em, endn, packed + len);
+        fg_em_shape(em, atn, at);
+        const char *src = fg_em_tensor(em, t, 0);
+        if (ncopied == 0 && i == last)
+            fg_buf_iprintf(&copy, 2, "{\n");
+        else if (ncopied == 0)
+            fg_buf_iprintf(&copy, 2, "if (i < %s) {\n", endn);
+        else if (i < last)
+            fg_buf_iprintf(&copy, 2, "} else if (i < %s) {\n", endn);
+        else
+            fg_buf_iprintf(&copy, 2, "} else {\n");
+        if (ncopied == 0) {
+            fg_buf_iprintf(&copy, 3, "fg_store(p.%s + %s + i, fg_load(p.%s + i));  // %s: input %d\n", out, atn, src,
+                           x->name, i);
+        } else {
+            fg_buf_iprintf(&copy, 3, "const fg_i64 j = i - END%d;\n", ncopied - 1);
+            fg_buf_iprintf(&copy, 3, "fg_store(p.%s + %s + j, fg_load(p.%s + j));  // %s: input %d\n", out, atn,
+                           src, x->name, i);
+        }
+        packed += len;
+        at += len;
+        ncopied++;
+    }
+    fg_buf_iprintf(&copy, 2, "}");
+    fg_buf_printf(&em->notes, "//   in place:  %s (written by their producers; copied here: the rest)\n",
+                  inplace.s ? inplace.s : "-");
+    fg_em_shape(em, "NUMEL", packed);
+    fg_em_set(em, "COPY", "%s", copy.s);
+    em->template_file = "concat_rest.cuh";
+    fg_em_launch_1d(em, packed, threads);
+    fg_buf_free(&copy);
+    fg_buf_free(&inplace);
+    return FG_OK;
+}
+
 fg_status fg_emit_copy(fg_emitter *em)
 {
     const fg_node *nd = &em->g->nodes[em->main_node];
@@ -184,6 +255,10 @@ fg_status fg_emit_copy(fg_emitter *em)
     fg_status st = fg_em_threads(em, 256, &threads);
     if (st != FG_OK)
         return st;
+    if (k == FG_OPK_CONCAT && em->grp->nnodes == 1)
+        for (int i = 0; i < nd->ninputs && nd->inputs[i] >= 0; i++)
+            if (fg_concat_slot_inplace(em->plan, em->grp->nodes[0], i))
+                return emit_concat_rest(em, nd, threads);
     int rank = em->ot->rank;
     const char *const *coords = fg_em_coord_names(rank);
     fg_buf coord = {0}, load = {0}, args = {0};

@@ -28,6 +28,7 @@
 #define FG_MAX_WHERE_VARS 64
 
 struct fg_expr;      /* expr.h */
+struct fg_concat_views;  /* concat_inplace.h */
 
 /* ---- attributes ------------------------------------------------------- */
 
@@ -289,7 +290,10 @@ struct fg_plan {
     fg_group *groups;                      /* in execution order */
     char **notes;                          /* --explain: one line per near miss */
     int nnotes;
-    int *node_group;                       /* plan-graph node -> group index (-1: folded away) */
+    int *node_group;                       /* plan-graph node -> group index (-1: folded away, or a
+                                              concat whose inputs are all written in place) */
+    struct fg_concat_views *views;         /* concat elimination: tensors stored inside a concat's
+                                              output (concat_inplace.h); owned; NULL: none */
     double match_ms, fold_ms;              /* time spent matching rules and folding parameters */
 };
 

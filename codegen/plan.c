@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "concat_inplace.h"
 #include "context.h"
 #include "expr.h"
 #include "fold.h"
@@ -1057,6 +1058,13 @@ FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out
     p->ngroups = P.ngroups;
     P.groups = NULL;
     planner_free(&P);
+    /* Concat elimination: producers that write into their slice of a
+     * concat's output, and concats left with nothing to copy (concat_inplace.h). */
+    st = fg_concat_inplace_plan(ctx, p);
+    if (st != FG_OK) {
+        fg_plan_free(p);
+        return st;
+    }
     *out = p;
     return FG_OK;
 }
@@ -1074,6 +1082,7 @@ FG_API void fg_plan_free(fg_plan *p)
         free(p->notes[i]);
     free(p->notes);
     free(p->node_group);
+    fg_concat_views_free(p->views);
     free(p);
 }
 

@@ -1,11 +1,13 @@
 /*
  * plan_print.c -- how a plan is shown: the group table of `fusegen plan`
- * (with the near-miss notes of --explain), the Graphviz view with one
- * cluster per group, and the summary numbers.
+ * (with the near-miss notes of --explain and what became of each concat
+ * input), the Graphviz view with one cluster per group, and the summary
+ * numbers.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "concat_inplace.h"
 #include "context.h"
 #include "plan.h"
 #include "util.h"
@@ -132,6 +134,13 @@ void fg_plan_print(const fg_context *ctx, const fg_plan *p, const fg_plan_print_
         for (int i = 0; i < p->nnotes; i++)
             if (strncmp(p->notes[i], "rewrite ", 8) != 0)
                 fprintf(out, "  %s\n", p->notes[i]);
+        /* concat elimination: what each concat input became (concat_inplace.h) */
+        if (p->views && p->views->nlines) {
+            fprintf(out, "concats: %d input%s written in place, %d concat%s without a kernel\n", p->views->nviews,
+                    p->views->nviews == 1 ? "" : "s", p->views->eliminated, p->views->eliminated == 1 ? "" : "s");
+            for (int i = 0; i < p->views->nlines; i++)
+                fprintf(out, "  %s\n", p->views->lines[i]);
+        }
         /* template choices where there was a choice: one considered alone
          * and accepted needs no line */
         int header = 0;
@@ -184,6 +193,15 @@ void fg_plan_dot(const fg_context *ctx, const fg_plan *p, FILE *out)
         }
         fprintf(out, "  }\n");
     }
+    /* concats whose inputs are all written in place: no kernel, no cluster */
+    for (int n = 0; p->node_group && n < g->nnodes; n++)
+        if (p->node_group[n] < 0 && !g->nodes[n].folded) {
+            fprintf(out, "  n%d [label=\"", n);
+            dot_str(out, g->nodes[n].name);
+            fprintf(out, "\\n");
+            dot_str(out, g->nodes[n].op->name);
+            fprintf(out, " (in place)\", style=dotted];\n");
+        }
     for (int i = 0; i < g->ninputs; i++) {
         fprintf(out, "  t%d [shape=ellipse, label=\"", g->inputs[i]);
         dot_str(out, g->tensors[g->inputs[i]].name);

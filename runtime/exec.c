@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "concat_inplace.h"
 #include "context.h"
 #include "kcache.h"
 #include "tensor_convert.h"
@@ -40,6 +41,7 @@ struct fg_exec {
     size_t *offset;
     size_t *bytes;
     int *first, *last;              /* arena tensors: live from kernel first to kernel last */
+    int *root;                      /* views (FG_PLACE_VIEW): the tensor whose storage holds them */
     int *inputs, ninputs;           /* graph inputs / outputs: plan-graph tensor indices */
     int *outputs, noutputs;
     uint64_t *bound;                /* per tensor: the address bound for this run */
@@ -168,9 +170,47 @@ static fg_status too_large(fg_exec *e, const fg_tensor *t)
  * what the NHWC conv templates read. */
 static fg_layout weight_layout(const fg_tensor *t) { return t->layout; }
 
+/* Views: the concat inputs the plan writes in place (concat_inplace.h) are
+ * FG_PLACE_VIEW, with their root (the tensor stored on its own that holds
+ * them, through nested concats) and their byte offset in it.  A view never
+ * has storage, a guard zone or a lifetime of its own: the root's covers it. */
+static fg_status place_views(fg_exec *e)
+{
+    const fg_graph *g = e->g;
+    for (int t = 0; t < g->ntensors; t++) {
+        int64_t off = 0, step = 0;
+        int root = t, parent, depth = 0;
+        while ((parent = fg_concat_view_parent(e->plan, root, &step)) >= 0 && depth++ <= g->ntensors) {
+            off += step;
+            root = parent;
+        }
+        if (root == t)
+            continue;
+        if (parent >= 0)
+            root = -1;   /* a cycle of views */
+        if (root < 0 || root >= g->ntensors || e->place[t] != FG_PLACE_NONE || off < 0 ||
+            e->place[root] == FG_PLACE_INPUT || e->place[root] == FG_PLACE_WEIGHT)
+            return fg_diag_error(e->ctx, FG_ERR_INTERNAL, FG_NOLOC,
+                                 "tensor '%s' is written in place inside a tensor that cannot hold it", g->tensors[t].name);
+        e->place[t] = FG_PLACE_VIEW;
+        e->root[t] = root;
+        e->offset[t] = (size_t)off;
+        if (tensor_bytes(&g->tensors[t], &e->bytes[t]) != 0 || tensor_bytes(&g->tensors[root], &e->bytes[root]) != 0)
+            return too_large(e, &g->tensors[t]);
+        if (e->offset[t] + e->bytes[t] > e->bytes[root])
+            return fg_diag_error(e->ctx, FG_ERR_INTERNAL, FG_NOLOC, "view '%s' (%zu bytes at %zu) overruns '%s'",
+                                 g->tensors[t].name, e->bytes[t], e->offset[t], g->tensors[root].name);
+        if (e->place[root] == FG_PLACE_NONE)
+            e->place[root] = FG_PLACE_ARENA;
+    }
+    return FG_OK;
+}
+
 /* Classifies every tensor the kernels touch and places weights and
  * intermediates.  Intermediates are live from their first write to their last
- * reference; a kernel's outputs are placed before its dead inputs are freed. */
+ * reference; a kernel's outputs are placed before its dead inputs are freed.
+ * A view counts as its root: the root is live from the first write into it
+ * to the last read of it or of any view inside it. */
 static fg_status place_tensors(fg_exec *e)
 {
     fg_context *ctx = e->ctx;
@@ -186,6 +226,7 @@ static fg_status place_tensors(fg_exec *e)
     for (int i = 0; i < g->noutputs; i++)
         if (e->place[g->outputs[i]] == FG_PLACE_NONE)
             e->place[g->outputs[i]] = FG_PLACE_OUTPUT;
+    st = place_views(e);
     for (int k = 0; k < e->nkernels && !st; k++) {
         const fg_kernel *K = &e->kernels[k];
         for (int j = 0; j < K->nparams; j++) {
@@ -211,16 +252,17 @@ static fg_status place_tensors(fg_exec *e)
             }
             if (e->place[p->tensor] == FG_PLACE_NONE)
                 e->place[p->tensor] = t->is_weight ? FG_PLACE_WEIGHT : FG_PLACE_ARENA;
-            if (e->place[p->tensor] == FG_PLACE_ARENA) {
-                if (first[p->tensor] < 0) {
+            int lt = e->place[p->tensor] == FG_PLACE_VIEW ? e->root[p->tensor] : p->tensor;
+            if (e->place[lt] == FG_PLACE_ARENA) {
+                if (first[lt] < 0) {
                     if (!p->writes) {
                         st = fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC,
                                            "kernel %s reads tensor '%s' before any kernel writes it", K->name, t->name);
                         break;
                     }
-                    first[p->tensor] = k;
+                    first[lt] = k;
                 }
-                last[p->tensor] = k;
+                last[lt] = k;
             }
         }
     }
@@ -396,6 +438,7 @@ static void exec_arrays(fg_exec *e)
     e->bytes = fg_xcalloc(nt, sizeof *e->bytes);
     e->first = fg_xcalloc(nt, sizeof *e->first);
     e->last = fg_xcalloc(nt, sizeof *e->last);
+    e->root = fg_xcalloc(nt, sizeof *e->root);
     e->bound = fg_xcalloc(nt, sizeof *e->bound);
     e->graph_bound = fg_xcalloc(nt, sizeof *e->graph_bound);
     e->ninputs = g->ninputs;
@@ -501,6 +544,7 @@ FG_API void fg_exec_free(fg_exec *e)
     free(e->offset);
     free(e->first);
     free(e->last);
+    free(e->root);
     free(e->bytes);
     free(e->bound);
     free(e->graph_bound);
@@ -565,6 +609,7 @@ static uint64_t tensor_addr(const fg_exec *e, int t)
     case FG_PLACE_OUTPUT: return e->bound[t];
     case FG_PLACE_WEIGHT: return e->weights + e->offset[t];
     case FG_PLACE_ARENA: return e->arena + e->offset[t];
+    case FG_PLACE_VIEW: return tensor_addr(e, e->root[t]) + e->offset[t];
     default: return 0;
     }
 }

@@ -29,6 +29,8 @@ typedef enum fg_exec_place {
     FG_PLACE_OUTPUT,        /* bound by the caller */
     FG_PLACE_WEIGHT,        /* the weight block, at offset */
     FG_PLACE_ARENA,         /* the intermediate arena, at offset */
+    FG_PLACE_VIEW,          /* inside another tensor's storage (a concat input written in place),
+                               at offset from the start of that root tensor */
     FG_PLACE_COUNT
 } fg_exec_place;
 
