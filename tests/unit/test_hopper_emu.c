@@ -608,6 +608,7 @@ static void test_ring(void **state)
         put_map(args + 8, &ma);
         put_map(args + 24, &mb);
         k.block[0] = 128 * (unsigned)ncons + 32;
+        k.grid[0] = 3;   /* each block starts afresh: barriers, copies, warpgroups */
         expect_ok(ctx, fg_emu_launch(ctx, &k, args));
         double r = gemm_check(&g, g.out, 1);
         if (!(r <= 1.0))
@@ -615,6 +616,7 @@ static void test_ring(void **state)
         if (ncons == 2)
             gemm_free(&g);
     }
+    k.grid[0] = 1;
     /* without the empty-barrier wait the producer refills a stage the
      * consumers still own: its full barrier gets a second arrival before
      * the phase completed */
