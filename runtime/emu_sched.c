@@ -887,8 +887,8 @@ static void api_wgmma(int kind, int bn, int trans_b, uint64_t desc_a, uint64_t d
     if (!t->wgq)
         t->wgq = fg_xcalloc(WGQ_MAX, sizeof *t->wgq);
     if (t->wg_nops == WGQ_MAX) {
-        snprintf(msg, sizeof msg, "%s: more than %d wgmma operations pending in one thread (a fg_wgmma_wait is missing)",
-                 fn, WGQ_MAX);
+        snprintf(msg, sizeof msg,
+                 "%s: more than %d wgmma operations pending in one thread (a fg_wgmma_wait is missing)", fn, WGQ_MAX);
         api_fail(msg);
     }
     wgop *op = &t->wgq[t->wg_nops];

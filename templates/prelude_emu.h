@@ -494,13 +494,15 @@ template <int N> static inline void fg_wgmma_wait()
  * this thread's accumulators in the PTX register fragment of D (thread t of
  * the warpgroup, w = t / 32, l = t % 32: d[i] is row 16w + l/4 + 8((i/2)%2),
  * column 8(i/4) + 2(l%4) + i%2). */
-template <int BN, int TRANS_B> static inline void fg_wgmma_f16(float (&d)[BN / 2], fg_u64 desc_a, fg_u64 desc_b, int accumulate)
+template <int BN, int TRANS_B>
+static inline void fg_wgmma_f16(float (&d)[BN / 2], fg_u64 desc_a, fg_u64 desc_b, int accumulate)
 {
     static_assert(BN >= 8 && BN <= 256 && BN % 8 == 0, "wgmma n is a multiple of 8 up to 256");
     static_assert(TRANS_B == 0 || TRANS_B == 1, "TRANS_B is 0 or 1");
     fg_emu_api_->wgmma(FG_EMU_WGMMA_F16, BN, TRANS_B, desc_a, desc_b, accumulate, d);
 }
-template <int BN, int TRANS_B> static inline void fg_wgmma_bf16(float (&d)[BN / 2], fg_u64 desc_a, fg_u64 desc_b, int accumulate)
+template <int BN, int TRANS_B>
+static inline void fg_wgmma_bf16(float (&d)[BN / 2], fg_u64 desc_a, fg_u64 desc_b, int accumulate)
 {
     static_assert(BN >= 8 && BN <= 256 && BN % 8 == 0, "wgmma n is a multiple of 8 up to 256");
     static_assert(TRANS_B == 0 || TRANS_B == 1, "TRANS_B is 0 or 1");

@@ -299,7 +299,8 @@ static void test_tma_box(void **state)
             assert_int_equal(out[i], 0xff);
         /* more transaction bytes expected than the box delivers: a deadlock that names the barrier */
         args[5] = 2;
-        expect_error(ctx, fg_emu_launch(ctx, &k, args), "deadlock", "16 transaction byte(s) expected but not delivered");
+        expect_error(ctx, fg_emu_launch(ctx, &k, args), "deadlock",
+                     "16 transaction byte(s) expected but not delivered");
         assert_true(tu_has_error(ctx, "the mbarrier at shared offset 0x"));
         assert_true(tu_has_error(ctx, "block (0,0,0) thread ("));   /* a waiting thread is named */
         /* an mbarrier used without fg_mbar_init */
@@ -577,8 +578,8 @@ static const char *src_ring =
     "        const int s = i % 3, round = i / 3;\n"
     "        fg_mbar_wait(&full[s], (unsigned)round & 1);\n"
     "        fg_wgmma_fence();\n"
-    "        fg_wgmma_f16<128, 1>(d, fg_wgmma_desc(sa[s] + g * 2048, 32, 16, 256), fg_wgmma_desc(sb[s], 32, 512, 256),\n"
-    "                             1);\n"
+    "        const fg_u64 da = fg_wgmma_desc(sa[s] + g * 2048, 32, 16, 256);\n"
+    "        fg_wgmma_f16<128, 1>(d, da, fg_wgmma_desc(sb[s], 32, 512, 256), 1);\n"
     "        fg_wgmma_commit();\n"
     "        fg_wgmma_wait<1>();\n"
     "        if (i > 0)\n"
