@@ -119,6 +119,10 @@ extern "C" __attribute__((visibility("default"))) void fg_emu_shared_range(char 
 
 #define FG_DEVICE static inline
 #define FG_SHARED static __attribute__((section("fg_shared"), aligned(16)))
+/* The kernel's dynamic shared memory on the device (a byte array, 1024-byte
+ * aligned, fg_kernel.smem bytes); here a static shared array of `bytes`
+ * (a constant), poisoned and addressed like the others. */
+#define FG_SHARED_DYN(name, bytes) alignas(1024) FG_SHARED unsigned char name[bytes]
 #define FG_RESTRICT __restrict__
 #define FG_UNROLL
 /* The device's kernel parameters in constant memory; nothing on the host. */

@@ -322,6 +322,7 @@ static void test_tma_box(void **state)
 }
 
 /* ---- wgmma GEMM: D[64 x BN] = C + A[64 x K] * B, operands by TMA, 128B swizzle ----
+ * (A and B stages in the dynamic shared memory, FG_SHARED_DYN.)
  * A [64][K]; B [BN][K] (trans_b 0, K-major) or [K][BN] (trans_b 1, N-major).
  * Per 64-wide k tile: A box 64 x 64, B box 64 x BN or BN / 64 boxes of 64 x
  * 64; four k16 steps (descriptor start + 32 bytes K-major, + 16 rows
@@ -397,8 +398,8 @@ static const char *src_gemm =
     "}\n"
     "FG_KERNEL(wg_gemm, P_gemm, 128)\n"
     "{\n"
-    "    alignas(1024) FG_SHARED unsigned char sa[64 * 128];\n"
-    "    alignas(1024) FG_SHARED unsigned char sb[256 * 128];\n"
+    "    FG_SHARED_DYN(smem, 64 * 128 + 256 * 128);\n"
+    "    unsigned char *sa = smem, *sb = smem + 64 * 128;\n"
     "    FG_SHARED fg_mbar bar;\n"
     "    if (fg_linear_tid() == 0) {\n"
     "        fg_mbar_init(&bar, 1);\n"
