@@ -24,6 +24,14 @@
 #define GS_MAX_N 1024      /* a row per block: 16 x N fp32 accumulators in the registers of 8 warps */
 #define GS_MAX_WARPS 8     /* warps side by side along N */
 #define GS_BM 16           /* rows per block: one m16 fragment */
+/* A fused kernel runs one block per 16 rows and batch: with few of them it
+ * is worth it only while a block's reduction is short.  Below GS_MIN_BLOCKS
+ * blocks (half the 132 SMs of an H100 / H200) a block may do at most
+ * GS_MAX_BLOCK_MACS multiply-adds; a batch-1 classifier ([1, 4096] x
+ * [4096, 1000], Softmax) runs faster unfused: gemv / gemm_tc split the
+ * reduction over the SMs, and the softmax reads back only M x N values. */
+#define GS_MIN_BLOCKS 66
+#define GS_MAX_BLOCK_MACS ((int64_t)1 << 20)
 
 /* What the checks and the emitter derive from a candidate. */
 typedef struct gs_geom {
@@ -117,6 +125,14 @@ static int gs_geometry(const fg_graph *g, const int *nodes, int n, gs_geom *gg, 
         return 0;
     }
     gs_shape(gg);
+    int64_t blocks = (gg->d.M + GS_BM - 1) / GS_BM * gg->d.batch, macs = (int64_t)GS_BM * gg->np * gg->d.K;
+    if (blocks < GS_MIN_BLOCKS && macs > GS_MAX_BLOCK_MACS) {
+        snprintf(why, whysz, "%" PRId64 " block%s (M %" PRId64 ", batch %" PRId64 ") of 16 x %d x K %" PRId64
+                 " multiply-adds each would leave most SMs idle (fewer than %d blocks may do at most %" PRId64
+                 "); unfused, the matmul spreads its reduction", blocks, blocks == 1 ? "" : "s", gg->d.M, gg->d.batch,
+                 gg->np, gg->d.K, GS_MIN_BLOCKS, GS_MAX_BLOCK_MACS);
+        return 0;
+    }
     return 1;
 }
 
