@@ -125,7 +125,8 @@ extern "C" __attribute__((visibility("default"))) void fg_emu_shared_range(char 
 #define FG_SHARED_DYN(name, bytes) alignas(1024) FG_SHARED unsigned char name[bytes]
 #define FG_RESTRICT __restrict__
 #define FG_UNROLL
-/* The device's kernel parameters in constant memory; nothing on the host. */
+/* On the device: a const kernel parameter whose address may be taken (the
+ * tensor maps fg_tma_load_2d reads); nothing here. */
 #ifndef __grid_constant__
 #define __grid_constant__
 #endif
