@@ -60,6 +60,8 @@ static const char coverage_graph[] =
     "  - { name: tc.w, shape: [13, 16, 3, 3] }\n"
     "  - { name: tc2.w, shape: [24, 16, 1, 1] }\n"
     "  - { name: tc2.b, shape: [24] }\n"
+    "  - { name: shd.w, shape: [6, 1, 3, 3] }\n"
+    "  - { name: shc.w, shape: [4, 6, 1, 1] }\n"
     "nodes:\n"
     "  - { name: mp, op: max_pool2d, inputs: [x], attrs: { kernel: [3, 3], stride: [2, 2], padding: [1, 1] } }\n"
     "  - { name: lr, op: leaky_relu, inputs: [mp], attrs: { alpha: 0.2 } }\n"
@@ -79,7 +81,15 @@ static const char coverage_graph[] =
     "  - { name: tc, op: conv2d, inputs: [x16, tc.w], attrs: { stride: [2, 2], padding: [1, 1], dilation: [2, 2] } }\n"
     "  - { name: tc2, op: conv2d, inputs: [x16, tc2.w, tc2.b] }\n"
     "  - { name: tc2r, op: relu, inputs: [tc2] }\n"
-    "outputs: [fl, dw, sq, sg, th, tc, tc2r]\n";
+    "  - { name: sh1a, op: reshape, inputs: [x], attrs: { shape: [2, 2, 3, 9, 9] } }\n"
+    "  - { name: sh1b, op: transpose, inputs: [sh1a], attrs: { perm: [0, 2, 1, 3, 4] } }\n"
+    "  - { name: sh1c, op: reshape, inputs: [sh1b], attrs: { shape: [2, 6, 9, 9] } }\n"
+    "  - { name: shd, op: conv2d, inputs: [sh1c, shd.w], attrs: { groups: 6, padding: [1, 1] } }\n"
+    "  - { name: sh2a, op: reshape, inputs: [x], attrs: { shape: [2, 3, 2, 9, 9] } }\n"
+    "  - { name: sh2b, op: transpose, inputs: [sh2a], attrs: { perm: [0, 2, 1, 3, 4] } }\n"
+    "  - { name: sh2c, op: reshape, inputs: [sh2b], attrs: { shape: [2, 6, 9, 9] } }\n"
+    "  - { name: shc, op: conv2d, inputs: [sh2c, shc.w] }\n"
+    "outputs: [fl, dw, sq, sg, th, tc, tc2r, shd, shc]\n";
 
 typedef struct seen {
     fg_hash128 *h;

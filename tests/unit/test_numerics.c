@@ -661,6 +661,57 @@ static const ncase cases[] = {
      "  - { name: t, op: transpose, inputs: [r], attrs: { perm: [0, 2, 3, 1] } }\n"
      "  - { name: y, op: sigmoid, inputs: [t] }\n"
      "outputs: [y]\n"},
+    /* ---- input maps: a channel shuffle (or any reshape / transpose chain) read
+     * by the conv after it through the composed index map, no copy kernel
+     * (rules/shuffle.yaml); in NHWC every template here still reads x element
+     * by element (conv2d_depthwise, conv2d_nhwc), C = 12 is no tensor-core
+     * shape, so every variant fuses ---- */
+    {"shuffle", "shuffle_g3_dw_bn_relu", "shuffle_conv", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 12, 7, 5] }]\n"
+     "weights:\n"
+     "  - { name: wd, shape: [12, 1, 3, 3] }\n"
+     "  - { name: g, shape: [12], init: positive }\n"
+     "  - { name: be, shape: [12] }\n"
+     "  - { name: m, shape: [12], uniform: [-0.2, 0.2] }\n"
+     "  - { name: v, shape: [12], init: positive }\n"
+     "nodes:\n"
+     "  - { name: a, op: reshape, inputs: [x], attrs: { shape: [2, 3, 4, 7, 5] } }\n"
+     "  - { name: b, op: transpose, inputs: [a], attrs: { perm: [0, 2, 1, 3, 4] } }\n"
+     "  - { name: s, op: reshape, inputs: [b], attrs: { shape: [2, 12, 7, 5] } }\n"
+     "  - { name: c, op: conv2d, inputs: [s, wd], attrs: { groups: 12, padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [c, g, be, m, v] }\n"
+     "  - { name: y, op: relu, inputs: [bn] }\n"
+     "outputs: [y]\n"},
+    {"shuffle", "shuffle_g4_conv_s2_add_relu", "shuffle_conv", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 12, 5, 7] }, { name: z, shape: [1, 5, 3, 4] }]\n"
+     "weights: [{ name: w, shape: [5, 12, 3, 3] }, { name: bias, shape: [5] }]\n"
+     "nodes:\n"
+     "  - { name: a, op: reshape, inputs: [x], attrs: { shape: [1, 4, 3, 5, 7] } }\n"
+     "  - { name: b, op: transpose, inputs: [a], attrs: { perm: [0, 2, 1, 3, 4] } }\n"
+     "  - { name: s, op: reshape, inputs: [b], attrs: { shape: [1, 12, 5, 7] } }\n"
+     "  - { name: c, op: conv2d, inputs: [s, w, bias], attrs: { stride: [2, 2], padding: [1, 1] } }\n"
+     "  - { name: r, op: add, inputs: [c, z] }\n"
+     "  - { name: y, op: relu, inputs: [r] }\n"
+     "outputs: [y]\n"},
+    {"shuffle", "transpose_into_dw_s2_hardswish", "shuffle_conv", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 5, 7, 12] }]\n"
+     "weights: [{ name: wd, shape: [12, 1, 3, 3] }, { name: bias, shape: [12] }]\n"
+     "nodes:\n"
+     "  - { name: t, op: transpose, inputs: [x], attrs: { perm: [0, 3, 1, 2] } }\n"
+     "  - { name: c, op: conv2d, inputs: [t, wd, bias], attrs: { groups: 12, stride: [2, 2], padding: [1, 1] } }\n"
+     "  - { name: y, op: hardswish, inputs: [c] }\n"
+     "outputs: [y]\n"},
+    /* a shuffle followed by element-wise ops is one copy kernel already (the
+     * copy template composes the map and applies them before its store) */
+    {"shuffle", "shuffle_g4_add_sigmoid", "copy_chain", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 12, 5, 3] }, { name: z, shape: [2, 12, 5, 3] }]\n"
+     "nodes:\n"
+     "  - { name: a, op: reshape, inputs: [x], attrs: { shape: [2, 4, 3, 5, 3] } }\n"
+     "  - { name: b, op: transpose, inputs: [a], attrs: { perm: [0, 2, 1, 3, 4] } }\n"
+     "  - { name: s, op: reshape, inputs: [b], attrs: { shape: [2, 12, 5, 3] } }\n"
+     "  - { name: r, op: add, inputs: [z, s] }\n"
+     "  - { name: y, op: sigmoid, inputs: [r] }\n"
+     "outputs: [y]\n"},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
@@ -1321,6 +1372,7 @@ static void test_depthwise(void **state) { (void)state; run_family("depthwise");
 static void test_matmul(void **state) { (void)state; run_family("matmul"); }
 static void test_pointwise(void **state) { (void)state; run_family("pointwise"); }
 static void test_single(void **state) { (void)state; run_family("single"); }
+static void test_shuffle(void **state) { (void)state; run_family("shuffle"); }
 
 /* ---- coverage of the table ---------------------------------------------- */
 
@@ -1548,6 +1600,9 @@ int main(void)
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_pointwise),
         cmocka_unit_test(test_single),
+        cmocka_unit_test(test_shuffle),
     };
+    if (getenv("FUSEGEN_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("FUSEGEN_TEST_FILTER"));
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -482,6 +482,168 @@ static void test_optional_and_single_ops(void **state)
     ctx_done(ctx, dir);
 }
 
+/* ---- input maps (rules/shuffle.yaml) ------------------------------------- */
+
+/* A channel shuffle of x [N, 16, 5, 7] in groups of 4, then the conv, a
+ * batch norm (dw: true) and a relu; extra nodes / outputs appended. */
+static fg_graph *shuffle_graph(fg_context *ctx, const char *dtype, const char *layout, int dw, const char *more,
+                               const char *outputs)
+{
+    fg_buf b = {0};
+    fg_buf_printf(&b, "graph: shuffle\ndtype: %s\nlayout: %s\n"
+                      "inputs: [ { name: x, shape: [2, 16, 5, 7] } ]\n"
+                      "weights:\n"
+                      "  - { name: wd, shape: [16, 1, 3, 3] }\n  - { name: w, shape: [8, 16, 1, 1] }\n"
+                      "  - { name: g, shape: [%d], init: positive }\n  - { name: be, shape: [%d] }\n"
+                      "  - { name: m, shape: [%d] }\n  - { name: v, shape: [%d], init: positive }\n"
+                      "nodes:\n"
+                      "  - { name: a, op: reshape, inputs: [x], attrs: { shape: [2, 4, 4, 5, 7] } }\n"
+                      "  - { name: b, op: transpose, inputs: [a], attrs: { perm: [0, 2, 1, 3, 4] } }\n"
+                      "  - { name: s, op: reshape, inputs: [b], attrs: { shape: [2, 16, 5, 7] } }\n",
+                  dtype, layout, dw ? 16 : 8, dw ? 16 : 8, dw ? 16 : 8, dw ? 16 : 8);
+    if (dw)
+        fg_buf_put(&b, "  - { name: c, op: conv2d, inputs: [s, wd], attrs: { groups: 16, padding: [1, 1] } }\n");
+    else
+        fg_buf_put(&b, "  - { name: c, op: conv2d, inputs: [s, w] }\n");
+    fg_buf_put(&b, "  - { name: bn, op: batch_norm, inputs: [c, g, be, m, v] }\n"
+                   "  - { name: y, op: relu, inputs: [bn] }\n");
+    fg_buf_printf(&b, "%soutputs: [%s]\n", more, outputs);
+    fg_graph *g = parse(ctx, b.s);
+    fg_buf_free(&b);
+    return g;
+}
+
+/* The shuffle becomes the conv's input map: one kernel, the map's nodes
+ * first, the conv the anchor, in every dtype and layout whose template reads
+ * element by element. */
+static void test_input_map_fuses(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    static const char *const dts[] = {"fp32", "fp16", "bf16"}, *const lays[] = {"NCHW", "NHWC"};
+    for (int dw = 0; dw < 2; dw++)
+        for (int d = 0; d < 3; d++)
+            for (int l = 0; l < 2; l++) {
+                if (!dw && d > 0 && l == 1)
+                    continue;   /* fp16 / bf16 NHWC 1x1: conv2d_tc, test_input_map_vector_template */
+                fg_graph *g = shuffle_graph(ctx, dts[d], lays[l], dw, "", "y");
+                fg_plan *p = plan(ctx, g);
+                assert_int_equal(p->ngroups, 1);
+                assert_string_equal(tu_group_desc(ctx, p, "c"), "shuffle_conv:a,b,s,c,bn,y");
+                const fg_group *grp = &p->groups[0];
+                assert_int_equal(grp->nmap, 3);
+                assert_int_equal(grp->anchor, fg_graph_find_node(p->graph, "c"));
+                assert_string_equal(grp->template_name, dw ? "conv2d_depthwise" : "conv2d");
+                /* the shuffled tensor is never written: the group writes y */
+                assert_int_equal(grp->output, fg_graph_find_tensor(p->graph, "y"));
+                fg_plan_free(p);
+                fg_graph_free(g);
+            }
+    fg_context_free(ctx);
+}
+
+/* The shuffle's output with a second reader, or a graph output: the copy
+ * stays (copy_chain) and the conv is planned as before, with a note. */
+static void test_input_map_legality(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    fg_graph *g = shuffle_graph(ctx, "fp32", "NCHW", 1, "  - { name: z, op: sigmoid, inputs: [s] }\n", "y, z");
+    fg_plan *p = plan(ctx, g);
+    assert_string_equal(tu_group_desc(ctx, p, "a"), "copy_chain:a,b,s");
+    assert_string_equal(tu_group_desc(ctx, p, "c"), "dw_conv_bn_act:c,bn,y");
+    assert_int_equal(group_with(p, "c")->nmap, 0);
+    assert_int_equal(p->ngroups, 3);
+    assert_true(has_note(p, "c not fused into s (rule shuffle_conv at "));
+    assert_true(has_note(p, "s's output also feeds"));
+    fg_plan_free(p);
+    fg_graph_free(g);
+
+    g = shuffle_graph(ctx, "fp32", "NCHW", 1, "", "y, s");
+    p = plan(ctx, g);
+    assert_string_equal(tu_group_desc(ctx, p, "a"), "copy_chain:a,b,s");
+    assert_string_equal(tu_group_desc(ctx, p, "c"), "dw_conv_bn_act:c,bn,y");
+    assert_int_equal(p->ngroups, 2);
+    assert_true(has_note(p, "s's output is a graph output"));
+    fg_plan_free(p);
+    fg_graph_free(g);
+
+    /* an intermediate of the shuffle read twice: the copy writes it (a, b),
+     * and only the last reshape, read once, is the conv's input map */
+    g = shuffle_graph(ctx, "fp32", "NCHW", 1, "  - { name: z, op: sigmoid, inputs: [b] }\n", "y, z");
+    p = plan(ctx, g);
+    assert_string_equal(tu_group_desc(ctx, p, "a"), "copy_chain:a,b");
+    assert_string_equal(tu_group_desc(ctx, p, "c"), "shuffle_conv:s,c,bn,y");
+    assert_int_equal(group_with(p, "c")->nmap, 1);
+    assert_true(has_note(p, "b's output also feeds"));
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_context_free(ctx);
+}
+
+/* fp16 / bf16 NHWC with 16 channels: the 1x1 conv alone runs on conv2d_tc,
+ * which loads 16-byte channel vectors and cannot read through a map; the
+ * copy stays rather than trading the tensor-core template for a direct
+ * conv, and --explain says why. */
+static void test_input_map_vector_template(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    static const char *const dts[] = {"fp16", "bf16"};
+    for (int d = 0; d < 2; d++) {
+        fg_graph *g = shuffle_graph(ctx, dts[d], "NHWC", 0, "", "y");
+        fg_plan *p = plan(ctx, g);
+        assert_int_equal(p->ngroups, 2);
+        assert_string_equal(tu_group_desc(ctx, p, "a"), "copy_chain:a,b,s");
+        assert_string_equal(tu_group_desc(ctx, p, "c"), "conv_bn_act:c,bn,y");
+        assert_string_equal(group_with(p, "c")->template_name, "conv2d_tc");
+        assert_true(has_note(p, "c not fused into s (rule shuffle_conv at "));
+        assert_true(has_note(p, "the input map stays a copy: conv2d_tc, the template for c alone, cannot read "
+                                "through an input map: it loads 16-byte channel vectors"));
+        char *text = print_plan(ctx, p, 1);
+        assert_non_null(strstr(text, "the input map stays a copy: conv2d_tc"));
+        free(text);
+        fg_plan_free(p);
+        fg_graph_free(g);
+    }
+    fg_context_free(ctx);
+}
+
+/* `input_map:` steps: leading reshape / transpose steps followed by a
+ * required anchor step; anything else is a located error. */
+static void test_input_map_rule_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *match, *error;
+    } bad[] = {
+        {"  - c: { op: conv2d, input_map: true }\n  - r: { op: relu }\n",
+         "`input_map` is only for reshape and transpose steps"},
+        {"  - c: { op: conv2d }\n  - t: { op: transpose, input_map: true }\n", "`input_map` steps must lead the chain"},
+        {"  - t: { op: transpose, input_map: true }\n  - r: { op: reshape, input_map: true }\n",
+         "every step is an `input_map` step"},
+        {"  - t: { op: transpose, input_map: true }\n  - c: { op: conv2d, optional: true }\n  - r: { op: relu }\n",
+         "step 'c' reads the input map and cannot be optional"},
+        {"  - t: { op: transpose, input_map: true }\n  - r: { op: relu }\n",
+         "step 'r' after the `input_map` steps must match anchor ops only"},
+        {"  - t: { op: transpose, input_map: 3 }\n  - c: { op: conv2d }\n", "input_map"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *dir = tu_vocab_dir();
+        fg_buf b = {0};
+        fg_buf_printf(&b, "rule: bad\nmatch:\n%skernel: { template: conv2d }\n", bad[i].match);
+        free(tu_write(dir, "rules.yaml", b.s));
+        fg_buf_free(&b);
+        fg_context *ctx = tu_ctx_empty();
+        assert_int_equal(fg_rules_load(ctx, dir), FG_ERR_INPUT);
+        if (!tu_has_error(ctx, bad[i].error)) {
+            tu_dump_errors(ctx);
+            fail_msg("case %zu: no error containing: %s", i, bad[i].error);
+        }
+        ctx_done(ctx, dir);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -490,6 +652,8 @@ int main(void)
         cmocka_unit_test(test_legality),      cmocka_unit_test(test_dtype_guard),
         cmocka_unit_test(test_execution_order), cmocka_unit_test(test_optional_and_single_ops),
         cmocka_unit_test(test_broadcast_growth),
+        cmocka_unit_test(test_input_map_fuses),  cmocka_unit_test(test_input_map_legality),
+        cmocka_unit_test(test_input_map_vector_template), cmocka_unit_test(test_input_map_rule_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
