@@ -23,6 +23,9 @@ typedef enum fg_kparam_kind {
     FG_KPARAM_WORKSPACE,    /* scratch memory of `value` bytes (split-K partial sums): zeroed once before
                                the first launch and shared by the plan's kernels, which run one at a
                                time; a kernel leaves whatever it counts in it at zero again */
+    FG_KPARAM_TMAP,         /* a TMA tensor map (fg_tmap: 128 bytes, 64-byte aligned in the params struct) over
+                               tensor `tensor`, described by the kernel's tmaps[value]; encoded at launch
+                               time by the backend (backend.h tensormap_encode) */
     FG_KPARAM_KIND_COUNT
 } fg_kparam_kind;
 
@@ -33,6 +36,21 @@ typedef struct fg_kparam {
     int64_t value;          /* I64 */
     char name[48];          /* field name in the params struct */
 } fg_kparam;
+
+/* A tensor map parameter (FG_KPARAM_TMAP): the 2-D view of its tensor that
+ * runtime/tmap.h's fg_tmap_desc describes, all but the base address, which
+ * the executor adds at launch. */
+typedef struct fg_kparam_tmap {
+    int64_t dim[2];         /* elements along the contiguous axis, rows */
+    int64_t row_stride;     /* bytes between rows */
+    int box[2];             /* box extent per axis */
+    int swizzle;            /* 0, 32, 64 or 128 (bytes) */
+    int elem_bytes;         /* 2 or 4 */
+} fg_kparam_tmap;
+
+#define FG_MAX_TMAPS 4
+#define FG_TMAP_PARAM_BYTES 128   /* sizeof (fg_tmap) */
+#define FG_TMAP_PARAM_ALIGN 64
 
 /* Emission choices that are part of a kernel's identity. */
 typedef struct fg_emit_opts {
@@ -48,8 +66,12 @@ typedef struct fg_kernel {
     fg_layout layout;
     unsigned grid[3], block[3];
     unsigned smem;                  /* dynamic shared memory bytes (0: static only) */
+    int arch_specific;              /* nonzero: compiles only for the architecture-specific target of the
+                                       arch (sm_90 -> sm_90a: wgmma, setmaxnreg); the JIT adds the suffix */
     int nparams;
     fg_kparam params[FG_MAX_KPARAMS];
+    int ntmaps;                     /* FG_KPARAM_TMAP descriptions */
+    fg_kparam_tmap tmaps[FG_MAX_TMAPS];
     fg_hash128 deps_hash;           /* hash of the rule / op / hook files involved */
     /* Runtime fields, filled by runtime/ (codegen/ only releases them): */
     char key[33];                   /* cache key of the last compile (kcache.c) */
@@ -66,6 +88,27 @@ fg_status fg_emit_group(fg_context *ctx, const fg_plan *p, int group, const fg_e
 /* Releases source, binary and loaded handle (through k->release, so that
  * codegen/ needs nothing of the runtime); the struct may be reused. */
 void fg_kernel_free(fg_kernel *k);
+
+/* The C layout of k's params struct: the byte offset of each parameter in
+ * offsets[0..nparams) (NULL: not wanted) and the struct's size.  Slots are 8
+ * bytes, aligned to 8; a tensor map is FG_TMAP_PARAM_BYTES aligned to
+ * FG_TMAP_PARAM_ALIGN (the struct then too).  Launchers lay out the
+ * argument bytes by it. */
+static inline size_t fg_kparam_layout(const fg_kernel *k, size_t *offsets)
+{
+    size_t at = 0, align = 8;
+    for (int i = 0; i < k->nparams; i++) {
+        size_t a = k->params[i].kind == FG_KPARAM_TMAP ? FG_TMAP_PARAM_ALIGN : 8;
+        size_t sz = k->params[i].kind == FG_KPARAM_TMAP ? FG_TMAP_PARAM_BYTES : 8;
+        at = (at + a - 1) / a * a;
+        if (offsets)
+            offsets[i] = at;
+        at += sz;
+        if (a > align)
+            align = a;
+    }
+    return (at + align - 1) / align * align;
+}
 
 /* Text of a template file (embedded copy of templates/<name>), or NULL. */
 const char *fg_template_text(const char *name);

@@ -494,6 +494,8 @@ static fg_status emit_gemm_simt(fg_emitter *em, const gemm_geom *gg)
 fg_status fg_emit_gemm(fg_emitter *em)
 {
     int a = em->grp->anchor;
+    if (strcmp(fg_template_base(em->tpl)->name, "gemm_wgmma") == 0)
+        return fg_emit_gemm_wgmma(em);   /* emit_gemm_wgmma.c */
     if (a < 0 || em->g->nodes[a].op->kind != FG_OPK_MATMUL)
         return fg_em_error(em, FG_ERR_INPUT, "template %s needs a matmul anchor", em->grp->template_name);
     gemm_geom gg;

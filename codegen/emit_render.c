@@ -30,6 +30,9 @@ static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES"
                                          "SPLITS", "KT_SPLIT", "WARPS_M", "WARPS_N", "BATCH", "A", "B", "Y", "T",
                                          "VEC", "TF32", "PACK", "A_KROW", "B_KROW", "B_TF32_ELEM", "MMA", "SPLIT",
                                          "WS", "EPI_ARGS", "PAIR", "EPI_ARGS1", NULL};
+static const char *const ph_gemm_wgmma[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BN", "STAGES", "SMEM_BYTES",
+                                            "MAXNREG", "TMAP_A", "TB", "TMAP_B", "WGMMA", "BATCH", "EPI_ARGS",
+                                            "PAIR", "EPI_ARGS1", "Y", NULL};
 static const char *const ph_gemv[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "MR", "SLICE", "VW", "WARPS",
                                       "SPLITS", "KW", "KS", "SPLIT", "BATCH", "A", "B", "TB", "VEC", "TA", "A_VEC",
                                       "WS", "EPI_ARGS", "Y", NULL};
@@ -56,6 +59,7 @@ static const struct {
     {"conv2d_nhwc.cuh", ph_conv2d_nhwc},
     {"conv2d_tc.cuh", ph_conv2d_tc},
     {"gemm.cuh", ph_gemm},             {"gemm_tc.cuh", ph_gemm_tc}, {"gemv.cuh", ph_gemv},
+    {"gemm_wgmma.cuh", ph_gemm_wgmma},
     {"gemm_softmax.cuh", ph_gemm_softmax},
     {"pool2d.cuh", ph_pool2d},
     {"global_pool.cuh", ph_global_pool},

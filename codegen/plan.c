@@ -498,6 +498,7 @@ static int match_capable(search *S)
     const fg_template *acc[64];
     int best;
     make_cand(P->g, r, m->nodes, m->steps, m->n, &c);
+    c.arch = fg_target_arch(P->ctx);
     int nmap = match_nmap(r, m->steps, m->n);
     if (nmap > 0 && c.anchor >= 0 && !map_keeps_template(P->ctx, &c, nmap, why, sizeof why)) {
         add_note(P, r, c.anchor, m->nodes[nmap - 1], why);
@@ -696,6 +697,7 @@ static int add_group(planner *P, int rule, const pmatch *m)
     char why[1024];
     fg_buf text = {0};
     make_cand(g, r, m->nodes, m->steps, m->n, &c);
+    c.arch = fg_target_arch(P->ctx);
     int na = check_templates(P->ctx, &c, acc, &best, why, sizeof why, &text);
     if (na == 0) {
         /* only a lone node gets here: rule matches were checked before */

@@ -32,6 +32,7 @@ static const char *const tile_gemm[] = {"tile_m", "tile_n", "tile_k", NULL};
 static const char *const tile_conv_tc[] = {"tile_m", "tile_n", "split_k", NULL};
 static const char *const tile_gemm_tc[] = {"tile_m", "tile_n", "stages", "split_k", NULL};
 static const char *const tile_gemv[] = {"split_k", NULL};
+static const char *const tile_gemm_wgmma[] = {"tile_n", "stages", NULL};
 static const char *const tile_none[] = {NULL};
 
 #define BUILTIN(name_, family_, kinds_, dtypes_, prio_, tiles_, check_, emit_, summary_)                        \
@@ -61,6 +62,9 @@ static const fg_template builtins[] = {
             fg_check_gemm_tc_splitk, fg_emit_gemm,
             "gemm_tc with the reduction split across blocks (M <= 16, or too few tiles to fill the SMs); "
             "deterministic fixed-order sum in a workspace, epilogue once"),
+    BUILTIN("gemm_wgmma", "gemm", KIND(FG_OPK_MATMUL), HALF_DTYPES, 20, tile_gemm_wgmma, fg_check_gemm_wgmma,
+            fg_emit_gemm, "GEMM on Hopper (sm_90a): wgmma from 128B-swizzled shared memory, TMA loads into a 4-stage "
+            "mbarrier ring, a producer and two consumer warpgroups; fp16/bf16, K and N multiples of 8, large shapes"),
     BUILTIN("gemv", "gemm", KIND(FG_OPK_MATMUL), 1u << FG_DTYPE_F32, 12, tile_gemv, fg_check_gemv, fg_emit_gemm,
             "exact fp32 GEMV / small-M GEMM (M <= 16): a block per column slice, K split across warps and, when "
             "the slices leave SMs idle, across blocks; fixed-order sums, epilogue once"),
@@ -89,6 +93,7 @@ static void (*builtin_describe(const fg_template *t))(const fg_tcand *, char *, 
            : strcmp(t->name, "gemm_tc_splitk") == 0 ? fg_gemm_tc_splitk_describe
            : strcmp(t->name, "gemv") == 0           ? fg_gemv_describe
            : strcmp(t->name, "gemm_softmax") == 0   ? fg_gemm_softmax_describe
+           : strcmp(t->name, "gemm_wgmma") == 0     ? fg_gemm_wgmma_describe
                                                     : NULL;
 }
 
@@ -99,6 +104,15 @@ void fg_template_describe(const fg_template *t, const fg_tcand *c, char *buf, si
     buf[0] = 0;
     if (fn)
         fn(c, buf, size);
+}
+
+const char *fg_target_arch(const fg_context *ctx)
+{
+    if (!ctx)
+        return NULL;
+    if (ctx->arch && *ctx->arch)
+        return ctx->arch;
+    return ctx->env.arch && *ctx->env.arch ? ctx->env.arch : NULL;
 }
 
 /* ---- lookup ---------------------------------------------------------------- */

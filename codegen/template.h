@@ -39,6 +39,8 @@ typedef struct fg_tcand {
     int main_node;             /* anchor, else the first node not folded */
     int nepi;                  /* epilogue stages, the anchor's own bias included (an upper bound) */
     int ntensors;              /* distinct tensors the kernel reads or writes (an upper bound) */
+    const char *arch;          /* the target arch known to codegen (the arch option, else $FUSEGEN_ARCH), or
+                                  NULL: unknown (the runtime resolves it later); fg_target_arch */
 } fg_tcand;
 
 /* Accepts candidate c (1), or refuses it (0) with the reason in why. */
@@ -99,6 +101,11 @@ fg_status fg_template_load(fg_context *ctx, const struct fg_ynode *map, uint64_t
 /* Frees the context's registered templates (fg_context_free). */
 void fg_templates_free(fg_context *ctx);
 
+/* The target arch codegen plans for: the context's arch option, else
+ * $FUSEGEN_ARCH, else NULL (unknown: the GPU's arch is the runtime's to
+ * find, later).  Templates that need an arch (gemm_wgmma) refuse unknown. */
+const char *fg_target_arch(const fg_context *ctx);
+
 /* The families' own checks (emit_<family>.c). */
 int fg_check_pointwise(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_conv2d(const fg_tcand *c, char *why, size_t whysz);
@@ -119,5 +126,10 @@ int fg_check_pool2d(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_gemm_softmax(const fg_tcand *c, char *why, size_t whysz);
 void fg_gemm_softmax_describe(const fg_tcand *c, char *buf, size_t size);
 fg_status fg_emit_gemm_softmax(struct fg_emitter *em);
+/* gemm_wgmma (emit_gemm_wgmma.c): Hopper wgmma + TMA + mbarrier, sm_90a; its
+ * emitter is reached through fg_emit_gemm. */
+int fg_check_gemm_wgmma(const fg_tcand *c, char *why, size_t whysz);
+void fg_gemm_wgmma_describe(const fg_tcand *c, char *buf, size_t size);
+fg_status fg_emit_gemm_wgmma(struct fg_emitter *em);
 
 #endif /* FG_TEMPLATE_H */

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "emit.h"
+#include "tmap.h"
 
 typedef struct fg_backend {
     const char *name;            /* "cuda", "emu" */
@@ -59,6 +60,13 @@ typedef struct fg_backend {
     /* Launches k (loaded) with its k->nparams 8-byte parameter slots on
      * stream (NULL: the default stream).  Emulation returns when it is done. */
     fg_status (*launch)(fg_context *ctx, const fg_kernel *k, const uint64_t *slots, void *stream);
+
+    /* Writes the 128-byte tensor map of d (2-D, tmap.h) that this device's
+     * TMA reads into out128 (64-byte aligned): CUDA through the driver's
+     * cuTensorMapEncodeTiled, emulation in its own layout (emu_tmap.h).
+     * Records why it cannot (FG_ERR_INPUT for a description the device
+     * refuses); the executor calls it for each FG_KPARAM_TMAP at launch. */
+    fg_status (*tensormap_encode)(fg_context *ctx, const fg_tmap_desc *d, void *out128);
 
     /* ---- memory ---- */
     /* bytes > 0; FG_ERR_NOMEM (recorded, naming what) when it cannot. */

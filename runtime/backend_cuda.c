@@ -4,6 +4,7 @@
  * and CUDA graphs go through the driver opened by cuda.c.  Every driver call
  * is checked with CU_CHECK (the call, its place, the driver's message).
  */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "backend.h"
@@ -70,6 +71,41 @@ static fg_status cuda_launch(fg_context *ctx, const fg_kernel *k, const uint64_t
                       fg_cu()->LaunchKernel(h->fn, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
                                             k->block[2], k->smem, (CUstream)stream, params, NULL),
                       k->name);
+}
+
+/* ---- tensor maps ---- */
+
+typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* cuTensorMapEncodeTiled of a 2-D description: 16-bit elements as fp16 (TMA
+ * copies bytes: fp16 and bf16 alike), 32-bit as fp32; out-of-range elements
+ * zero (no NaN fill), L2 promotion of 128 bytes. */
+static fg_status cuda_tensormap_encode(fg_context *ctx, const fg_tmap_desc *d, void *out128)
+{
+    fg_status st = fg_cuda_init(ctx);
+    if (st)
+        return st;
+    encode_tiled_fn encode = (encode_tiled_fn)fg_cuda_optional_sym("cuTensorMapEncodeTiled");
+    if (!encode)
+        return fg_diag_error(ctx, FG_ERR_NO_DEVICE, FG_NOLOC,
+                             "the CUDA driver lacks cuTensorMapEncodeTiled (TMA kernels need a CUDA 12 driver)");
+    if (!d || (d->elem_bytes != 2 && d->elem_bytes != 4) || d->box[0] < 1 || d->box[0] > 256 || d->box[1] < 1 ||
+        d->box[1] > 256 || d->row_stride % 16 || d->base % 16)
+        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "tensor map refused: element size, box (1..256), base or "
+                             "row stride (16-byte multiples) out of range");
+    CUtensorMapSwizzle sw = d->swizzle == FG_TMAP_SWIZZLE_128B  ? CU_TENSOR_MAP_SWIZZLE_128B
+                            : d->swizzle == FG_TMAP_SWIZZLE_64B ? CU_TENSOR_MAP_SWIZZLE_64B
+                            : d->swizzle == FG_TMAP_SWIZZLE_32B ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                                : CU_TENSOR_MAP_SWIZZLE_NONE;
+    cuuint64_t dim[2] = {d->dim[0], d->dim[1]}, stride[1] = {d->row_stride};
+    cuuint32_t box[2] = {d->box[0], d->box[1]}, estride[2] = {1, 1};
+    return CU_CHECK(ctx, encode((CUtensorMap *)out128,
+                                d->elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                                2, (void *)(uintptr_t)d->base, dim, stride, box, estride,
+                                CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
 
 /* ---- memory ---- */
@@ -211,6 +247,7 @@ const fg_backend fg_backend_cuda = {
     .compile = fg_nvrtc_compile,
     .load = cuda_load,
     .launch = cuda_launch,
+    .tensormap_encode = cuda_tensormap_encode,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .upload = cuda_upload,

@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "emu.h"
+#include "emu_tmap.h"
 
 static int emu_present(fg_context *ctx)
 {
@@ -27,6 +28,16 @@ static fg_status emu_launch(fg_context *ctx, const fg_kernel *k, const uint64_t 
 {
     (void)stream;
     return fg_emu_launch(ctx, k, slots);
+}
+
+/* The emulated tensor map (emu_tmap.c), as fg_tma_load_2d in the emulation
+ * prelude reads it. */
+static fg_status emu_tensormap_encode(fg_context *ctx, const fg_tmap_desc *d, void *out128)
+{
+    if (fg_emu_tmap_encode(d, out128) == 0)
+        return FG_OK;
+    const char *why = d ? fg_emu_tmap_invalid(d) : "no description";
+    return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "tensor map refused: %s", why ? why : "invalid");
 }
 
 /* ---- memory: plain host memory, zeroed ---- */
@@ -118,6 +129,7 @@ const fg_backend fg_backend_emu = {
     .compile = fg_emu_compile,
     .load = fg_emu_load,
     .launch = emu_launch,
+    .tensormap_encode = emu_tensormap_encode,
     .alloc = emu_alloc,
     .free = emu_free,
     .upload = emu_upload,

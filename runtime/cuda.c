@@ -202,6 +202,14 @@ const fg_cu_api *fg_cu(void) { return &drv.api; }
 
 const char *fg_cuda_device_name(void) { return drv.st == FG_OK ? drv.name : ""; }
 
+void *fg_cuda_optional_sym(const char *name)
+{
+    pthread_mutex_lock(&drv.mu);
+    void *f = drv.lib && drv.st == FG_OK ? dlsym(drv.lib, name) : NULL;
+    pthread_mutex_unlock(&drv.mu);
+    return f;
+}
+
 int fg_cuda_device_arch(fg_context *ctx, char out[16])
 {
     if (ensure_driver(ctx) != FG_OK)

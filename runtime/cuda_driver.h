@@ -75,6 +75,11 @@ fg_status fg_cuda_init(fg_context *ctx);
 int fg_cuda_make_current(void);
 /* The resolved entry points; only valid after fg_cuda_init returned FG_OK. */
 const fg_cu_api *fg_cu(void);
+/* An optional driver entry point by name (dlsym on the opened driver), or
+ * NULL when the driver is not open or lacks it: entry points newer than the
+ * oldest supported driver (cuTensorMapEncodeTiled, CUDA 12) are looked up
+ * when first needed, so an older driver keeps everything else. */
+void *fg_cuda_optional_sym(const char *name);
 /* The device name ("NVIDIA H200"), or "" before a successful init. */
 const char *fg_cuda_device_name(void);
 

@@ -551,9 +551,13 @@ fg_status fg_emu_launch(fg_context *ctx, const fg_kernel *k, const uint64_t *arg
     if (k->nparams < 0 || k->nparams > FG_MAX_KPARAMS || (k->nparams > 0 && !args))
         return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s': bad parameter list (%d slots)", k->name,
                              k->nparams);
-    _Alignas(64) uint64_t slots[FG_MAX_KPARAMS + 1] = {0};   /* a parameter struct may hold a 64-byte aligned fg_tmap */
+    /* the params struct's bytes (fg_kparam_layout: 8-byte slots, 128-byte tensor maps aligned to 64) */
+    _Alignas(64) uint64_t slots[FG_MAX_KPARAMS + FG_MAX_TMAPS * (FG_TMAP_PARAM_BYTES / 8 + 8) + 8] = {0};
+    size_t arg_bytes = fg_kparam_layout(k, NULL);
+    if (arg_bytes > sizeof slots)
+        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s': %zu bytes of parameters", k->name, arg_bytes);
     if (k->nparams > 0)
-        memcpy(slots, args, (size_t)k->nparams * sizeof *slots);
+        memcpy(slots, args, arg_bytes);
     char err[1024];
     pthread_mutex_lock(&h->lock);
     int rc = fg_emu_sched_run(h->sched, h->entry, slots, g, b, err, sizeof err);

@@ -614,12 +614,43 @@ static uint64_t tensor_addr(const fg_exec *e, int t)
     }
 }
 
-static void pack_slots(const fg_exec *e, const fg_kernel *K, uint64_t *slots)
+/* Room for a kernel's argument bytes: every slot, and tensor maps of 128
+ * bytes with their alignment padding. */
+#define ARG_WORDS (FG_MAX_KPARAMS + FG_MAX_TMAPS * (FG_TMAP_PARAM_BYTES / 8 + 8) + 8)
+
+/* Lays out K's argument bytes in slots as its params struct (fg_kparam_layout):
+ * tensor addresses, the workspace, scalars, and each tensor map encoded by the
+ * backend over its tensor's address for this run. */
+static fg_status pack_slots(const fg_exec *e, const fg_kernel *K, uint64_t *slots)
 {
-    for (int j = 0; j < K->nparams; j++)
-        slots[j] = K->params[j].kind == FG_KPARAM_TENSOR      ? tensor_addr(e, K->params[j].tensor)
-                   : K->params[j].kind == FG_KPARAM_WORKSPACE ? e->workspace
-                                                               : (uint64_t)K->params[j].value;
+    size_t off[FG_MAX_KPARAMS];
+    size_t total = fg_kparam_layout(K, off);
+    if (total > ARG_WORDS * sizeof *slots || K->ntmaps < 0 || K->ntmaps > FG_MAX_TMAPS)
+        return fg_diag_error(e->ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel %s: %zu bytes of parameters", K->name, total);
+    memset(slots, 0, total);
+    for (int j = 0; j < K->nparams; j++) {
+        const fg_kparam *p = &K->params[j];
+        if (p->kind == FG_KPARAM_TMAP) {
+            if (p->value < 0 || p->value >= K->ntmaps || !e->be->tensormap_encode)
+                return fg_diag_error(e->ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel %s: tensor map %s cannot be encoded "
+                                     "on the %s backend", K->name, p->name, e->be->name);
+            const fg_kparam_tmap *m = &K->tmaps[p->value];
+            fg_tmap_desc d = {.base = tensor_addr(e, p->tensor), .elem_bytes = (unsigned)m->elem_bytes,
+                              .dim = {(uint64_t)m->dim[0], (uint64_t)m->dim[1]}, .row_stride = (uint64_t)m->row_stride,
+                              .box = {(unsigned)m->box[0], (unsigned)m->box[1]}, .swizzle = (fg_tmap_swizzle)m->swizzle};
+            fg_status st = e->be->tensormap_encode(e->ctx, &d, (char *)slots + off[j]);
+            if (st)
+                return fg_diag_error(e->ctx, st, FG_NOLOC, "kernel %s: the tensor map %s of tensor '%s' (%s)", K->name,
+                                     p->name, e->g->tensors[p->tensor].name,
+                                     d.base % 16 ? "its address is not 16-byte aligned" : "see above");
+            continue;
+        }
+        uint64_t v = p->kind == FG_KPARAM_TENSOR      ? tensor_addr(e, p->tensor)
+                     : p->kind == FG_KPARAM_WORKSPACE ? e->workspace
+                                                      : (uint64_t)p->value;
+        memcpy((char *)slots + off[j], &v, sizeof v);
+    }
+    return FG_OK;
 }
 
 /* Launches every kernel on stream s, with an event before each and one at
@@ -629,7 +660,7 @@ static fg_status launch_all(fg_exec *e, void *s, int timing)
 {
     const fg_backend *be = e->be;
     int guards = be->host_memory;
-    uint64_t slots[FG_MAX_KPARAMS];
+    _Alignas(64) uint64_t slots[ARG_WORDS];
     fg_status st = FG_OK;
     if (guards)
         guards_fill(e, -1);
@@ -638,7 +669,8 @@ static fg_status launch_all(fg_exec *e, void *s, int timing)
         if (K->nparams < 0 || K->nparams > FG_MAX_KPARAMS)
             return fg_diag_error(e->ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel %s has %d parameters (at most %d)", K->name,
                                  K->nparams, FG_MAX_KPARAMS);
-        pack_slots(e, K, slots);
+        if ((st = pack_slots(e, K, slots)) != FG_OK)
+            break;
         if (guards)
             guards_fill(e, k);
         if (timing)

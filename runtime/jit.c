@@ -92,6 +92,28 @@ static int arch_number(const char *arch, int *is_ptx)
     return *p ? -1 : v;
 }
 
+/* The target kernel k compiles for under the batch's arch: the arch itself,
+ * or for a kernel that needs the architecture-specific features
+ * (k->arch_specific: wgmma, setmaxnreg) the arch with the suffix "a"
+ * (sm_90 -> sm_90a, compute_90 -> compute_90a).  Returns 0, or -1 when the
+ * arch has no such target (only sm_90 here): the kernel cannot run there. */
+static int kernel_arch(const char *arch, const fg_kernel *k, char out[32])
+{
+    int ptx = 0;
+    int v = arch_number(arch, &ptx);
+    snprintf(out, 32, "%s", arch);
+    if (!k->arch_specific)
+        return 0;
+    if (v != 90)
+        return -1;
+    size_t n = strlen(out);
+    if (n && (out[n - 1] == 'a' || out[n - 1] == 'f'))
+        out[n - 1] = 'a';
+    else
+        snprintf(out, 32, "%s_90a", ptx ? "compute" : "sm");
+    return 0;
+}
+
 fg_status fg_jit_check_arch(fg_context *ctx, const char *arch)
 {
     pthread_once(&once, init_once);
@@ -234,6 +256,12 @@ void fg_nvrtc_key(const void *tc, const fg_kernel *k, char key[33])
     fg_key_part(&h, "arch", t->arch, strlen(t->arch));
     for (int i = 0; i < t->n; i++)
         fg_key_part(&h, "option", t->v[i], strlen(t->v[i]));
+    if (k->arch_specific) {   /* the target it really compiles for (sm_90a) */
+        char karch[32];
+        if (kernel_arch(t->arch, k, karch) != 0)
+            snprintf(karch, sizeof karch, "none");
+        fg_key_part(&h, "arch-specific target", karch, strlen(karch));
+    }
     fg_key_part(&h, "prelude", prelude_hash, 32);
     fg_key_part(&h, "source", k->source, strlen(k->source));
     fg_key_end(&h, key);
@@ -384,10 +412,17 @@ static fg_status nvrtc_compile(fg_context *ctx, const fg_kernel *k, const nvrtc_
                                                           prelude_text ? hdrs : NULL, prelude_text ? names : NULL));
     if (st)
         return st;
-    nvrtcResult r = nvrtcCompileProgram(prog, t->n, t->v);
+    char karch[32], kopt[64];
+    const char **opts = fg_xcalloc((size_t)t->n + 1, sizeof *opts);
+    kernel_arch(t->arch, k, karch);   /* fg_nvrtc_compile checked that it has one */
+    snprintf(kopt, sizeof kopt, "--gpu-architecture=%s", karch);
+    for (int i = 0; i < t->n; i++)
+        opts[i] = i == 0 ? kopt : t->v[i];
+    nvrtcResult r = nvrtcCompileProgram(prog, t->n, opts);
+    free(opts);
     *log = fg_nvrtc_program_log(prog);
     if (r == NVRTC_ERROR_COMPILATION) {
-        st = compile_error(ctx, k, t->arch, *log);
+        st = compile_error(ctx, k, karch, *log);
         goto out;
     }
     if ((st = FG_NVRTC_CHECK_PROG(ctx, prog, r)) != FG_OK)
@@ -418,7 +453,16 @@ fg_status fg_nvrtc_compile(fg_context *ctx, const void *tc, const fg_kernel *k, 
 {
     const nvrtc_tc *t = tc;
     double t0 = fg_now();
+    char karch[32];
     *meta = NULL;
+    *bin = NULL;
+    *size = 0;
+    *log = NULL;
+    if (kernel_arch(t->arch, k, karch) != 0)
+        return fg_diag_error(ctx, FG_ERR_UNSUPPORTED, source_origin(ctx, k->source),
+                             "kernel '%s' (template %s) needs the sm_90a target (wgmma, TMA): it cannot be compiled "
+                             "for %s; plan for sm_90 or leave the arch to the planner", k->name,
+                             k->template_name ? k->template_name : "?", t->arch);
     fg_status st = nvrtc_compile(ctx, k, t, bin, size, log);
     if (st)
         return st;
@@ -427,7 +471,7 @@ fg_status fg_nvrtc_compile(fg_context *ctx, const void *tc, const fg_kernel *k, 
     int ptx = 0;
     arch_number(t->arch, &ptx);
     fg_meta_put(&m, "name", k->name);
-    fg_meta_put(&m, "arch", t->arch);
+    fg_meta_put(&m, "arch", karch);
     fg_meta_put(&m, "format", ptx ? "ptx" : "cubin");
     fg_meta_put(&m, "generator", "fusegen " FG_VERSION_STRING);
     fg_meta_put(&m, "nvrtc", nvrtc_version);

@@ -311,4 +311,278 @@ FG_DEVICE void fg_mma_1688_tf32(float d[4], const fg_u32 a[4], const fg_u32 b[2]
 FG_DEVICE void fg_threadfence() { __threadfence(); }
 FG_DEVICE int fg_atomic_add_i32(int *p, int v) { return atomicAdd(p, v); }
 
+// ---- Hopper (sm_90a only): mbarrier, TMA, wgmma, setmaxnreg -----------------
+// Compiled only for the architecture-specific target sm_90a (NVRTC defines
+// __CUDA_ARCH_FEAT_SM90_ALL there), so sm_80 / sm_90 builds of the other
+// kernels see none of it.  templates/prelude_emu.h has the same names with
+// the same semantics (docs/emulation.md, "Hopper primitives").
+//   fg_mbar: a shared-memory mbarrier (CTA scope).  fg_mbar_init (one thread):
+//     expected arrivals = count, phase 0, tx-count 0; fg_fence_mbar_init makes
+//     it visible to the async proxy (the block barrier is still the caller's).
+//     fg_mbar_arrive: one arrival; fg_mbar_arrive_expect_tx: raises the
+//     expected transaction bytes, then one arrival.  fg_mbar_wait(b, parity)
+//     returns once the phase with that parity has completed (all arrivals and
+//     all expected bytes delivered).
+//   fg_tmap: a 128-byte tensor map (cuTensorMapEncodeTiled), a kernel
+//     parameter (`__grid_constant__` parameter struct).  fg_tma_load_2d (one
+//     thread): cp.async.bulk.tensor of the box at element (c0 along the
+//     contiguous axis, c1 rows) into smem_dst (1024-byte aligned for a 128B
+//     swizzle), zero fill outside the tensor, the full box's bytes signalled
+//     as complete_tx on b.  fg_fence_proxy_async: this thread's generic
+//     shared-memory writes are ordered before later async-proxy accesses.
+//   wgmma (all 128 threads of a warpgroup, converged): fg_wgmma_desc packs the
+//     shared-memory matrix descriptor (start >> 4 in bits 0-13, leading byte
+//     offset >> 4 in 16-29, stride byte offset >> 4 in 32-45, base offset 0,
+//     swizzle mode in 62-63: 1 128B, 2 64B, 3 32B); fg_wgmma_f16 / _bf16
+//     <BN, TRANS_B> issue D[64 x BN] (+)= A[64 x 16] * B[16 x BN] with A
+//     K-major and B K-major (TRANS_B 0: stored [BN][16]) or N-major (1:
+//     [16][BN]); d[i] of thread t (w = t / 32, l = t % 32) is row
+//     16 w + l / 4 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (l % 4) + i % 2.
+//     The result is there only after the fg_wgmma_wait<N> that covers the
+//     fg_wgmma_commit of its group; fg_wgmma_fence before the first wgmma
+//     and whenever the accumulators were touched.
+//   fg_setmaxnreg_inc / _dec<N>: a warpgroup's register budget (24..256).
+// FG_SHARED_DYN(name, bytes): the kernel's dynamic shared memory as a byte
+// array, 1024-byte aligned (the launch passes fg_kernel.smem >= bytes; the
+// alignment of the window's start is not promised, so kernels that need it
+// realign); the emulation prelude makes it a static FG_SHARED array of that
+// size.
+#define FG_SHARED_DYN(name, bytes) extern __shared__ __align__(1024) unsigned char name[]
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+struct alignas(8) fg_mbar { fg_u64 v; };
+struct alignas(64) fg_tmap { fg_u64 w[16]; };
+
+FG_DEVICE fg_u32 fg_smem_addr(const void *p) { return (fg_u32)__cvta_generic_to_shared(p); }
+
+FG_DEVICE void fg_mbar_init(fg_mbar *b, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(fg_smem_addr(b)), "r"(count) : "memory");
+}
+FG_DEVICE void fg_fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+FG_DEVICE void fg_mbar_arrive(fg_mbar *b)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(fg_smem_addr(b)) : "memory");
+}
+FG_DEVICE void fg_mbar_arrive_expect_tx(fg_mbar *b, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(fg_smem_addr(b)), "r"(bytes)
+                 : "memory");
+}
+FG_DEVICE void fg_mbar_wait(fg_mbar *b, unsigned parity)
+{
+    const fg_u32 a = fg_smem_addr(b);
+    fg_u32 done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(a), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+FG_DEVICE void fg_tma_load_2d(void *smem_dst, const fg_tmap *m, int c0, int c1, fg_mbar *b)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+                 "[%4];" ::"r"(fg_smem_addr(smem_dst)),
+                 "l"(m), "r"(c0), "r"(c1), "r"(fg_smem_addr(b))
+                 : "memory");
+}
+FG_DEVICE void fg_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+FG_DEVICE fg_u64 fg_wgmma_desc(const void *smem, int swizzle_bytes, unsigned lbo_bytes, unsigned sbo_bytes)
+{
+    const fg_u64 mode = swizzle_bytes == 128 ? 1 : swizzle_bytes == 64 ? 2 : swizzle_bytes == 32 ? 3 : 0;
+    return (fg_u64)((fg_smem_addr(smem) >> 4) & 0x3fffu) | (fg_u64)((lbo_bytes >> 4) & 0x3fffu) << 16 |
+           (fg_u64)((sbo_bytes >> 4) & 0x3fffu) << 32 | mode << 62;
+}
+FG_DEVICE void fg_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+FG_DEVICE void fg_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> FG_DEVICE void fg_wgmma_wait()
+{
+    static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes 0..7");
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accesses of the accumulators across a
+// wgmma issue (the asm below reads and writes them; nothing else may).
+template <int R> FG_DEVICE void fg_wgmma_fence_regs(float (&d)[R])
+{
+    FG_UNROLL
+    for (int i = 0; i < R; i++)
+        asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int TRANS_B> FG_DEVICE void fg_wgmma_n64_f16(float (&d)[32], fg_u64 da, fg_u64 db, int acc)
+{
+    fg_wgmma_fence_regs(d);
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "%32, %33, p, 1, 1, 0, %35;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(acc), "n"(TRANS_B));
+    fg_wgmma_fence_regs(d);
+}
+template <int TRANS_B> FG_DEVICE void fg_wgmma_n64_bf16(float (&d)[32], fg_u64 da, fg_u64 db, int acc)
+{
+    fg_wgmma_fence_regs(d);
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "%32, %33, p, 1, 1, 0, %35;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(acc), "n"(TRANS_B));
+    fg_wgmma_fence_regs(d);
+}
+template <int TRANS_B> FG_DEVICE void fg_wgmma_n128_f16(float (&d)[64], fg_u64 da, fg_u64 db, int acc)
+{
+    fg_wgmma_fence_regs(d);
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "%64, %65, p, 1, 1, 0, %67;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(acc), "n"(TRANS_B));
+    fg_wgmma_fence_regs(d);
+}
+template <int TRANS_B> FG_DEVICE void fg_wgmma_n128_bf16(float (&d)[64], fg_u64 da, fg_u64 db, int acc)
+{
+    fg_wgmma_fence_regs(d);
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "%64, %65, p, 1, 1, 0, %67;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(acc), "n"(TRANS_B));
+    fg_wgmma_fence_regs(d);
+}
+template <int TRANS_B> FG_DEVICE void fg_wgmma_n256_f16(float (&d)[128], fg_u64 da, fg_u64 db, int acc)
+{
+    fg_wgmma_fence_regs(d);
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+                 "%128, %129, p, 1, 1, 0, %131;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db), "r"(acc), "n"(TRANS_B));
+    fg_wgmma_fence_regs(d);
+}
+template <int TRANS_B> FG_DEVICE void fg_wgmma_n256_bf16(float (&d)[128], fg_u64 da, fg_u64 db, int acc)
+{
+    fg_wgmma_fence_regs(d);
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+                 "%128, %129, p, 1, 1, 0, %131;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db), "r"(acc), "n"(TRANS_B));
+    fg_wgmma_fence_regs(d);
+}
+
+template <int BN, int TRANS_B> FG_DEVICE void fg_wgmma_f16(float (&d)[BN / 2], fg_u64 desc_a, fg_u64 desc_b, int accumulate)
+{
+    static_assert(BN == 64 || BN == 128 || BN == 256, "the device prelude issues wgmma n64, n128 and n256");
+    static_assert(TRANS_B == 0 || TRANS_B == 1, "TRANS_B is 0 or 1");
+    if constexpr (BN == 64)
+        fg_wgmma_n64_f16<TRANS_B>(d, desc_a, desc_b, accumulate);
+    else if constexpr (BN == 128)
+        fg_wgmma_n128_f16<TRANS_B>(d, desc_a, desc_b, accumulate);
+    else
+        fg_wgmma_n256_f16<TRANS_B>(d, desc_a, desc_b, accumulate);
+}
+template <int BN, int TRANS_B> FG_DEVICE void fg_wgmma_bf16(float (&d)[BN / 2], fg_u64 desc_a, fg_u64 desc_b, int accumulate)
+{
+    static_assert(BN == 64 || BN == 128 || BN == 256, "the device prelude issues wgmma n64, n128 and n256");
+    static_assert(TRANS_B == 0 || TRANS_B == 1, "TRANS_B is 0 or 1");
+    if constexpr (BN == 64)
+        fg_wgmma_n64_bf16<TRANS_B>(d, desc_a, desc_b, accumulate);
+    else if constexpr (BN == 128)
+        fg_wgmma_n128_bf16<TRANS_B>(d, desc_a, desc_b, accumulate);
+    else
+        fg_wgmma_n256_bf16<TRANS_B>(d, desc_a, desc_b, accumulate);
+}
+
+template <int N> FG_DEVICE void fg_setmaxnreg_inc()
+{
+    static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes a multiple of 8 in 24..256");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N> FG_DEVICE void fg_setmaxnreg_dec()
+{
+    static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes a multiple of 8 in 24..256");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+
 #endif // FUSEGEN_PRELUDE_CUH

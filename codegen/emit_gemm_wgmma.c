@@ -1,0 +1,303 @@
+/*
+ * emit_gemm_wgmma.c -- the gemm_wgmma template of the gemm family
+ * (templates/gemm_wgmma.cuh): fp16 / bf16 matmuls on Hopper with wgmma from
+ * shared-memory descriptors, TMA loads into a ring of stages completed on
+ * mbarriers, one producer warpgroup and two consumer warpgroups
+ * (docs/codegen.md, "gemm_wgmma").
+ *
+ * Selection is by capability: the target arch known to codegen (the context's
+ * arch option, else $FUSEGEN_ARCH; the planner passes it in fg_tcand.arch) is
+ * sm_90 / sm_90a, operands and output of one dtype, fp16 or bf16, A stored
+ * [M, K] (K contiguous, as wgmma's A operand), B either way, K and N
+ * multiples of 8 (16-byte rows for the tensor maps), batched only as
+ * A [batch..., M, K] (contiguous) times a shared B, and a shape that gives
+ * at least WG_MIN_TILES tiles.  Otherwise the mma.sync templates run it.
+ * The kernel needs the architecture-specific target: fg_kernel.arch_specific.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "emit_impl.h"
+#include "kind.h"
+#include "shape.h"
+#include "template.h"
+
+#define WG_BM 128             /* rows of a block tile: two consumer warpgroups of 64 */
+#define WG_BK 64              /* k per stage: 128 bytes of fp16 / bf16, one 128B swizzle row */
+#define WG_STAGES 4           /* depth of the ring */
+#define WG_THREADS 384        /* a producer warpgroup and two consumer warpgroups */
+#define WG_TARGET_SMS 132     /* an H100 / H200 */
+#define WG_MIN_TILES 66       /* half the SMs: a wgmma tile does about twice an mma.sync tile's work rate */
+#define WG_SMEM_MAX (227 * 1024)
+
+/* What the kernel needs of a matmul, or 0 with the reason. */
+typedef struct wg_geom {
+    fg_matmul_geom_t d;
+    int at, bt, tb;      /* tb: B stored [N, K] (the node's trans_b) */
+    int64_t rows;        /* MR: batch * M, the rows of the folded A and Y */
+} wg_geom;
+
+/* Nonzero when arch (sm_90, sm_90a, compute_90, compute_90a) is a Hopper target. */
+static int hopper_arch(const char *arch)
+{
+    if (!arch)
+        return 0;
+    const char *p = strncmp(arch, "sm_", 3) == 0 ? arch + 3 : strncmp(arch, "compute_", 8) == 0 ? arch + 8 : NULL;
+    return p && (strcmp(p, "90") == 0 || strcmp(p, "90a") == 0);
+}
+
+/* BN: 64 for narrow outputs, else 128 (256 by the tile hook). */
+static int default_bn(int64_t N) { return N <= 64 ? 64 : 128; }
+
+static int64_t wg_tiles(const wg_geom *w, int bn) { return ((w->rows + WG_BM - 1) / WG_BM) * ((w->d.N + bn - 1) / bn); }
+
+static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char *why, size_t whysz)
+{
+    const fg_node *nd = &g->nodes[anchor];
+    w->at = nd->inputs[0];
+    w->bt = nd->inputs[1];
+    int ta = fg_node_attr(nd, "trans_a") && fg_node_attr_int(nd, "trans_a", 0) != 0;
+    w->tb = fg_node_attr(nd, "trans_b") && fg_node_attr_int(nd, "trans_b", 0) != 0;
+    const fg_tensor *A = &g->tensors[w->at], *B = &g->tensors[w->bt], *Y = &g->tensors[nd->output];
+    const fg_tensor *O = &g->tensors[out];
+    if (!fg_matmul_geom(A, B, ta, w->tb, &w->d, why, whysz))
+        return 0;
+    const fg_tensor *ts[] = {A, B, Y, O};
+    for (int i = 0; i < 4; i++)
+        if (ts[i]->rank == 4 && ts[i]->layout != FG_LAYOUT_NCHW) {
+            snprintf(why, whysz, "%s is %s (matmul operands are row-major)", ts[i]->name, fg_layout_name(ts[i]->layout));
+            return 0;
+        }
+    if (O->rank != w->d.yrank || memcmp(O->shape, w->d.yshape, sizeof(int64_t) * (size_t)O->rank) != 0) {
+        snprintf(why, whysz, "the group's output %s is not the matmul's shape", O->name);
+        return 0;
+    }
+    if (A->dtype != Y->dtype || B->dtype != Y->dtype || (Y->dtype != FG_DTYPE_F16 && Y->dtype != FG_DTYPE_BF16)) {
+        snprintf(why, whysz, "operands %s and %s, output %s (wgmma takes fp16 or bf16, one dtype)",
+                 fg_dtype_name(A->dtype), fg_dtype_name(B->dtype), fg_dtype_name(Y->dtype));
+        return 0;
+    }
+    if (ta || w->d.a_vec || w->d.b_vec) {
+        snprintf(why, whysz, "%s", ta ? "A stored [K, M] (the template reads A K-major)" : "a vector operand");
+        return 0;
+    }
+    if (w->d.K % 8 || w->d.N % 8) {
+        snprintf(why, whysz, "K %" PRId64 " or N %" PRId64 " not a multiple of 8 (TMA needs 16-byte rows)", w->d.K,
+                 w->d.N);
+        return 0;
+    }
+    /* batches: A's matrices back to back (a_base = bt * M * K), one B */
+    if (w->d.nbatch > 0) {
+        int64_t step = w->d.M * w->d.K;
+        for (int i = w->d.nbatch - 1; i >= 0; i--) {
+            if (w->d.bshape[i] > 1 && w->d.astride[i] != step) {
+                snprintf(why, whysz, "A's batch axes are broadcast or not contiguous (the template folds them into rows)");
+                return 0;
+            }
+            step *= w->d.bshape[i];
+        }
+        if (w->d.b_batched) {
+            snprintf(why, whysz, "B differs per batch (the template takes one B for every batch)");
+            return 0;
+        }
+    }
+    w->rows = w->d.M * w->d.batch;
+    if (w->rows >= (int64_t)1 << 31 || w->d.N >= (int64_t)1 << 31 || w->d.K >= (int64_t)1 << 31) {
+        snprintf(why, whysz, "a dimension reaches 2^31 (TMA coordinates are 32-bit)");
+        return 0;
+    }
+    if ((w->d.N + 63) / 64 > 65535 * 2 || (w->rows + WG_BM - 1) / WG_BM > 65535) {
+        snprintf(why, whysz, "%" PRId64 " rows exceed the grid", w->rows);
+        return 0;
+    }
+    return 1;
+}
+
+/* The candidate's geometry with the arch and shape conditions: 1 = the
+ * template takes it. */
+static int wg_ok(const fg_tcand *c, wg_geom *w, char *why, size_t whysz)
+{
+    if (!hopper_arch(c->arch)) {
+        if (c->arch)
+            snprintf(why, whysz, "target arch %s (wgmma needs sm_90)", c->arch);
+        else
+            snprintf(why, whysz, "target arch unknown to the planner (set the arch option or FUSEGEN_ARCH to sm_90)");
+        return 0;
+    }
+    for (int i = 1; i < c->nnodes; i++) {
+        const fg_node *nd = &c->g->nodes[c->nodes[i]];
+        if (fg_kind(nd->op->kind)->role != FG_ROLE_ELEMENTWISE && !nd->folded) {
+            snprintf(why, whysz, "%s (op %s) after the matmul is not element-wise", nd->name, nd->op->name);
+            return 0;
+        }
+    }
+    if (!wg_geometry(c->g, c->anchor, c->g->nodes[c->nodes[c->nnodes - 1]].output, w, why, whysz))
+        return 0;
+    int64_t tiles = wg_tiles(w, default_bn(w->d.N));
+    if (w->rows < WG_BM || tiles < WG_MIN_TILES) {
+        snprintf(why, whysz, "M %" PRId64 " x N %" PRId64 " (batch %" PRId64 ") is %" PRId64 " tiles of %d x %d "
+                 "(wants M >= %d and %d tiles, half of %d SMs)", w->d.M, w->d.N, w->d.batch, tiles, WG_BM,
+                 default_bn(w->d.N), WG_BM, WG_MIN_TILES, WG_TARGET_SMS);
+        return 0;
+    }
+    return 1;
+}
+
+int fg_check_gemm_wgmma(const fg_tcand *c, char *why, size_t whysz)
+{
+    wg_geom w;
+    if (c->anchor < 0) {
+        snprintf(why, whysz, "no matmul anchor");
+        return 0;
+    }
+    return wg_ok(c, &w, why, whysz);
+}
+
+void fg_gemm_wgmma_describe(const fg_tcand *c, char *buf, size_t size)
+{
+    wg_geom w;
+    char why[256];
+    buf[0] = 0;
+    if (c->anchor < 0 || !wg_ok(c, &w, why, sizeof why))
+        return;
+    int bn = default_bn(w.d.N);
+    snprintf(buf, size, "tile %d x %d x %d, %d stages, TMA + wgmma, %s (M %" PRId64 " x batch %" PRId64 ", N %" PRId64
+             ", K %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, WG_BK, WG_STAGES, c->arch, w.d.M, w.d.batch,
+             w.d.N, w.d.K, wg_tiles(&w, bn), WG_TARGET_SMS);
+}
+
+/* Adds a tensor-map parameter over tensor t. */
+static const char *add_tmap(fg_emitter *em, const char *name, int t, int64_t dim0, int64_t dim1, int box0, int box1)
+{
+    fg_kernel *k = em->k;
+    if (k->nparams >= FG_MAX_KPARAMS || k->ntmaps >= FG_MAX_TMAPS) {
+        fg_em_fail(em, "too many kernel parameters");
+        return "?";
+    }
+    fg_kparam_tmap *m = &k->tmaps[k->ntmaps];
+    m->dim[0] = dim0;
+    m->dim[1] = dim1;
+    m->row_stride = dim0 * 2;
+    m->box[0] = box0;
+    m->box[1] = box1;
+    m->swizzle = 128;
+    m->elem_bytes = 2;
+    fg_kparam *kp = &k->params[k->nparams++];
+    memset(kp, 0, sizeof *kp);
+    kp->kind = FG_KPARAM_TMAP;
+    kp->tensor = t;
+    kp->value = k->ntmaps++;
+    snprintf(kp->name, sizeof kp->name, "%s", name);
+    return kp->name;
+}
+
+/* The text that turns the row `grow` of the folded output into the batch
+ * coordinates yb<i> and the matrix row `row`. */
+static void batch_rows(fg_emitter *em, const wg_geom *w, fg_buf *b)
+{
+    const fg_matmul_geom_t *d = &w->d;
+    if (d->nbatch == 0) {
+        fg_buf_put(b, "        const fg_i64 row = grow;\n");
+        return;
+    }
+    fg_buf_put(b, "        const fg_i64 bt = grow / M, row = grow - bt * M;   // the batch, the row in it\n");
+    char name[16];
+    for (int i = d->nbatch - 1; i >= 0; i--) {
+        fg_buf_printf(b, "        const fg_i64 yb%d = bt", i);
+        for (int j = d->nbatch - 1; j > i; j--) {
+            snprintf(name, sizeof name, "YB%d", j);
+            fg_em_shape(em, name, d->bshape[j]);
+            fg_buf_printf(b, " / %s", name);
+        }
+        if (i > 0) {
+            snprintf(name, sizeof name, "YB%d", i);
+            fg_em_shape(em, name, d->bshape[i]);
+            fg_buf_printf(b, " %% %s", name);
+        }
+        fg_buf_put(b, ";\n");
+    }
+}
+
+static void epi_args(const wg_geom *w, const char *col, fg_buf *b)
+{
+    for (int i = 0; i < w->d.nbatch; i++)
+        fg_buf_printf(b, "%syb%d", b->len ? ", " : "", i);
+    fg_buf_printf(b, "%srow, %s", b->len ? ", " : "", col);
+}
+
+fg_status fg_emit_gemm_wgmma(fg_emitter *em)
+{
+    int a = em->grp->anchor;
+    wg_geom w;
+    char why[300];
+    if (a < 0 || em->g->nodes[a].op->kind != FG_OPK_MATMUL)
+        return fg_em_error(em, FG_ERR_INPUT, "template %s needs a matmul anchor", em->grp->template_name);
+    if (!wg_geometry(em->g, a, em->out, &w, why, sizeof why))
+        return fg_em_error(em, FG_ERR_UNSUPPORTED, "template %s cannot run matmul '%s': %s", em->grp->template_name,
+                           em->g->nodes[a].name, why);
+    const char *keys[] = {"tile_n", "stages"};
+    int64_t v[2] = {default_bn(w.d.N), WG_STAGES};
+    fg_status st = fg_em_tile_params(em, keys, 2, v);
+    if (st != FG_OK)
+        return st;
+    if (v[0] != 64 && v[0] != 128 && v[0] != 256)
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_n = %" PRId64 " (want 64, 128 or 256)", v[0]);
+    int bn = (int)v[0];
+    int64_t stage_bytes = (int64_t)(WG_BM + bn) * WG_BK * 2;
+    if (v[1] < 3 || v[1] > 5 || v[1] * stage_bytes + 1024 + 16 * v[1] > WG_SMEM_MAX)
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: stages = %" PRId64 " (want 3 to 5 stages of %" PRId64
+                           " bytes within %d bytes of shared memory)", v[1], stage_bytes, WG_SMEM_MAX);
+    int stages = (int)v[1];
+    fg_dtype dt = em->ot->dtype;
+    int trans_b = !w.tb;   /* wgmma's B N-major: B stored [K, N] */
+
+    /* the operands as tensors (the executor's liveness, the header) and as tensor maps */
+    fg_em_tensor(em, w.at, 0);
+    fg_em_tensor(em, w.bt, 0);
+    const char *ma = add_tmap(em, "tmap_a", w.at, w.d.K, w.rows, WG_BK, WG_BM);
+    const char *mb = trans_b ? add_tmap(em, "tmap_b", w.bt, w.d.N, w.d.K, 64, WG_BK)
+                             : add_tmap(em, "tmap_b", w.bt, w.d.K, w.d.N, WG_BK, bn);
+    fg_em_shape(em, "MR", w.rows);
+    fg_em_shape(em, "M", w.d.M);
+    fg_em_shape(em, "N", w.d.N);
+    fg_em_shape(em, "K", w.d.K);
+    fg_em_set(em, "TMAP_A", "%s", ma);
+    fg_em_set(em, "TMAP_B", "%s", mb);
+    fg_em_set(em, "Y", "%s", fg_em_tensor(em, em->out, 1));
+    fg_buf t = {0};
+    batch_rows(em, &w, &t);
+    fg_em_set(em, "BATCH", "%s", t.s ? t.s : "");
+    fg_buf_free(&t);
+    epi_args(&w, "col", &t);
+    fg_em_set(em, "EPI_ARGS", "%s", t.s);
+    fg_buf_free(&t);
+    epi_args(&w, "col + 1", &t);
+    fg_em_set(em, "EPI_ARGS1", "%s", t.s);
+    fg_buf_free(&t);
+    fg_em_set(em, "BN", "%d", bn);
+    fg_em_set(em, "STAGES", "%d", stages);
+    fg_em_set(em, "TB", "%d", trans_b);
+    fg_em_set(em, "WGMMA", "%s", dt == FG_DTYPE_BF16 ? "fg_wgmma_bf16" : "fg_wgmma_f16");
+    fg_em_set(em, "PAIR", "%d", w.d.N % 2 == 0);
+    fg_em_set(em, "MAXNREG", "%d", bn == 256);
+    unsigned smem = (unsigned)(stages * stage_bytes + 2 * 8 * stages + 1024);   /* ring, barriers, realignment */
+    fg_em_set(em, "SMEM_BYTES", "%u", smem);
+
+    unsigned gm = (unsigned)((w.rows + WG_BM - 1) / WG_BM), gn = (unsigned)((w.d.N + bn - 1) / bn);
+    fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages (%u bytes of shared memory), %d threads: a TMA "
+                  "producer warpgroup, two wgmma consumer warpgroups%s; sm_90a\n", WG_BM, bn, WG_BK, stages, smem,
+                  WG_THREADS, bn == 256 ? " (setmaxnreg 40 / 232)" : "");
+    fg_buf_printf(&em->notes, "//   operands:  A [M, K] (%" PRId64 " rows), B %s; 128B swizzle\n", w.rows,
+                  w.tb ? "[N, K] (K-major)" : "[K, N] (N-major)");
+    em->template_file = "gemm_wgmma.cuh";
+    em->threads = WG_THREADS;
+    em->k->arch_specific = 1;
+    em->k->smem = smem;
+    em->k->grid[0] = gn;
+    em->k->grid[1] = gm;
+    em->k->grid[2] = 1;
+    em->k->block[0] = WG_THREADS;
+    em->k->block[1] = em->k->block[2] = 1;
+    return FG_OK;
+}

@@ -1,0 +1,142 @@
+// ---- template gemm_wgmma.cuh: matrix multiply on Hopper (sm_90a) -------------
+// Y = A (MR x K) * B (K x N), fp16 / bf16 operands, fp32 accumulation, with
+// wgmma.mma_async from shared-memory descriptors, TMA loads into a STAGES-deep
+// ring completed on mbarriers, and a warp-specialized schedule:
+//   - warpgroup 0 (threads 0..127) is the producer: thread 0 waits until a
+//     stage is empty, announces its bytes on the stage's full barrier and
+//     issues the TMA copies of A's and B's k tile into it;
+//   - warpgroups 1 and 2 are the consumers, 64 rows of the BM x BN tile
+//     each: wait until the stage is full, issue BK / 16 wgmma k16 steps,
+//     commit, wait until at most one group is in flight (the previous
+//     stage's wgmmas are done) and release the previous stage on its empty
+//     barrier (one arrival per consumer warpgroup).
+// Tiles: A [BM rows][BK k], K contiguous, 128-byte rows with the 128B swizzle
+// (chunk j of row r at j ^ (r % 8)), one box of 64 x BM; B stored [N, K]
+// (TB 0): the same layout, [BN rows][BK]; B stored [K, N] (TB 1): BN / 64
+// boxes of [BK k rows][64 n], 128B swizzled, N-major for wgmma.  Out-of-range
+// elements are zero-filled by TMA; a box always signals its full size.
+// Batched operands (A's batch axes contiguous, B shared) are folded into MR =
+// batch * M rows; the epilogue recovers the batch coordinates from the row.
+// The epilogue runs on the accumulator fragments (d[i]: row 16 w + l / 4 +
+// 8 ((i / 2) % 2), column 8 (i / 4) + 2 (l % 4) + i % 2), guarded at the
+// edges, pairs of columns stored together.
+// The ring lives in dynamic shared memory (FG_SHARED_DYN: the launch's
+// fg_kernel.smem bytes on the device, a static array in emulation), from its
+// first 1024-byte aligned address (the 128B swizzle pattern's repeat).
+FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
+{
+{{SHAPES}}
+    constexpr int BM = 128, BN = {{BN}}, BK = 64, STAGES = {{STAGES}};
+    constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+    FG_SHARED_DYN(fg_smem, {{SMEM_BYTES}});
+    // the ring starts at the first 1024-byte aligned shared address (the
+    // descriptor's address field is the shared address >> 4)
+    unsigned char *const ring = fg_smem + ((1024 - ((fg_wgmma_desc(fg_smem, 0, 0, 0) & 0x3f) << 4)) & 1023);
+    fg_mbar *const full = (fg_mbar *)(ring + STAGES * STAGE_BYTES);
+    fg_mbar *const empty = full + STAGES;
+
+    const int tid = (int)fg_tid_x();
+    const int wg = tid / 128;
+    const fg_i64 m0 = (fg_i64)fg_bid_y() * BM;
+    const fg_i64 n0 = (fg_i64)fg_bid_x() * BN;
+    const int KT = (int)((K + BK - 1) / BK);
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            fg_mbar_init(&full[s], 1);    // the producer's arrive_expect_tx (+ the TMA bytes)
+            fg_mbar_init(&empty[s], 2);   // one arrival per consumer warpgroup
+        }
+        fg_fence_mbar_init();
+    }
+    fg_sync();
+
+    if (wg == 0) {
+        // ---- producer ----
+{{#MAXNREG}}
+        fg_setmaxnreg_dec<40>();
+{{/MAXNREG}}
+        if (tid == 0) {
+            for (int kt = 0; kt < KT; kt++) {
+                const int s = kt % STAGES;
+                fg_mbar_wait(&empty[s], ((kt / STAGES) & 1) ^ 1);   // round 0 passes: a fresh barrier
+                unsigned char *const a_s = ring + s * STAGE_BYTES;
+                unsigned char *const b_s = a_s + A_BYTES;
+                fg_mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
+                fg_tma_load_2d(a_s, &p.{{TMAP_A}}, kt * BK, (int)m0, &full[s]);
+{{^TB}}
+                fg_tma_load_2d(b_s, &p.{{TMAP_B}}, kt * BK, (int)n0, &full[s]);
+{{/TB}}
+{{#TB}}
+                constexpr int BOX_BYTES = 64 * BK * 2;   // one [BK][64 n] box of B
+                FG_UNROLL
+                for (int j = 0; j < BN / 64; j++)
+                    fg_tma_load_2d(b_s + j * BOX_BYTES, &p.{{TMAP_B}}, (int)n0 + 64 * j, kt * BK, &full[s]);
+{{/TB}}
+            }
+        }
+        return;
+    }
+
+    // ---- consumers: rows 64 c .. 64 c + 63 of the tile ----
+{{#MAXNREG}}
+    fg_setmaxnreg_inc<232>();
+{{/MAXNREG}}
+    const int c = wg - 1;
+    float d[BN / 2];
+    FG_UNROLL
+    for (int i = 0; i < BN / 2; i++)
+        d[i] = 0.0f;
+    for (int kt = 0; kt < KT; kt++) {
+        const int s = kt % STAGES;
+        fg_mbar_wait(&full[s], (kt / STAGES) & 1);
+        const unsigned char *const a_s = ring + s * STAGE_BYTES + c * (64 * BK * 2);
+        const unsigned char *const b_s = ring + s * STAGE_BYTES + A_BYTES;
+        fg_wgmma_fence();
+        FG_UNROLL
+        for (int kk = 0; kk < BK / 16; kk++) {
+            // K-major, 128B swizzle: 8-row groups 1024 bytes apart, k16 = 32 bytes along the row
+            const fg_u64 da = fg_wgmma_desc(a_s + kk * 32, 128, 16, 1024);
+{{^TB}}
+            const fg_u64 db = fg_wgmma_desc(b_s + kk * 32, 128, 16, 1024);
+{{/TB}}
+{{#TB}}
+            // N-major, 128B swizzle: 64-column boxes 64 * BK * 2 bytes apart (leading), 8 k rows 1024 (stride)
+            const fg_u64 db = fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK * 2, 1024);
+{{/TB}}
+            {{WGMMA}}<BN, {{TB}}>(d, da, db, kt > 0 || kk > 0);
+        }
+        fg_wgmma_commit();
+        fg_wgmma_wait<1>();                     // the previous stage's wgmmas are done
+        if (kt > 0 && tid % 128 == 0)
+            fg_mbar_arrive(&empty[(kt - 1) % STAGES]);
+    }
+    fg_wgmma_wait<0>();
+
+    // ---- epilogue from the accumulator fragments ----
+    const int w = (tid % 128) / 32, l = tid % 32;
+    FG_UNROLL
+    for (int h = 0; h < 2; h++) {
+        const fg_i64 grow = m0 + c * 64 + w * 16 + l / 4 + 8 * h;
+        if (grow >= MR)
+            continue;
+{{BATCH}}
+        FG_UNROLL
+        for (int j = 0; j < BN / 8; j++) {
+            const fg_i64 col = n0 + 8 * j + 2 * (l % 4);
+            if (col >= N)
+                continue;
+            const float v0 = fg_epilogue(p, d[4 * j + 2 * h], {{EPI_ARGS}});
+{{#PAIR}}
+            // N is even: column col + 1 exists and the pair is 4-byte aligned
+            const float v1 = fg_epilogue(p, d[4 * j + 2 * h + 1], {{EPI_ARGS1}});
+            fg_store2(p.{{Y}} + grow * N + col, v0, v1);
+{{/PAIR}}
+{{^PAIR}}
+            fg_store(p.{{Y}} + grow * N + col, v0);
+            if (col + 1 < N) {
+                const float v1 = fg_epilogue(p, d[4 * j + 2 * h + 1], {{EPI_ARGS1}});
+                fg_store(p.{{Y}} + grow * N + col + 1, v1);
+            }
+{{/PAIR}}
+        }
+    }
+}

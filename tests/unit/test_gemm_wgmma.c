@@ -1,0 +1,283 @@
+/*
+ * test_gemm_wgmma.c -- the Hopper gemm template (gemm_wgmma: wgmma + TMA +
+ * mbarrier, sm_90a) in emulation, against the host reference of the
+ * unfused graph, and its selection.
+ *
+ * Numerics: matmuls planned for arch sm_90 with the shipped rules run
+ * through the executor on the emulation backend, which runs the very source
+ * NVRTC compiles for sm_90a (the emulator lands TMA boxes only at the
+ * barrier wait and wgmma results only at the covering wait, so a schedule
+ * error is a numerics failure or a launch error).  The cases cover fp16 and
+ * bf16, B stored [K, N] (N-major for wgmma) and [N, K] (K-major), BN 64 and
+ * 128 (and 256 by a tile hook), M, N and K not multiples of the tile (partial
+ * row and column tiles, a partial last k stage, zero-filled by TMA), one k
+ * stage and many (the 4-stage ring wrapping around), batched A with a shared
+ * B (folded into rows), and the epilogues of the shipped gemm rules: the gemm
+ * op's bias, add (N) / (1, N) / (M, 1) / (M, N) residual, activations, and a
+ * BatchNorm folded into the matmul.  Inputs are rounded to the dtype for the
+ * reference too; tolerances (relative L2): fp16 5e-3, bf16 2e-2.
+ *
+ * Selection: the same shapes planned for sm_80, or with no arch known to the
+ * planner, run on gemm_tc; too few tiles, K or N not a multiple of 8, A
+ * stored [K, M] or fp32 do not take gemm_tc's place either; the reason is
+ * the template check's (what --explain prints).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "emit.h"
+#include "plan.h"
+#include "template.h"
+#include "testutil.h"
+
+/* A context planning for arch (NULL: none known), with the shipped rules or
+ * (tiles) a rule whose tile hook returns them. */
+static fg_context *arch_ctx(const char *arch, const char *tiles, char **dir)
+{
+    fg_context *ctx = NULL;
+    fg_options o = {0};
+    o.no_rules = 1;
+    o.arch = arch;
+    o.device = FG_DEVICE_EMU;
+    unsetenv("FUSEGEN_ARCH");
+    assert_int_equal(fg_context_init(&ctx, &o), FG_OK);
+    ctx->quiet = 1;
+    *dir = NULL;
+    if (tiles) {
+        char lua[200];
+        *dir = tu_vocab_dir();
+        free(tu_write(*dir, "rules.yaml",
+                      "rule: mlp\nhooks: tiles.lua\nmatch:\n  - mm: { kind: matmul }\n  - add: { op: add }\n"
+                      "  - act: { op: [relu, gelu, gelu_tanh] }\n"
+                      "kernel:\n  template: gemm\n  params: tiles\n  epilogue:\n    - apply: add\n"
+                      "    - apply: act\n"));
+        snprintf(lua, sizeof lua, "function tiles(group)\n  return { %s }\nend\n", tiles);
+        free(tu_write(*dir, "tiles.lua", lua));
+        assert_int_equal(fg_rules_load(ctx, *dir), FG_OK);
+    } else {
+        fg_status st = fg_rules_load(ctx, tu_src("rules"));
+        if (st)
+            tu_dump_errors(ctx);
+        assert_int_equal(st, FG_OK);
+    }
+    return ctx;
+}
+
+static void free_ctx(fg_context *ctx, char *dir)
+{
+    fg_context_free(ctx);
+    if (dir) {
+        tu_rmtree(dir);
+        free(dir);
+    }
+}
+
+static fg_graph *parse(fg_context *ctx, const char *name, const char *dtype, const char *body)
+{
+    char text[4096];
+    snprintf(text, sizeof text, "graph: %s\nseed: 7\ndtype: %s\n%s", name, dtype, body);
+    fg_graph *g = NULL;
+    fg_status st = fg_graph_parse(ctx, name, text, strlen(text), &g);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    return g;
+}
+
+static fg_plan *plan(fg_context *ctx, const fg_graph *g)
+{
+    fg_plan *p = NULL;
+    fg_status st = fg_plan_build(ctx, g, &p);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    return p;
+}
+
+/* The template of the plan's group that holds node `name`. */
+static const char *template_of(const fg_plan *p, const char *name)
+{
+    for (int i = 0; i < p->ngroups; i++)
+        for (int j = 0; j < p->groups[i].nnodes; j++)
+            if (strcmp(p->graph->nodes[p->groups[i].nodes[j]].name, name) == 0)
+                return p->groups[i].template_name;
+    return "?";
+}
+
+typedef struct num_case {
+    const char *name, *dtype;
+    const char *body;
+    const char *tiles;     /* a tile hook's result, or NULL */
+    const char *expect;    /* a line of the kernel's header comment */
+} num_case;
+
+#define MLP(M, K, N, ACT)                                                                                        \
+    "inputs: [{ name: x, shape: [" #M ", " #K "] }]\n"                                                          \
+    "weights: [{ name: w, shape: [" #K ", " #N "] }, { name: b, shape: [" #N "] }]\n"                         \
+    "nodes:\n  - { name: mm, op: matmul, inputs: [x, w] }\n  - { name: s, op: add, inputs: [mm, b] }\n"       \
+    "  - { name: y, op: " #ACT ", inputs: [s] }\noutputs: [y]\n"
+
+static const num_case num_cases[] = {
+    /* [K, N] B, partial row / column tiles, two k stages (the second partial) */
+    {"kn_f16_bias_gelu_1001x72x1096", "fp16", MLP(1001, 72, 1096, gelu), NULL, "B [K, N] (N-major)"},
+    /* [N, K] B (the gemm op's trans_b) with its own bias; 11 k stages: the 4-stage ring wraps around */
+    {"nk_bf16_gemm_bias_1031x680x1032", "bf16",
+     "inputs: [{ name: a, shape: [1031, 680] }]\n"
+     "weights: [{ name: w, shape: [1032, 680] }, { name: b, shape: [1032] }]\n"
+     "nodes:\n  - { name: mm, op: gemm, inputs: [a, w, b], attrs: { trans_b: true } }\noutputs: [mm]\n",
+     NULL, "B [N, K] (K-major)"},
+    /* batched A [3, 47, 136] times a shared B, residual (M, N) + gelu_tanh; 3 k stages */
+    {"batched_bf16_residual_gelu_tanh", "bf16",
+     "inputs: [{ name: a, shape: [3, 47, 136] }, { name: r, shape: [3, 47, 4216] }]\n"
+     "weights: [{ name: w, shape: [136, 4216] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w] }\n"
+     "  - { name: s, op: add, inputs: [mm, r] }\n  - { name: y, op: gelu_tanh, inputs: [s] }\noutputs: [y]\n",
+     NULL, "141 rows"},
+    /* N 56: BN 64, one partial column tile; K 16 (one partial stage); [N, K] B; relu (gemm_act) */
+    {"narrow_f16_bn64_relu_8447x16x56", "fp16",
+     "inputs: [{ name: a, shape: [8447, 16] }]\n"
+     "weights: [{ name: w, shape: [56, 16] }, { name: b, shape: [56] }]\n"
+     "nodes:\n  - { name: mm, op: gemm, inputs: [a, w, b], attrs: { trans_b: true } }\n"
+     "  - { name: y, op: relu, inputs: [mm] }\noutputs: [y]\n",
+     NULL, "128 x 64 x 64"},
+    /* add (1, N) + silu, [K, N] B */
+    {"kn_bf16_bias1n_silu_1100x40x1040", "bf16",
+     "inputs: [{ name: a, shape: [1100, 40] }]\n"
+     "weights: [{ name: w, shape: [40, 1040] }, { name: b, shape: [1, 1040] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w] }\n"
+     "  - { name: s, op: add, inputs: [mm, b] }\n  - { name: y, op: silu, inputs: [s] }\noutputs: [y]\n",
+     NULL, "B [K, N] (N-major)"},
+    /* add (M, 1) + hardswish, [N, K] B */
+    {"nk_f16_biasm1_hardswish_1027x24x1048", "fp16",
+     "inputs: [{ name: a, shape: [1027, 24] }]\n"
+     "weights: [{ name: w, shape: [1048, 24] }, { name: b, shape: [1027, 1] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_b: true } }\n"
+     "  - { name: s, op: add, inputs: [mm, b] }\n  - { name: y, op: hardswish, inputs: [s] }\noutputs: [y]\n",
+     NULL, "B [N, K] (K-major)"},
+    /* gemm + BatchNorm (folded into the weights and bias) + sigmoid */
+    {"gemm_bn_sigmoid_f16_1040x32x1032", "fp16",
+     "inputs: [{ name: a, shape: [1040, 32] }]\n"
+     "weights: [{ name: w, shape: [1032, 32] }, { name: b, shape: [1032] }, { name: g, shape: [1032] },\n"
+     "          { name: be, shape: [1032] }, { name: mu, shape: [1032] },\n"
+     "          { name: var, shape: [1032], init: positive }]\n"
+     "nodes:\n  - { name: mm, op: gemm, inputs: [a, w, b], attrs: { trans_b: true } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [mm, g, be, mu, var] }\n"
+     "  - { name: y, op: sigmoid, inputs: [bn] }\noutputs: [y]\n",
+     NULL, "B [N, K] (K-major)"},
+    /* BN 256 by the tile hook (setmaxnreg), [K, N] B, partial tiles */
+    {"bn256_f16_hook_2100x24x2312", "fp16", MLP(2100, 24, 2312, relu), "tile_n = 256", "128 x 256 x 64"},
+};
+
+static void run_case(const num_case *c)
+{
+    char *dir;
+    fg_context *ctx = arch_ctx("sm_90", c->tiles, &dir);
+    fg_graph *g = parse(ctx, c->name, c->dtype, c->body);
+    fg_plan *p = plan(ctx, g);
+    assert_int_equal(p->ngroups, 1);
+    assert_string_equal(p->groups[0].template_name, "gemm_wgmma");
+    fg_kernel K;
+    fg_status st = fg_emit_group(ctx, p, 0, NULL, &K);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    assert_true(K.arch_specific);
+    assert_int_equal(K.ntmaps, 2);
+    if (!strstr(K.source, c->expect))
+        fail_msg("%s: the kernel header lacks \"%s\":\n%.1500s", c->name, c->expect, K.source);
+    const char *tl = strstr(K.source, "//   tile:");
+    print_message("%s %s: %.*s\n", c->name, c->dtype, tl ? (int)strcspn(tl, "\n") : 0, tl ? tl : "");
+    fg_kernel_free(&K);
+    fg_compile_options co = {.device = FG_DEVICE_EMU};
+    fg_exec *e = NULL;
+    st = fg_plan_compile(ctx, p, &co, &e);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    tu_exec_vs_reference(ctx, g, e, 99, strcmp(c->dtype, "bf16") == 0 ? 2e-2 : 5e-3);
+    fg_exec_free(e);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    free_ctx(ctx, dir);
+}
+
+static void test_numerics(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof num_cases / sizeof *num_cases; i++)
+        run_case(&num_cases[i]);
+}
+
+/* ---- selection --------------------------------------------------------------- */
+
+typedef struct sel_case {
+    const char *what, *arch, *dtype, *body;
+    const char *want;      /* the matmul's template */
+    const char *why;       /* a part of gemm_wgmma's refusal, or NULL (it accepts) */
+} sel_case;
+
+static const sel_case sel_cases[] = {
+    {"sm_90 takes it", "sm_90", "fp16", MLP(4096, 768, 3072, gelu), "gemm_wgmma", NULL},
+    {"sm_90a too", "sm_90a", "bf16", MLP(4096, 768, 3072, gelu), "gemm_wgmma", NULL},
+    {"sm_80", "sm_80", "fp16", MLP(4096, 768, 3072, gelu), "gemm_tc", "target arch sm_80"},
+    {"no arch known", NULL, "fp16", MLP(4096, 768, 3072, gelu), "gemm_tc", "target arch unknown"},
+    {"too few tiles", "sm_90", "fp16", MLP(512, 768, 768, gelu), "gemm_tc", "24 tiles"},
+    {"K not a multiple of 8", "sm_90", "fp16", MLP(4096, 766, 3072, gelu), "gemm_tc", "not a multiple of 8"},
+    {"fp32", "sm_90", "fp32", MLP(4096, 768, 3072, gelu), "gemm", "dtype fp32"},
+    {"A stored [K, M]", "sm_90", "bf16",
+     "inputs: [{ name: a, shape: [768, 4096] }]\nweights: [{ name: w, shape: [768, 3072] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_a: true } }\noutputs: [mm]\n",
+     "gemm_tc", "A stored [K, M]"},
+    {"B per batch", "sm_90", "fp16",
+     "inputs: [{ name: q, shape: [16, 512, 64] }, { name: k, shape: [16, 512, 64] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [q, k], attrs: { trans_b: true } }\noutputs: [mm]\n",
+     "gemm_tc", "B differs per batch"},
+};
+
+static void test_selection(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof sel_cases / sizeof *sel_cases; i++) {
+        const sel_case *s = &sel_cases[i];
+        char *dir;
+        fg_context *ctx = arch_ctx(s->arch, NULL, &dir);
+        fg_graph *g = parse(ctx, "sel", s->dtype, s->body);
+        fg_plan *p = plan(ctx, g);
+        const char *got = template_of(p, "mm");
+        /* the check's verdict on the matmul alone, as --explain shows it */
+        const fg_template *t = fg_template_find(ctx, "gemm_wgmma");
+        assert_non_null(t);
+        int mm = fg_graph_find_node(p->graph, "mm");
+        int nodes[1] = {mm};
+        fg_tcand c = {.g = p->graph, .nnodes = 1, .nodes = nodes, .anchor = mm, .main_node = mm,
+                      .arch = fg_target_arch(ctx)};
+        char why[512] = "";
+        int ok = fg_template_check(t, &c, why, sizeof why);
+        print_message("%-24s %-6s -> %-10s %s\n", s->what, s->arch ? s->arch : "(none)", got, ok ? "" : why);
+        if (strcmp(got, s->want) != 0)
+            fail_msg("%s: planned %s, want %s (%s)", s->what, got, s->want, why);
+        if (s->why ? ok || !strstr(why, s->why) : !ok)
+            fail_msg("%s: gemm_wgmma %s: \"%s\" (want %s)", s->what, ok ? "accepts" : "refuses", why,
+                     s->why ? s->why : "accepted");
+        fg_plan_free(p);
+        fg_graph_free(g);
+        free_ctx(ctx, dir);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_selection),
+        cmocka_unit_test(test_numerics),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
