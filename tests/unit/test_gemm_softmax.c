@@ -25,7 +25,9 @@
  *
  * Tolerances (relative L2): fp32 1e-5, fp16 5e-3, bf16 2e-2 (fp32
  * accumulation: about the output's own rounding).  Seed: FUSEGEN_SEED, else
- * fixed; printed.
+ * fixed; printed.  In CI's sanitizer pass (FUSEGEN_EMU_ASAN set) the
+ * emulated kernels are built with AddressSanitizer, so an out-of-bounds
+ * access of the generated code fails, and the NVRTC check is left out.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -51,6 +53,7 @@
 static uint64_t seed = 20261214;
 static char *cache_dir;
 static fg_context *g_ctx;
+static int sanitizer_pass;   /* FUSEGEN_EMU_ASAN set: CI's sanitizer pass (kernels built with ASan) */
 
 static double tol_of(fg_dtype d) { return d == FG_DTYPE_F16 ? 5e-3 : d == FG_DTYPE_BF16 ? 2e-2 : 1e-5; }
 
@@ -473,6 +476,11 @@ static int nvrtc_check(const char *name, fg_dtype d, const fg_plan *p, int spec,
 static void test_nvrtc(void **state)
 {
     (void)state;
+    if (sanitizer_pass) {
+        /* the sanitizer pass leaves NVRTC and cuobjdump work out (docs/testing.md); the plain pass runs it */
+        printf("NVRTC check NOT RUN in the sanitizer pass (FUSEGEN_EMU_ASAN is set)\n");
+        return;
+    }
     const int tools = fg_cuda_tool_path(FG_TOOL_CUOBJDUMP) != NULL;
     if (!tools)
         printf("no-local-memory check NOT RUN: cuobjdump not found (pip install nvidia-cuda-cuobjdump, or set "
@@ -510,7 +518,8 @@ static int group_setup(void **state)
     printf("test_gemm_softmax: seed %" PRIu64 " (FUSEGEN_SEED overrides)\n", seed);
     cache_dir = tu_tmpdir();
     setenv("FUSEGEN_CACHE_DIR", cache_dir, 1);
-    unsetenv("FUSEGEN_EMU_ASAN");
+    const char *asan = getenv("FUSEGEN_EMU_ASAN");
+    sanitizer_pass = asan && *asan && strcmp(asan, "0") != 0;
     g_ctx = tu_ctx_shipped();
     return 0;
 }
