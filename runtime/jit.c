@@ -5,8 +5,9 @@
  *
  * The cache key is XXH3-128 over a canonical, length-prefixed serialization
  * of: the key format, the generator version, the kernel's deps_hash, the
- * NVRTC version, the target arch, the compile options, a hash of the prelude
- * header given to NVRTC, and the full source.  A change to any of them is a
+ * NVRTC version, the target arch, the compile options (and, for a kernel
+ * that needs the architecture-specific target, that target: sm_90a), a hash
+ * of the prelude header given to NVRTC, and the full source.  A change to any of them is a
  * different key, so a stale binary is never served.
  *
  * The source is compiled as "kernel.cu" with the prelude available as the
