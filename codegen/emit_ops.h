@@ -1,8 +1,9 @@
 /*
  * emit_ops.h -- the template families of the re-indexing and row kinds:
  * copy (reshape, transpose, concat; emit_copy.c, templates/copy.cuh),
- * softmax (emit_softmax.c, templates/softmax.cuh) and lrn (emit_lrn.c,
- * templates/lrn.cuh), and the index helpers they share.  The template
+ * softmax (emit_softmax.c, templates/softmax.cuh), lrn (emit_lrn.c,
+ * templates/lrn.cuh) and reduce (emit_reduce.c, templates/reduce.cuh), and
+ * the index helpers they share.  The template
  * registry (template.c) points at the emitters and checks.
  */
 #ifndef FG_EMIT_OPS_H
@@ -18,6 +19,16 @@ fg_status fg_emit_lrn(fg_emitter *em);
 int fg_check_copy(const struct fg_tcand *c, char *why, size_t whysz);
 int fg_check_softmax(const struct fg_tcand *c, char *why, size_t whysz);
 int fg_check_lrn(const struct fg_tcand *c, char *why, size_t whysz);
+/* The reduce family (emit_reduce.c, templates/reduce.cuh). */
+fg_status fg_emit_reduce(fg_emitter *em);
+int fg_check_reduce(const struct fg_tcand *c, char *why, size_t whysz);
+
+/* Body of a helper `float f(const Params &p, fg_i64 lin)` returning tensor t's
+ * element at logical (row-major) index lin, in t's layout (emit_softmax.c). */
+fg_status fg_em_lin_load_body(fg_emitter *em, int t, fg_buf *b);
+/* Body of a helper `void f(const Params &p, fg_i64 lin, float v)` storing v
+ * through the epilogue at the output's logical index lin (emit_softmax.c). */
+fg_status fg_em_lin_store_body(fg_emitter *em, fg_buf *b);
 
 /* Nonzero when tensor t's memory order is its logical row-major order
  * (every tensor but a rank-4 NHWC one with more than one channel and more

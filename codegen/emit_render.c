@@ -47,7 +47,9 @@ static const char *const ph_global_pool[] = {"KERNEL", "PARAMS", "THREADS", "SHA
 static const char *const ph_copy[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "LOAD", "OUT",
                                       "COORD_ARGS", NULL};
 static const char *const ph_softmax[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "LOAD", "STORE", "X", "VEC4",
-                                         NULL};
+                                         "LOG", NULL};
+static const char *const ph_reduce[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "LOAD", "STORE", "MAP", "COMBINE",
+                                        "WARP", "BLOCK", "GROUP", "BASE", "SHIFT", "OFF", "INIT", "FINISH", NULL};
 static const char *const ph_lrn[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "CH", "X", "OFF_Q", "OFF",
                                      "BIAS", "ALPHA", "BETA", "Y", "COORD_ARGS", NULL};
 
@@ -64,6 +66,7 @@ static const struct {
     {"pool2d.cuh", ph_pool2d},
     {"global_pool.cuh", ph_global_pool},
     {"copy.cuh", ph_copy},             {"softmax.cuh", ph_softmax}, {"lrn.cuh", ph_lrn},
+    {"reduce.cuh", ph_reduce},
 };
 
 const char *const *fg_template_placeholders(const char *file)

@@ -1,6 +1,7 @@
 /*
- * emit_softmax.c -- the softmax family (templates/softmax.cuh): softmax over
- * the rows of a softmax node's input, one block per row.  A row is the
+ * emit_softmax.c -- the softmax family (templates/softmax.cuh): softmax (or,
+ * with the node's `log` attribute, log-softmax) over the rows of a softmax
+ * node's input, one block per row.  A row is the
  * elements of the reduced axes (axes.h, fg_softmax_rows); the template walks
  * it by logical index, and the helpers emitted here turn a logical index
  * into a memory offset (the identity for row-major tensors) and store
@@ -14,8 +15,9 @@
 #include "emit_ops.h"
 #include "template.h"
 
-/* Body of fg_sm_load: the input element at logical index lin. */
-static fg_status load_body(fg_emitter *em, int t, fg_buf *b)
+/* Body of a helper returning tensor t's element at logical index lin
+ * (emit_ops.h). */
+fg_status fg_em_lin_load_body(fg_emitter *em, int t, fg_buf *b)
 {
     const fg_tensor *x = &em->g->tensors[t];
     if (fg_em_row_major(em, t)) {
@@ -35,9 +37,9 @@ static fg_status load_body(fg_emitter *em, int t, fg_buf *b)
     return st;
 }
 
-/* Body of fg_sm_store: the output's coordinates of logical index lin, the
- * epilogue, the store. */
-static fg_status store_body(fg_emitter *em, fg_buf *b)
+/* Body of a helper storing v at the output's logical index lin: the
+ * coordinates, the epilogue, the store (emit_ops.h). */
+fg_status fg_em_lin_store_body(fg_emitter *em, fg_buf *b)
 {
     const fg_tensor *y = em->ot;
     char names[FG_MAX_RANK][16];
@@ -80,9 +82,9 @@ fg_status fg_emit_softmax(fg_emitter *em)
     fg_em_tensor(em, em->out, 1);
     int vec4 = inner == 1 && len % 4 == 0 && fg_em_row_major(em, xt);
     fg_buf load = {0}, store = {0};
-    st = load_body(em, xt, &load);
+    st = fg_em_lin_load_body(em, xt, &load);
     if (st == FG_OK)
-        st = store_body(em, &store);
+        st = fg_em_lin_store_body(em, &store);
     if (st == FG_OK) {
         fg_em_shape(em, "ROWS", outer * inner);
         fg_em_shape(em, "LEN", len);
@@ -91,6 +93,7 @@ fg_status fg_emit_softmax(fg_emitter *em)
         fg_em_set(em, "LOAD", "%s", load.s);
         fg_em_set(em, "STORE", "%s", store.s);
         fg_em_set(em, "VEC4", "%d", vec4);
+        fg_em_set(em, "LOG", "%d", fg_node_attr_num(nd, "log", 0) != 0);
         em->template_file = "softmax.cuh";
         int64_t blocks = outer * inner;
         em->k->grid[0] = (unsigned)(blocks > 65535 ? 65535 : blocks);

@@ -78,8 +78,9 @@ typedef enum fg_op_kind {
     FG_OPK_RESHAPE,        /* any shape of as many elements, logical (row-major) order kept */
     FG_OPK_TRANSPOSE,      /* axes permuted: out axis i is input axis perm[i] */
     FG_OPK_CONCAT,         /* inputs joined along `axis` (2 to FG_MAX_INPUTS of them) */
-    FG_OPK_SOFTMAX,        /* exp(x - max) / sum over axes axis .. axis + naxes - 1 */
+    FG_OPK_SOFTMAX,        /* exp(x - max) / sum over axes axis .. axis + naxes - 1 (`log`: its log) */
     FG_OPK_LRN,            /* local response normalization across channels (ONNX LRN) */
+    FG_OPK_REDUCE,         /* a reduction (reduce: sum, mean, max, ...) over `axes`, `keepdims` (reduce.h) */
     FG_OPK_COUNT
 } fg_op_kind;
 
@@ -100,7 +101,8 @@ typedef struct fg_opdef {
     fg_attr_def attrs[FG_MAX_ATTRS];
     const char *expr_src;          /* pointwise / batch_norm: expression text */
     struct fg_expr *expr;          /* parsed expr_src (variables: inputs and attrs) */
-    const char *reduce;            /* pool2d, global_pool: "max" or "avg" */
+    const char *reduce;            /* pool2d, global_pool: "max" or "avg"; reduce: a reduction of
+                                      reduce.h (sum, mean, max, min, prod, ...) */
     fg_loc loc;                    /* the `op:` line */
     uint64_t file_hash;            /* hash of the defining file's bytes */
 } fg_opdef;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "axes.h"
+#include "reduce.h"
 #include "shape.h"
 #include "util.h"
 
@@ -100,6 +101,20 @@ static int softmax_vars_fn(const fg_graph *g, int nd, double *v)
     return 3;
 }
 
+static const char *const reduce_vars[] = {"rows", "len", NULL};
+
+static int reduce_vars_fn(const fg_graph *g, int nd, double *v)
+{
+    const fg_tensor *x = in_t(g, nd, 0);
+    fg_reduce_geom d;
+    char why[160];
+    if (!x || fg_reduce_geom_of(&g->nodes[nd], x, &d, why, sizeof why) != 0)
+        return 0;
+    v[0] = (double)d.rows;
+    v[1] = (double)d.len;
+    return 2;
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
 static const fg_kind_info kinds[] = {
@@ -124,6 +139,7 @@ static const fg_kind_info kinds[] = {
      elementwise_vars, elementwise_vars_fn},
     {"softmax", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 0, "softmax", fg_infer_softmax, softmax_vars, softmax_vars_fn},
     {"lrn", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 0, "lrn", fg_infer_lrn, elementwise_vars, elementwise_vars_fn},
+    {"reduce", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 1, "reduce", fg_infer_reduce, reduce_vars, reduce_vars_fn},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(kinds) == FG_OPK_COUNT, "kinds out of sync with fg_op_kind");
 

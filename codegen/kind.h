@@ -31,7 +31,7 @@ typedef struct fg_kind_info {
     const char *inputs_form;       /* for messages: "inputs [x, weight, bias?]" */
     fg_kind_role role;
     int has_expr;                  /* op definitions give an `expr` (required) */
-    int has_reduce;                /* op definitions give `reduce: max|avg` */
+    int has_reduce;                /* op definitions give `reduce:` (pool kinds: max|avg; reduce: reduce.h) */
     const char *family;            /* template family that runs a lone node of the kind */
     fg_status (*infer)(struct fg_infer *s);   /* shape inference (shape.c) */
     /* Capability variables (what template `where` constraints read): names,

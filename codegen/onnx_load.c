@@ -1948,6 +1948,78 @@ static int op_lrn(nctx *nc)
     return emit_out(nc, "lrn", &x, 1, as, 4);
 }
 
+/* ---- Reduce*, LogSoftmax ------------------------------------------------------------ */
+
+/* LogSoftmax: as Softmax (opset 13 along `axis`, earlier opsets the coerced
+ * 2-D form), the log_softmax op. */
+static int op_log_softmax(nctx *nc)
+{
+    int x = x_in(nc);
+    if (x < 0)
+        return -1;
+    if (in_const(nc, 0))
+        return nerr(nc, "a LogSoftmax of a constant is not supported (fold constants first)"), -1;
+    const fg_tensor *xt = T(nc, x);
+    int legacy = nc->L->opset < 13;
+    int64_t axis = attr_int(nc, "axis", legacy ? 1 : -1), a = axis < 0 ? axis + xt->rank : axis;
+    if (a < 0 || a >= xt->rank)
+        return nerr(nc, "axis %lld is out of range for rank %d", (long long)axis, xt->rank), -1;
+    aset as[2] = {{"axis", a_int(a)}, {"naxes", a_int(legacy ? 0 : 1)}};
+    return emit_out(nc, "log_softmax", &x, 1, as, 2);
+}
+
+/* A Reduce* operator as the reduce op opname: `axes` from the attribute
+ * before opset axes_input (13 for ReduceSum, 18 for the others), else from
+ * the optional constant input 1; none (or an empty list) reduces every axis,
+ * or with noop_with_empty_axes is the identity.  Axes are normalized
+ * (non-negative, ascending, each once), so that rewrite rules compare them;
+ * keepdims (default 1). */
+static int reduce_op(nctx *nc, const char *opname, int axes_input)
+{
+    int x = x_in(nc);
+    if (x < 0)
+        return -1;
+    const fg_tensor *xt = T(nc, x);
+    int64_t axes[FG_MAX_INTS], norm[FG_MAX_RANK];
+    int n = ints_in(nc, 1, "axes", axes_input, axes, FG_MAX_INTS);
+    if (n == -1)
+        return -1;
+    if (n < 0)
+        n = 0;
+    if (nc->L->opset < axes_input && has_in(nc, 1))
+        return nerr(nc, "has 2 inputs; axes is an attribute before opset %d", axes_input), -1;
+    if (n == 0 && attr_int(nc, "noop_with_empty_axes", 0)) {
+        alias_output(nc, 0);
+        return 0;
+    }
+    unsigned mask = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t a = axes[i] < 0 ? axes[i] + xt->rank : axes[i];
+        if (a < 0 || a >= xt->rank)
+            return nerr(nc, "axis %lld is out of range for rank %d", (long long)axes[i], xt->rank), -1;
+        if (mask & (1u << a))
+            return nerr(nc, "axis %lld is given twice", (long long)axes[i]), -1;
+        mask |= 1u << a;
+    }
+    int nn = 0;
+    for (int a = 0; a < xt->rank; a++)
+        if (n == 0 || (mask & (1u << a)))
+            norm[nn++] = a;
+    aset as[2] = {{"axes", a_intsn(norm, nn)}, {"keepdims", a_bool(attr_int(nc, "keepdims", 1) != 0)}};
+    return emit_out(nc, opname, &x, 1, as, 2);
+}
+
+static int op_reduce_sum(nctx *nc) { return reduce_op(nc, "reduce_sum", 13); }
+static int op_reduce_mean(nctx *nc) { return reduce_op(nc, "reduce_mean", 18); }
+static int op_reduce_max(nctx *nc) { return reduce_op(nc, "reduce_max", 18); }
+static int op_reduce_min(nctx *nc) { return reduce_op(nc, "reduce_min", 18); }
+static int op_reduce_prod(nctx *nc) { return reduce_op(nc, "reduce_prod", 18); }
+static int op_reduce_sum_square(nctx *nc) { return reduce_op(nc, "reduce_sum_square", 18); }
+static int op_reduce_l1(nctx *nc) { return reduce_op(nc, "reduce_l1", 18); }
+static int op_reduce_l2(nctx *nc) { return reduce_op(nc, "reduce_l2", 18); }
+static int op_reduce_log_sum(nctx *nc) { return reduce_op(nc, "reduce_log_sum", 18); }
+static int op_reduce_log_sum_exp(nctx *nc) { return reduce_op(nc, "reduce_log_sum_exp", 18); }
+
 /* ---- the operator table -------------------------------------------------------- */
 
 typedef struct onnx_op {
@@ -1984,6 +2056,7 @@ static const onnx_op onnx_ops[] = {
     {"HardSwish", op_hardswish, "", 1, 1, 1},
     {"Identity", op_identity, "", 1, 1, 1},
     {"LRN", op_lrn, "alpha beta bias size", 1, 1, 1},
+    {"LogSoftmax", op_log_softmax, "axis", 1, 1, 1},
     {"LeakyRelu", op_leaky_relu, "alpha", 1, 1, 1},
     {"Log", op_log, "", 1, 1, 1},
     {"Less", op_less, "", 2, 2, 1},
@@ -1997,6 +2070,16 @@ static const onnx_op onnx_ops[] = {
     {"PRelu", op_prelu, "", 2, 2, 1},
     {"Pow", op_pow, "", 2, 2, 1},
     {"Reciprocal", op_reciprocal, "", 1, 1, 1},
+    {"ReduceL1", op_reduce_l1, "axes keepdims noop_with_empty_axes", 1, 2, 1},
+    {"ReduceL2", op_reduce_l2, "axes keepdims noop_with_empty_axes", 1, 2, 1},
+    {"ReduceLogSum", op_reduce_log_sum, "axes keepdims noop_with_empty_axes", 1, 2, 1},
+    {"ReduceLogSumExp", op_reduce_log_sum_exp, "axes keepdims noop_with_empty_axes", 1, 2, 1},
+    {"ReduceMax", op_reduce_max, "axes keepdims noop_with_empty_axes", 1, 2, 1},
+    {"ReduceMean", op_reduce_mean, "axes keepdims noop_with_empty_axes", 1, 2, 1},
+    {"ReduceMin", op_reduce_min, "axes keepdims noop_with_empty_axes", 1, 2, 1},
+    {"ReduceProd", op_reduce_prod, "axes keepdims noop_with_empty_axes", 1, 2, 1},
+    {"ReduceSum", op_reduce_sum, "axes keepdims noop_with_empty_axes", 1, 2, 1},
+    {"ReduceSumSquare", op_reduce_sum_square, "axes keepdims noop_with_empty_axes", 1, 2, 1},
     {"Relu", op_relu, "", 1, 1, 1},
     {"Reshape", op_reshape, "allowzero", 2, 2, 1},
     {"Sigmoid", op_sigmoid, "", 1, 1, 1},

@@ -12,6 +12,7 @@
 #include "kind.h"
 #include "expr.h"
 #include "load.h"
+#include "reduce.h"
 
 static const char *const op_keys[] = {"op", "kind", "inputs", "attrs", "expr", "reduce"};
 static const char *const attr_keys[] = {"type", "len", "default"};
@@ -348,16 +349,23 @@ fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash
         const char *r;
         if (!reduce && op->kind == FG_OPK_GLOBAL_POOL)
             op->reduce = fg_intern(ctx, "avg"); /* global_pool predates `reduce`: the mean */
+        else if (!reduce && op->kind == FG_OPK_REDUCE)
+            fg_diag_error(ctx, FG_ERR_INPUT, op->loc, "reduce op '%s' has no `reduce` (one of %s)", op->name,
+                          FG_REDUCTIONS_TEXT);
         else if (!reduce)
             fg_diag_error(ctx, FG_ERR_INPUT, op->loc, "pool2d op '%s' has no `reduce` (max or avg)", op->name);
         else if (fg_yget_str(ctx, reduce, "reduce", &r)) {
-            if (strcmp(r, "max") && strcmp(r, "avg"))
+            if (op->kind == FG_OPK_REDUCE && fg_reduction_find(r) < 0)
+                fg_diag_error(ctx, FG_ERR_INPUT, reduce->loc, "reduce must be one of %s, got '%s'",
+                              FG_REDUCTIONS_TEXT, r);
+            else if (op->kind != FG_OPK_REDUCE && strcmp(r, "max") && strcmp(r, "avg"))
                 fg_diag_error(ctx, FG_ERR_INPUT, reduce->loc, "reduce must be max or avg, got '%s'", r);
             else
                 op->reduce = fg_intern(ctx, r);
         }
     } else if (kind_ok && reduce) {
-        fg_diag_error(ctx, FG_ERR_INPUT, fg_ymap_key(map, "reduce")->loc, "`reduce` is only for pool2d and global_pool ops");
+        fg_diag_error(ctx, FG_ERR_INPUT, fg_ymap_key(map, "reduce")->loc,
+                      "`reduce` is only for pool2d, global_pool and reduce ops");
     }
 
     const fg_ynode *expr = fg_ymap_get(map, "expr");

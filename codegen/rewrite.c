@@ -17,9 +17,10 @@
 #include "kind.h"
 #include "load.h"
 #include "plan.h"
+#include "shape.h"
 
 static const char *const rewrite_keys[] = {"rewrite", "inputs", "match", "replace"};
-static const char *const step_keys[] = {"op", "where", "inputs", "commutative"};
+static const char *const step_keys[] = {"op", "where", "inputs", "commutative", "attrs"};
 static const char *const const_keys[] = {"const", "tol", "as", "per_channel"};
 static const char *const replace_keys[] = {"op", "inputs", "attrs"};
 static const char *const fill_keys[] = {"fill", "like"};
@@ -210,7 +211,123 @@ static int add_where_var(fg_rw_step *s, const char *name)
     return 1;
 }
 
-/* One step `- name: { op: ..., inputs: [...], where: ..., commutative: ... }`. */
+/* The attribute variable called name (bound to a list or to one number),
+ * added on first use; -1 after an error at v. */
+static int attr_var(fg_context *ctx, fg_rewrite *rw, const char *name, int list, const fg_ynode *v)
+{
+    int k = find_str(rw->binds, rw->nbinds, name);
+    if (k >= 0) {
+        if (rw->bind_list[k] != list) {
+            fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "attribute variable '%s' stands for %s here but for %s before",
+                          name, list ? "an ints list" : "one number", list ? "one number" : "an ints list");
+            return -1;
+        }
+        return k;
+    }
+    if (rw->nbinds >= FG_RW_MAX_BINDS) {
+        fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "rewrite '%s' has more than %d attribute variables", rw->name,
+                      FG_RW_MAX_BINDS);
+        return -1;
+    }
+    rw->bind_list[rw->nbinds] = list;
+    rw->binds[rw->nbinds] = fg_intern(ctx, name);
+    return rw->nbinds++;
+}
+
+/* One element of an attribute pattern: a number or bool literal, or an
+ * attribute variable (list: it stands for a whole ints list). */
+static int parse_attr_el(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, int list, int *bind, double *value)
+{
+    int64_t i;
+    int b;
+    *bind = -1;
+    if (v->kind == FG_YNODE_SCALAR && v->style == FG_YSTYLE_PLAIN && fg_yscalar_bool(v, &b)) {
+        *value = b;
+        return 1;
+    }
+    if (v->kind == FG_YNODE_SCALAR && fg_yscalar_int(v, &i)) {
+        *value = (double)i;
+        return 1;
+    }
+    if (v->kind == FG_YNODE_SCALAR && fg_yscalar_float(v, value))
+        return 1;
+    const char *name;
+    if (!fg_yget_name(ctx, v, "an attribute value (a number, true / false, or a variable name)", &name))
+        return 0;
+    *bind = attr_var(ctx, rw, name, list, v);
+    return *bind >= 0;
+}
+
+/* `attrs: { keepdims: true, axes: [A] }` of step s: every named attribute
+ * exists in each of the step's ops; a list pattern needs an ints attribute. */
+static void parse_step_attrs(fg_context *ctx, fg_rewrite *rw, fg_rw_step *s, const fg_ynode *v)
+{
+    if (!fg_yexpect(ctx, v, FG_YNODE_MAP, "attrs"))
+        return;
+    for (int i = 0; i < v->n; i++) {
+        const fg_ynode *k = FG_YKEY(v, i), *av = FG_YVAL(v, i);
+        const char *name;
+        if (!fg_yget_name(ctx, k, "an attribute name", &name))
+            continue;
+        int type = -1, ok = 1;
+        for (int o = 0; o < s->nops && ok; o++) {
+            const fg_opdef *d = s->ops[o];
+            int a = 0;
+            while (a < d->nattrs && strcmp(d->attrs[a].name, name) != 0)
+                a++;
+            if (a == d->nattrs) {
+                fg_diag_error(ctx, FG_ERR_INPUT, k->loc, "step '%s': op '%s' has no attribute '%s'", s->name,
+                              d->name, name);
+                ok = 0;
+            } else if (type >= 0 && (type == FG_ATTR_INTS) != (d->attrs[a].type == FG_ATTR_INTS)) {
+                fg_diag_error(ctx, FG_ERR_INPUT, k->loc, "step '%s': attribute '%s' is a list in some ops and not "
+                              "in others", s->name, name);
+                ok = 0;
+            } else {
+                type = (int)d->attrs[a].type;
+            }
+        }
+        if (!ok || type < 0)
+            continue;
+        for (int j = 0; j < s->nattrs; j++)
+            if (strcmp(s->attrs[j].name, name) == 0) {
+                fg_diag_error(ctx, FG_ERR_INPUT, k->loc, "attribute '%s' given twice", name);
+                ok = 0;
+            }
+        if (!ok)
+            continue;
+        fg_rw_attr *pa = &s->attrs[s->nattrs];
+        memset(pa, 0, sizeof *pa);
+        pa->name = fg_intern(ctx, name);
+        pa->loc = av->loc;
+        if (av->kind == FG_YNODE_SEQ) {
+            if (type != FG_ATTR_INTS) {
+                fg_diag_error(ctx, FG_ERR_INPUT, av->loc, "attribute '%s' is not an ints list: give one value",
+                              name);
+                continue;
+            }
+            if (av->n < 1 || av->n > FG_MAX_INTS) {
+                fg_diag_error(ctx, FG_ERR_INPUT, av->loc, "a list pattern has 1 to %d elements", FG_MAX_INTS);
+                continue;
+            }
+            pa->n = av->n;
+            for (int e = 0; e < av->n && ok; e++)
+                ok = parse_attr_el(ctx, rw, av->items[e], 0, &pa->el[e].bind, &pa->el[e].value);
+        } else {
+            pa->n = -1;
+            ok = parse_attr_el(ctx, rw, av, type == FG_ATTR_INTS, &pa->el[0].bind, &pa->el[0].value);
+            if (ok && type == FG_ATTR_INTS && pa->el[0].bind < 0) {
+                fg_diag_error(ctx, FG_ERR_INPUT, av->loc, "attribute '%s' is an ints list: give a list ([1, A]) or "
+                              "a variable", name);
+                ok = 0;
+            }
+        }
+        if (ok)
+            s->nattrs++;
+    }
+}
+
+/* One step `- name: { op: ..., inputs: [...], where: ..., commutative: ..., attrs: ... }`. */
 static void parse_step(rw_names *N, int si, const fg_ynode *item, const char **names)
 {
     fg_context *ctx = N->ctx;
@@ -223,7 +340,7 @@ static void parse_step(rw_names *N, int si, const fg_ynode *item, const char **n
         return;
     fg_ycheck_keys(ctx, v, "a rewrite step", step_keys, (int)FG_COUNTOF(step_keys));
     const fg_ynode *op = fg_ymap_get(v, "op"), *ins = fg_ymap_get(v, "inputs"), *where = fg_ymap_get(v, "where"),
-                   *comm = fg_ymap_get(v, "commutative");
+                   *comm = fg_ymap_get(v, "commutative"), *attrs = fg_ymap_get(v, "attrs");
     if (!op) {
         fg_diag_error(ctx, FG_ERR_INPUT, k->loc, "step '%s' needs `op`", s->name);
     } else {
@@ -281,6 +398,8 @@ static void parse_step(rw_names *N, int si, const fg_ynode *item, const char **n
     for (int i = 0; i < s->nops; i++)
         if (force == 1 || (force < 0 && op_commutes(s->ops[i])))
             s->commutes |= 1u << i;
+    if (attrs && s->nops && !fg_ynode_is_null(attrs))
+        parse_step_attrs(ctx, rw, s, attrs);
     if (where && s->nops) {
         const char *src;
         if (fg_yget_str(ctx, where, "where", &src)) {
@@ -417,13 +536,6 @@ static void parse_replace(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, co
         fg_diag_unknown(ctx, op->loc, "op", name, names, ctx->nops);
         return;
     }
-    if (fg_kind(d->kind)->role != FG_ROLE_ELEMENTWISE) {
-        fg_diag_error(ctx, FG_ERR_INPUT, op->loc,
-                      "replacement op '%s' is of kind %s; a rewrite replaces with an element-wise op (pointwise or "
-                      "batch_norm)",
-                      d->name, fg_op_kind_name(d->kind));
-        return;
-    }
     rw->op = d;
     if (!ins) {
         fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "replace needs `inputs` (names the pattern binds)");
@@ -451,8 +563,10 @@ static void parse_replace(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, co
         rw->nargs = d->ninputs;
     }
     int set[FG_MAX_ATTRS] = {0};
-    for (int a = 0; a < d->nattrs; a++)
+    for (int a = 0; a < d->nattrs; a++) {
         rw->attrs[a] = d->attrs[a].def;
+        rw->attr_bind[a] = -1;
+    }
     if (attrs && !fg_ynode_is_null(attrs) && fg_yexpect(ctx, attrs, FG_YNODE_MAP, "attrs")) {
         const char *an[FG_MAX_ATTRS];
         for (int a = 0; a < d->nattrs; a++)
@@ -472,6 +586,16 @@ static void parse_replace(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, co
                 continue;
             }
             set[a] = 1;
+            int b = av->kind == FG_YNODE_SCALAR && av->style == FG_YSTYLE_PLAIN
+                        ? find_str(rw->binds, rw->nbinds, av->str) : -1;
+            if (b >= 0) {   /* an attribute variable of the pattern */
+                if (rw->bind_list[b] != (d->attrs[a].type == FG_ATTR_INTS))
+                    fg_diag_error(ctx, FG_ERR_INPUT, av->loc, "attribute variable '%s' stands for %s, but attribute "
+                                  "'%s' of %s is %s", av->str, rw->bind_list[b] ? "an ints list" : "one number",
+                                  k->str, d->name, d->attrs[a].type == FG_ATTR_INTS ? "a list" : "one value");
+                rw->attr_bind[a] = b;
+                continue;
+            }
             char what[160];
             snprintf(what, sizeof what, "attribute '%s' of %s", an[a], d->name);
             if (fg_attr_parse(ctx, av, d->attrs[a].type, d->attrs[a].lens, what, &rw->attrs[a]) &&
@@ -621,6 +745,8 @@ typedef struct rw_match {
     int var[FG_RW_MAX_VARS];      /* input -> tensor, -1 while unbound */
     int cap[FG_RW_MAX_CAPS];      /* capture -> tensor */
     int cap_c[FG_RW_MAX_CAPS];    /* capture -> channels of its step's output (per_channel) */
+    int bset[FG_RW_MAX_BINDS];    /* attribute variable bound */
+    fg_attr_value bval[FG_RW_MAX_BINDS];   /* its value */
 } rw_match;
 
 /* Nonzero when t is a constant holding one value per channel of out: with
@@ -698,6 +824,53 @@ static int where_holds(const fg_rw_step *st, const fg_node *nd)
     return fg_expr_eval(st->where, vals) != 0.0;
 }
 
+/* Two attribute values are equal: ints lists element by element, anything
+ * else as numbers. */
+static int attr_equal(const fg_attr_value *a, const fg_attr_value *b)
+{
+    if ((a->type == FG_ATTR_INTS) != (b->type == FG_ATTR_INTS))
+        return 0;
+    if (a->type == FG_ATTR_INTS)
+        return a->n == b->n && memcmp(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n) == 0;
+    return fg_attr_number(a) == fg_attr_number(b);
+}
+
+/* Value v matches literal or variable (binding it on first use). */
+static int attr_el_holds(rw_match *M, int bind, double lit, const fg_attr_value *v)
+{
+    if (bind < 0)
+        return v->type != FG_ATTR_INTS && fg_attr_number(v) == lit;
+    if (M->bset[bind])
+        return attr_equal(&M->bval[bind], v);
+    M->bset[bind] = 1;
+    M->bval[bind] = *v;
+    return 1;
+}
+
+/* The attribute patterns of step st hold for node nd (binding variables). */
+static int attrs_hold(rw_match *M, const fg_rw_step *st, const fg_node *nd)
+{
+    for (int i = 0; i < st->nattrs; i++) {
+        const fg_rw_attr *pa = &st->attrs[i];
+        const fg_attr_value *v = fg_node_attr(nd, pa->name);
+        if (!v)
+            return 0;
+        if (pa->n < 0) {
+            if (!attr_el_holds(M, pa->el[0].bind, pa->el[0].value, v))
+                return 0;
+            continue;
+        }
+        if (v->type != FG_ATTR_INTS || v->n != pa->n)
+            return 0;
+        for (int e = 0; e < pa->n; e++) {
+            fg_attr_value one = {.type = FG_ATTR_INT, .i = v->ints[e], .f = (double)v->ints[e]};
+            if (!attr_el_holds(M, pa->el[e].bind, pa->el[e].value, &one))
+                return 0;
+        }
+    }
+    return 1;
+}
+
 /* Satisfies goals[0..n) (the last first): step goals[i].step must take
  * node goals[i].node.  Backtracks over the input orders of commutative ops;
  * bindings are undone on failure. */
@@ -722,6 +895,15 @@ static int solve(rw_match *M, const goal *goals, int n)
     for (int j = st->nargs; j < nd->ninputs; j++)
         if (nd->inputs[j] >= 0)
             return 0;   /* an optional input the pattern does not list must be absent */
+    int bset[FG_RW_MAX_BINDS];
+    fg_attr_value bval[FG_RW_MAX_BINDS];
+    memcpy(bset, M->bset, sizeof bset);
+    memcpy(bval, M->bval, sizeof bval);
+    if (!attrs_hold(M, st, nd)) {
+        memcpy(M->bset, bset, sizeof bset);
+        memcpy(M->bval, bval, sizeof bval);
+        return 0;
+    }
     M->bind[s] = node;
     int orders = (st->commutes >> opi) & 1 ? 2 : 1;
     const fg_tensor *out = &g->tensors[nd->output];
@@ -773,6 +955,8 @@ static int solve(rw_match *M, const goal *goals, int n)
         memcpy(M->cap_c, cap_c, sizeof cap_c);
     }
     M->bind[s] = -1;
+    memcpy(M->bset, bset, sizeof bset);
+    memcpy(M->bval, bval, sizeof bval);
     return 0;
 }
 
@@ -790,6 +974,72 @@ static int match_at(const fg_graph *g, const fg_rewrite *rw, int node, rw_match 
         M->cap[i] = -1;
     goal root = {rw->nsteps - 1, node};
     return solve(M, &root, 1);
+}
+
+/* The replacement node's attributes: the rewrite's, with those read from
+ * attribute variables filled in (converted to the attribute's type). */
+static void rep_attrs(const fg_rewrite *rw, const rw_match *M, fg_attr_value *out)
+{
+    memcpy(out, rw->attrs, sizeof rw->attrs);
+    for (int a = 0; a < rw->op->nattrs; a++) {
+        int b = rw->attr_bind[a];
+        if (b < 0)
+            continue;
+        const fg_attr_value *v = &M->bval[b];
+        if (rw->op->attrs[a].type == FG_ATTR_INTS) {
+            out[a] = *v;
+            continue;
+        }
+        double x = fg_attr_number(v);
+        out[a] = (fg_attr_value){.type = rw->op->attrs[a].type, .f = x, .i = (int64_t)x};
+        if (out[a].type == FG_ATTR_BOOL)
+            out[a].i = x != 0;
+    }
+}
+
+/* The replacement node of a match (inputs: the bound tensors; a per-channel
+ * capture or a fill, which apply() makes into a new vector, as -1). */
+static void rep_node(const fg_graph *g, const fg_rewrite *rw, const rw_match *M, fg_node *nn)
+{
+    const fg_node *rn = &g->nodes[M->bind[rw->nsteps - 1]];
+    memset(nn, 0, sizeof *nn);
+    nn->name = rn->name;
+    nn->op = rw->op;
+    nn->ninputs = rw->op->ninputs;
+    nn->output = rn->output;
+    nn->loc = rn->loc;
+    rep_attrs(rw, M, nn->attrs);
+    for (int i = 0; i < rw->op->ninputs; i++) {
+        const fg_rw_rep_arg *a = &rw->args[i];
+        nn->inputs[i] = a->kind == FG_RW_REP_VAR                                            ? M->var[a->index]
+                        : a->kind == FG_RW_REP_CAPTURE && !rw->cap_per_channel[a->index] ? M->cap[a->index]
+                                                                                         : -1;
+    }
+}
+
+/* A replacement op that is not element-wise computes the root's output:
+ * its kind's shape inference (quiet: no context) on the replacement node
+ * gives the root output's shape and dtype. */
+static int infer_matches(const fg_graph *g, const fg_rewrite *rw, const rw_match *M)
+{
+    fg_node nn;
+    rep_node(g, rw, M, &nn);
+    const fg_tensor *out = &g->tensors[nn.output];
+    fg_tensor scratch = *out;
+    fg_infer s = {NULL, (fg_graph *)g, &nn, {0}, &scratch};
+    for (int i = 0; i < nn.ninputs; i++) {
+        if (rw->args[i].kind == FG_RW_REP_FILL ||
+            (rw->args[i].kind == FG_RW_REP_CAPTURE && rw->cap_per_channel[rw->args[i].index]))
+            return 0;   /* per-channel vectors are for element-wise ops */
+        s.in[i] = nn.inputs[i] >= 0 ? &g->tensors[nn.inputs[i]] : NULL;
+    }
+    if (!s.in[0] || fg_kind(rw->op->kind)->infer(&s) != FG_OK || scratch.rank != out->rank ||
+        scratch.dtype != out->dtype)
+        return 0;
+    for (int d = 0; d < out->rank; d++)
+        if (scratch.shape[d] != out->shape[d])
+            return 0;
+    return 1;
 }
 
 /* The conditions under which a complete match may be replaced: every
@@ -816,6 +1066,8 @@ static int match_legal(const fg_graph *g, const fg_rewrite *rw, const rw_match *
         for (int s = 0; s < rw->nsteps; s++)
             if (M->var[v] < 0 || M->var[v] == g->nodes[M->bind[s]].output)
                 return 0;
+    if (fg_kind(rw->op->kind)->role != FG_ROLE_ELEMENTWISE)
+        return infer_matches(g, rw, M);
     /* the replacement's output: numpy broadcasting of its inputs, per-channel
      * inputs of length C */
     const fg_tensor *out = &g->tensors[g->nodes[root].output];
@@ -933,7 +1185,7 @@ static void apply(fg_context *ctx, fg_graph *g, const fg_rewrite *rw, const rw_m
     nn.ninputs = rw->op->ninputs;
     nn.output = rn->output;
     nn.loc = rn->loc;
-    memcpy(nn.attrs, rw->attrs, sizeof nn.attrs);
+    rep_attrs(rw, M, nn.attrs);
     int64_t c = g->tensors[rn->output].rank >= 2 ? g->tensors[rn->output].shape[1] : 1;
     for (int i = 0; i < rw->op->ninputs; i++) {
         const fg_rw_rep_arg *a = &rw->args[i];

@@ -20,6 +20,7 @@
 #define FG_RW_MAX_STEPS 16      /* steps of one pattern */
 #define FG_RW_MAX_VARS 4        /* external inputs of one pattern (`inputs:`) */
 #define FG_RW_MAX_CAPS 8        /* constants captured with `as:` */
+#define FG_RW_MAX_BINDS 8       /* attribute variables of one pattern */
 
 /* What one input of a pattern step must be. */
 typedef enum fg_rw_arg_kind {
@@ -40,6 +41,21 @@ typedef struct fg_rw_arg {
     fg_loc loc;
 } fg_rw_arg;
 
+/* One attribute pattern of a step (`attrs: { keepdims: true, axes: [A] }`):
+ * the attribute's whole value, or an ints list of exactly n elements, each a
+ * literal or an attribute variable.  A variable takes the value at its first
+ * use; every later use (in any step) must see an equal value; the
+ * replacement's `attrs` may read it. */
+typedef struct fg_rw_attr {
+    const char *name;              /* an attribute of every op of the step (interned) */
+    int n;                         /* -1: the whole value, el[0]; else an ints list of n elements */
+    struct {
+        int bind;                  /* attribute variable index, or -1: the literal value */
+        double value;
+    } el[FG_MAX_INTS];
+    fg_loc loc;
+} fg_rw_attr;
+
 typedef struct fg_rw_step {
     const char *name;                      /* interned */
     int nops;
@@ -51,6 +67,8 @@ typedef struct fg_rw_step {
     const char *where_vars[FG_MAX_WHERE_VARS];
     int nargs;
     fg_rw_arg args[FG_MAX_INPUTS];
+    int nattrs;                            /* `attrs:` patterns */
+    fg_rw_attr attrs[FG_MAX_ATTRS];
     fg_loc loc;
 } fg_rw_step;
 
@@ -79,10 +97,15 @@ typedef struct fg_rewrite {
     int cap_per_channel[FG_RW_MAX_CAPS];   /* the capture was declared per_channel */
     int nsteps;                            /* the last step is the root: its node is replaced */
     fg_rw_step steps[FG_RW_MAX_STEPS];
-    const fg_opdef *op;                    /* the replacement op (pointwise or batch_norm) */
+    int nbinds;
+    const char *binds[FG_RW_MAX_BINDS];    /* attribute variables, in pattern order */
+    int bind_list[FG_RW_MAX_BINDS];        /* the variable holds a whole ints list (else one number) */
+    const fg_opdef *op;                    /* the replacement op (any kind) */
     int nargs;
     fg_rw_rep_arg args[FG_MAX_INPUTS];
     fg_attr_value attrs[FG_MAX_ATTRS];     /* parallel to op->attrs, defaults filled in */
+    int attr_bind[FG_MAX_ATTRS];           /* parallel to op->attrs: the attribute variable giving its value,
+                                              or -1 (attrs[] holds it) */
     fg_loc loc;                            /* the `rewrite:` line */
     uint64_t file_hash;
 } fg_rewrite;
@@ -98,7 +121,9 @@ fg_status fg_rewrite_load(fg_context *ctx, const fg_ynode *map, uint64_t file_ha
  * until a pass changes nothing; at most 4 * nodes + 64 applications (then
  * one warning).  A match applies only when every matched node but the root
  * has an output read by matched nodes alone that is not a graph output, and
- * the replacement computes the root's output shape and dtype.  The
+ * the replacement computes the root's output shape and dtype (element-wise
+ * ops: numpy broadcasting of their inputs; other kinds: their shape
+ * inference).  The
  * replacement takes the root's place, name, location and output tensor; the
  * other matched nodes are removed (tensors keep their indices; their
  * outputs are left without producer or consumer), and producers and

@@ -82,6 +82,9 @@ static const fg_template builtins[] = {
             "contiguous rows)"),
     BUILTIN("lrn", "lrn", KIND(FG_OPK_LRN), ALL_DTYPES, 0, tile_threads, fg_check_lrn, fg_emit_lrn,
             "local response normalization across channels, one thread per output element"),
+    BUILTIN("reduce", "reduce", KIND(FG_OPK_REDUCE), ALL_DTYPES, 0, tile_threads, fg_check_reduce, fg_emit_reduce,
+            "reduction over any axes (sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp): a "
+            "thread, a warp or a block per output"),
 };
 
 /* The built-ins' --explain descriptions (a designated field kept out of the

@@ -375,7 +375,8 @@ static void run_copy(const fg_graph *g, const fg_node *nd, double **vals, double
 typedef void (*ref_fn)(const fg_graph *g, const fg_node *nd, double **vals, double *y);
 static const ref_fn ref_ops[] = {run_pointwise,     run_conv,          run_matmul,      run_batch_norm,
                                  run_pool,          run_global_pool,   run_copy,        fg_ref_reshape,
-                                 fg_ref_transpose,  fg_ref_concat,     fg_ref_softmax,  fg_ref_lrn};
+                                 fg_ref_transpose,  fg_ref_concat,     fg_ref_softmax,  fg_ref_lrn,
+                                 fg_ref_reduce};
 FG_STATIC_ASSERT(FG_COUNTOF(ref_ops) == FG_OPK_COUNT, "ref_ops out of sync with fg_op_kind");
 
 fg_status fg_reference_run(fg_context *ctx, const fg_graph *g, double **vals)

@@ -1,15 +1,18 @@
 /*
  * reference_ops.c -- the host reference of the reshape, transpose, concat,
- * softmax and lrn kinds (contract in reference_ops.h).  Values are logical
+ * softmax (and log-softmax), lrn and reduce kinds (contract in reference_ops.h).  Values are logical
  * (row-major over the logical shape) whatever the storage layout, in double
  * precision; plain loops, as in reference.c.
  */
 #include "reference_ops.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "axes.h"
+#include "reduce.h"
+#include "util.h"
 
 static const fg_tensor *in_t(const fg_graph *g, const fg_node *nd, int i) { return &g->tensors[nd->inputs[i]]; }
 
@@ -69,13 +72,14 @@ void fg_ref_concat(const fg_graph *g, const fg_node *nd, double **vals, double *
     }
 }
 
-/* exp(x - max) / sum over each row; a NaN anywhere in a row makes the row
+/* exp(x - max) / sum over each row (`log`: (x - max) - log(sum)); a NaN anywhere in a row makes the row
  * NaN (max propagates it), as does +inf (inf - inf) and a row of -inf. */
 void fg_ref_softmax(const fg_graph *g, const fg_node *nd, double **vals, double *y)
 {
     const fg_tensor *x = in_t(g, nd, 0);
     const double *xv = vals[nd->inputs[0]];
     int64_t outer, len, inner;
+    int lg = fg_node_attr_num(nd, "log", 0) != 0;   /* log-softmax: (x - max) - log(sum) */
     if (fg_softmax_rows(nd, x, &outer, &len, &inner) != 0)
         return;
     for (int64_t o = 0; o < outer; o++)
@@ -89,8 +93,75 @@ void fg_ref_softmax(const fg_graph *g, const fg_node *nd, double **vals, double 
             for (int64_t k = 0; k < len; k++)
                 sum += exp(r[k * inner] - m);
             for (int64_t k = 0; k < len; k++)
-                yr[k * inner] = exp(r[k * inner] - m) / sum;
+                yr[k * inner] = lg ? (r[k * inner] - m) - log(sum) : exp(r[k * inner] - m) / sum;
         }
+}
+
+/* Each output: the reduction (reduce.h) of its elements in double, in
+ * index order.  max / min propagate NaN; log_sum_exp is m + log(sum exp(x -
+ * m)) with m the max (0 when infinite), which is log(sum exp(x)) without
+ * overflow. */
+void fg_ref_reduce(const fg_graph *g, const fg_node *nd, double **vals, double *y)
+{
+    const fg_tensor *x = in_t(g, nd, 0);
+    const double *xv = vals[nd->inputs[0]];
+    fg_reduce_geom d;
+    char why[160];
+    if (fg_reduce_geom_of(nd, x, &d, why, sizeof why) != 0)
+        return;
+    fg_reduction rd = fg_node_reduction(nd);
+    int64_t xs[FG_MAX_RANK], total = fg_tensor_numel(x);
+    strides(x, xs);
+    /* every input element, accumulated into its output: first the max
+     * (log_sum_exp's shift; max and min themselves), then the sums */
+    double *m = fg_xcalloc((size_t)d.rows, sizeof *m);
+    char *seen = fg_xcalloc((size_t)d.rows, 1);
+    int64_t *out = fg_xmalloc((size_t)(total ? total : 1) * sizeof *out);
+    for (int64_t i = 0; i < total; i++) {
+        int64_t o = 0;   /* the output's index: the kept coordinates, row-major */
+        for (int a = 0; a < x->rank; a++)
+            if (!(d.mask & (1u << a)))
+                o = o * x->shape[a] + (i / xs[a]) % x->shape[a];
+        out[i] = o;
+    }
+    for (int64_t i = 0; i < total; i++) {
+        double v = xv[i], *mo = &m[out[i]];
+        if (!seen[out[i]] || (!isnan(*mo) && (isnan(v) || (rd == FG_RED_MIN ? v < *mo : v > *mo))))
+            *mo = v;   /* a NaN, once there, stays */
+        seen[out[i]] = 1;
+    }
+    if (rd == FG_RED_MAX || rd == FG_RED_MIN) {
+        memcpy(y, m, (size_t)d.rows * sizeof *y);
+    } else {
+        for (int64_t o = 0; o < d.rows; o++) {
+            y[o] = rd == FG_RED_PROD ? 1.0 : 0.0;
+            if (rd == FG_RED_LOG_SUM_EXP && isinf(m[o]))
+                m[o] = 0.0;
+        }
+        for (int64_t i = 0; i < total; i++) {
+            double v = xv[i];
+            int64_t o = out[i];
+            switch (rd) {
+            case FG_RED_PROD: y[o] *= v; break;
+            case FG_RED_SUM_SQUARE:
+            case FG_RED_L2: y[o] += v * v; break;
+            case FG_RED_L1: y[o] += fabs(v); break;
+            case FG_RED_LOG_SUM_EXP: y[o] += exp(v - m[o]); break;
+            default: y[o] += v; break;
+            }
+        }
+        for (int64_t o = 0; o < d.rows; o++)
+            switch (rd) {
+            case FG_RED_MEAN: y[o] /= (double)d.len; break;
+            case FG_RED_L2: y[o] = sqrt(y[o]); break;
+            case FG_RED_LOG_SUM: y[o] = log(y[o]); break;
+            case FG_RED_LOG_SUM_EXP: y[o] = m[o] + log(y[o]); break;
+            default: break;
+            }
+    }
+    free(m);
+    free(seen);
+    free(out);
 }
 
 /* y = x / (bias + alpha / size * sum of x^2 over the channel window)^beta. */

@@ -3,7 +3,8 @@
 // (outer, inner) pair, LEN the product of the reduced axes.  One block per
 // row, grid-stride over ROWS rows.  Pass 1: the row's max (NaN-propagating,
 // so a NaN anywhere makes the row NaN, as onnxruntime does); pass 2: the sum
-// of exp(x - max); pass 3: exp(x - max) / sum through the epilogue.  Block
+// of exp(x - max); pass 3: exp(x - max) / sum through the epilogue (LOG,
+// log-softmax: (x - max) - log(sum), as ONNX's LogSoftmax body).  Block
 // reductions: warp shuffles, then one value per warp in shared memory.
 // Contiguous rows (INNER 1, row-major input, LEN % 4 == 0) load 4 elements
 // (16 bytes of fp32) at a time.
@@ -69,8 +70,15 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
             s += expf(fg_sm_load(p, base + k * INNER) - m);
 {{/VEC4}}
         s = fg_sm_reduce(s, red, false);
+{{^LOG}}
         const float inv = 1.0f / s;
         for (fg_i64 k = fg_tid_x(); k < LEN; k += fg_bdim_x())
             fg_sm_store(p, base + k * INNER, expf(fg_sm_load(p, base + k * INNER) - m) * inv);
+{{/LOG}}
+{{#LOG}}
+        const float ls = logf(s);
+        for (fg_i64 k = fg_tid_x(); k < LEN; k += fg_bdim_x())
+            fg_sm_store(p, base + k * INNER, (fg_sm_load(p, base + k * INNER) - m) - ls);
+{{/LOG}}
     }
 }

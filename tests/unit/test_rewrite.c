@@ -89,11 +89,22 @@ static const char *HEADER =
         PW("i", "mul", "c_beta, s1") PW("th", "tanh", "i") PW("a1", "add", "th, c_one")
 #define HS_FRONT(X) PW("p", "add", "c_three, " X) PW("r", "relu6", "p")
 
+/* A node with attributes. */
+#define PWA(n, op, ins, attrs) "  - { name: " n ", op: " op ", inputs: [" ins "], attrs: { " attrs " } }\n"
+/* Softmax's function body over axis A (ONNX import's normalized axes), and
+ * LogSoftmax's up to its Log. */
+#define SOFTMAX_FRONT(X, A)                                                                                         \
+    PWA("mx", "reduce_max", X, "axes: [" A "]") PW("sb", "sub", X ", mx") PW("ex", "exp", "sb")                     \
+        PWA("sm", "reduce_sum", "ex", "axes: [" A "]")
+
 typedef struct rw_case {
     const char *rewrite;   /* shipped rewrite that must fire */
     const char *nodes;     /* nodes and outputs; the rewritten root is node y */
     const char *op;        /* the op y becomes */
-    int removed;           /* nodes the rewrite removes */
+    int removed;           /* nodes the rewrites remove */
+    const char *input;     /* y's input 0 afterwards (NULL: x) */
+    int kernels;           /* the plan's kernels (0: 1) */
+    int nrewrites;         /* rewrites applied in all (0: 1) */
 } rw_case;
 
 static const rw_case CASES[] = {
@@ -125,6 +136,18 @@ static const rw_case CASES[] = {
          "outputs: [y]\n",
      "hardswish", 1},
     {"scale_shift", PW("h", "mul", "s, x") PW("y", "add", "t, h") "outputs: [y]\n", "batch_norm", 1},
+    /* function bodies of the reductions, Softmax and LogSoftmax (tests/onnx/test_onnx_reduce.py imports the
+     * ONNX forms) */
+    {"reduce_l1_body", PW("ab", "abs", "x") PWA("y", "reduce_sum", "ab", "axes: [1, 3], keepdims: false")
+     "outputs: [y]\n", "reduce_l1", 1},
+    {"reduce_sum_square_body", PW("sq", "mul", "x, x") PWA("y", "reduce_sum", "sq", "axes: [2]") "outputs: [y]\n",
+     "reduce_sum_square", 1},
+    /* the sum of sigmoids is positive: its log is a number */
+    {"reduce_log_sum_body", PW("sg", "sigmoid", "x") PWA("r", "reduce_sum", "sg", "axes: [0, 2, 3], keepdims: false")
+     PW("y", "log", "r") "outputs: [y]\n", "reduce_log_sum", 1, "sg", 2},
+    {"softmax_body", SOFTMAX_FRONT("x", "1") PW("y", "div", "ex, sm") "outputs: [y]\n", "softmax", 4},
+    {"log_softmax_body", SOFTMAX_FRONT("x", "3") PW("lg", "log", "sm") PW("y", "sub", "sb, lg") "outputs: [y]\n",
+     "log_softmax", 5, NULL, 1, 2},
 };
 
 static fg_graph *parse_nodes(fg_context *ctx, const char *nodes)
@@ -202,16 +225,17 @@ static void test_shipped_rewrites_fire(void **state)
                 fprintf(stderr, "  note: %s\n", p->notes[i]);
             fail_msg("rewrite %s did not fire once", k->rewrite);
         }
-        assert_int_equal(rewrite_notes(p, NULL), 1);
+        int kernels = k->kernels ? k->kernels : 1;
+        assert_int_equal(rewrite_notes(p, NULL), k->nrewrites ? k->nrewrites : 1);
         assert_int_equal(g->nnodes, n0);   /* the caller's graph is untouched */
         assert_int_equal(p->graph->nnodes, n0 - k->removed);
         int y = fg_graph_find_node(p->graph, "y");
         assert_true(y >= 0);
         assert_string_equal(p->graph->nodes[y].op->name, k->op);
-        assert_int_equal(p->graph->nodes[y].inputs[0], fg_graph_find_tensor(g, "x"));
+        assert_int_equal(p->graph->nodes[y].inputs[0], fg_graph_find_tensor(g, k->input ? k->input : "x"));
         assert_int_equal(p->graph->nodes[y].loc.line, g->nodes[fg_graph_find_node(g, "y")].loc.line);
-        assert_int_equal(p->ngroups, 1);
-        check_numerics(g_ctx, g, p, 1, 1e-5);
+        assert_int_equal(p->ngroups, kernels);
+        check_numerics(g_ctx, g, p, kernels, 1e-5);
         fg_plan_free(p);
         fg_graph_free(g);
     }
@@ -263,6 +287,9 @@ static void test_rewrite_then_fuse(void **state)
         {"  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n" HS_FRONT("c")
              PW("h", "mul", "c, r") PW("y", "div", "h, c_six") "outputs: [y]\n",
          "c", "conv_act:c,y"},
+        /* attention scores: MatMul, then Softmax's body over the last axis: one gemm_softmax kernel */
+        {PW("mm", "matmul", "a, m") SOFTMAX_FRONT("mm", "1") PW("y", "div", "ex, sm") "outputs: [y]\n", "mm",
+         "matmul_softmax:mm,y"},
     };
     for (size_t i = 0; i < FG_COUNTOF(cases); i++) {
         fg_graph *g = parse_nodes(g_ctx, cases[i].nodes);
@@ -301,6 +328,19 @@ static void test_must_not_fire(void **state)
         /* the scale is not per channel (one value per H, W position) */
         "  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n" PW("h", "mul", "c, c_hw")
             PW("y", "add", "h, t") "outputs: [y]\n",
+        /* Softmax's body: the max and the sum over different axes */
+        PWA("mx", "reduce_max", "x", "axes: [1]") PW("sb", "sub", "x, mx") PW("ex", "exp", "sb")
+            PWA("sm", "reduce_sum", "ex", "axes: [2]") PW("y", "div", "ex, sm") "outputs: [y]\n",
+        /* over two axes (softmax takes one) */
+        SOFTMAX_FRONT("x", "2, 3") PW("y", "div", "ex, sm") "outputs: [y]\n",
+        /* the max without keepdims (x - max over axis 0 broadcasts, but the rule wants keepdims) */
+        PWA("mx", "reduce_max", "x", "axes: [0], keepdims: false") PW("sb", "sub", "x, mx") PW("ex", "exp", "sb")
+            PWA("sm", "reduce_sum", "ex", "axes: [0]") PW("y", "div", "ex, sm") "outputs: [y]\n",
+        /* the exponentials are a graph output too */
+        SOFTMAX_FRONT("x", "1") PW("y", "div", "ex, sm") "outputs: [y, ex]\n",
+        /* the max of another tensor than the one shifted */
+        PWA("mx", "reduce_max", "a", "axes: [1]") PW("sb", "sub", "x, mx") PW("ex", "exp", "sb")
+            PWA("sm", "reduce_sum", "ex", "axes: [3]") PW("y", "div", "ex, sm") "outputs: [y]\n",
     };
     for (size_t i = 0; i < FG_COUNTOF(cases); i++) {
         fg_graph *g = parse_nodes(g_ctx, cases[i]);
@@ -311,6 +351,16 @@ static void test_must_not_fire(void **state)
         fg_plan_free(p);
         fg_graph_free(g);
     }
+    /* LogSoftmax's body subtracting the log from x, not from x - max: the
+     * Log(ReduceSum) pair becomes reduce_log_sum, nothing more */
+    fg_graph *g = parse_nodes(g_ctx, SOFTMAX_FRONT("x", "3") PW("lg", "log", "sm") PW("y", "sub", "x, lg")
+                                         "outputs: [y]\n");
+    fg_plan *p = plan_of(g_ctx, g);
+    assert_int_equal(rewrite_notes(p, NULL), 1);
+    assert_int_equal(rewrite_notes(p, "reduce_log_sum_body"), 1);
+    assert_int_equal(p->graph->nnodes, g->nnodes - 1);
+    fg_plan_free(p);
+    fg_graph_free(g);
 }
 
 /* A broadcast that would grow the output: (a * (1 + erf(a / sqrt 2))) *
@@ -459,7 +509,24 @@ static void test_bad_documents(void **state)
         {"rewrite: a\nmatch:\n  - m: { op: mul, inputs: [x, { const: half }] }\nreplace: { op: silu, inputs: [x] }\n",
          "extra.yaml:3:40: error: const must be a finite number or `any`, got string 'half'"},
         {"rewrite: a\nmatch:\n  - s: { op: sigmoid, inputs: [x] }\nreplace: { op: conv2d, inputs: [x] }\n",
-         "extra.yaml:4:16: error: replacement op 'conv2d' is of kind conv2d; a rewrite replaces with an element-wise op"},
+         "extra.yaml:4:32: error: replace gives 1 input but op 'conv2d' takes 3 (some optional)"},
+        /* attribute patterns */
+        {"rewrite: a\nmatch:\n  - m: { op: mul, inputs: [x, x], attrs: { axes: A } }\n"
+         "replace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:3:44: error: step 'm': op 'mul' has no attribute 'axes'"},
+        {"rewrite: a\nmatch:\n  - m: { op: reduce_max, inputs: [x], attrs: { keepdims: [A] } }\n"
+         "  - y: { op: exp, inputs: [m] }\nreplace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:3:58: error: attribute 'keepdims' is not an ints list: give one value"},
+        {"rewrite: a\nmatch:\n  - m: { op: reduce_max, inputs: [x], attrs: { axes: 1 } }\n"
+         "  - y: { op: exp, inputs: [m] }\nreplace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:3:54: error: attribute 'axes' is an ints list: give a list ([1, A]) or a variable"},
+        {"rewrite: a\nmatch:\n  - m: { op: reduce_max, inputs: [x], attrs: { axes: A } }\n"
+         "  - y: { op: reduce_sum, inputs: [m], attrs: { axes: [A] } }\nreplace: { op: silu, inputs: [x] }\n",
+         "extra.yaml:4:55: error: attribute variable 'A' stands for one number here but for an ints list before"},
+        {"rewrite: a\nmatch:\n  - m: { op: reduce_max, inputs: [x], attrs: { axes: AX } }\n"
+         "  - y: { op: exp, inputs: [m] }\nreplace: { op: softmax, inputs: [x], attrs: { axis: AX } }\n",
+         "extra.yaml:5:53: error: attribute variable 'AX' stands for an ints list, but attribute 'axis' of softmax "
+         "is one value"},
         {"rewrite: a\nmatch:\n  - s: { op: mul, inputs: [x] }\nreplace: { op: silu, inputs: [x] }\n",
          "extra.yaml:3:27: error: step 's' gives 1 input but op 'mul' takes 2"},
         {"rewrite: a\nmatch:\n  - m: { op: mul, inputs: [x, { const: any, as: k }] }\n"
