@@ -70,6 +70,11 @@ static int gs_geometry(const fg_graph *g, const int *nodes, int n, gs_geom *gg, 
                  sm->name);
         return 0;
     }
+    if (fg_node_attr_num(sm, "log", 0) != 0) {
+        snprintf(why, whysz, "%s (op %s) is a log softmax (gemm_softmax normalizes with exp / sum)", sm->name,
+                 sm->op->name);
+        return 0;
+    }
     for (int i = 1; i < n - 1; i++) {
         const fg_node *nd = &g->nodes[nodes[i]];
         if (nd->op->kind != FG_OPK_POINTWISE && !nd->folded) {

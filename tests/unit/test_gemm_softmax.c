@@ -395,12 +395,21 @@ static void test_plans(void **state)
     }
 
     /* a rule naming the gemm family for the same chain: the gemm templates
-     * refuse the softmax (no silent drop of a row op) */
+     * refuse the softmax (no silent drop of a row op); a rule giving
+     * gemm_softmax a log softmax (a softmax-kind op with `log`): refused */
     char *dir = tu_vocab_dir();
     free(tu_write(dir, "mine.yaml",
                   "rule: mm_sm_gemm\npriority: 50\n"
                   "match:\n  - mm: { kind: matmul }\n  - sm: { op: softmax }\n"
-                  "kernel:\n  template: gemm\n  epilogue: [ { bias: mm.bias } ]\n"));
+                  "kernel:\n  template: gemm\n  epilogue: [ { bias: mm.bias } ]\n"
+                  "---\n"
+                  "op: my_log_softmax\nkind: softmax\ninputs: [x]\n"
+                  "attrs: { axis: { type: int, default: -1 }, naxes: { type: int, default: 1 },\n"
+                  "         log: { type: bool, default: true } }\n"
+                  "---\n"
+                  "rule: mm_lsm\npriority: 50\n"
+                  "match:\n  - mm: { kind: matmul }\n  - sm: { op: my_log_softmax }\n"
+                  "kernel:\n  template: gemm_softmax\n  epilogue: [ { bias: mm.bias } ]\n"));
     fg_context *ctx = tu_ctx_empty();
     assert_int_equal(fg_rules_load(ctx, dir), FG_OK);
     g = NULL;
@@ -415,6 +424,21 @@ static void test_plans(void **state)
     int found = 0;
     for (int k = 0; k < p->nnotes && !found; k++)
         found = strstr(p->notes[k], "y (op softmax) after the matmul is not element-wise") != NULL;
+    assert_true(found);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_buf_free(&b);
+    fg_buf_printf(&b, NEG_HEAD "inputs: [{ name: a, shape: [9, 7] }, { name: b, shape: [7, 33] }]\n"
+                  "nodes:\n  - { name: mm, op: matmul, inputs: [a, b] }\n"
+                  "  - { name: y, op: my_log_softmax, inputs: [mm] }\noutputs: [y]\n", "log_softmax");
+    g = NULL;
+    assert_int_equal(fg_graph_parse(ctx, "log_softmax", b.s, b.len, &g), FG_OK);
+    p = NULL;
+    assert_int_equal(fg_plan_build(ctx, g, &p), FG_OK);
+    assert_int_equal(p->ngroups, 2);
+    found = 0;
+    for (int k = 0; k < p->nnotes && !found; k++)
+        found = strstr(p->notes[k], "y (op my_log_softmax) is a log softmax") != NULL;
     assert_true(found);
     fg_plan_free(p);
     fg_graph_free(g);
