@@ -107,7 +107,7 @@ static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char 
         snprintf(why, whysz, "a dimension reaches 2^31 (TMA coordinates are 32-bit)");
         return 0;
     }
-    if ((w->d.N + 63) / 64 > 65535 * 2 || (w->rows + WG_BM - 1) / WG_BM > 65535) {
+    if ((w->rows + WG_BM - 1) / WG_BM > 65535) {   /* grid y */
         snprintf(why, whysz, "%" PRId64 " rows exceed the grid", w->rows);
         return 0;
     }

@@ -8,13 +8,13 @@
  * NVRTC compiles for sm_90a (the emulator lands TMA boxes only at the
  * barrier wait and wgmma results only at the covering wait, so a schedule
  * error is a numerics failure or a launch error).  The cases cover fp16 and
- * bf16, B stored [K, N] (N-major for wgmma) and [N, K] (K-major), BN 64 and
- * 128 (and 256 by a tile hook), M, N and K not multiples of the tile (partial
- * row and column tiles, a partial last k stage, zero-filled by TMA), one k
- * stage and many (the 4-stage ring wrapping around), batched A with a shared
- * B (folded into rows), and the epilogues of the shipped gemm rules: the gemm
- * op's bias, add (N) / (1, N) / (M, 1) / (M, N) residual, activations, and a
- * BatchNorm folded into the matmul.  Inputs are rounded to the dtype for the
+ * bf16, B stored [K, N] (N-major for wgmma) and [N, K] (K-major), each with
+ * BN 64, 128 and 256 (by a tile hook), M, N and K not multiples of the tile
+ * (partial row and column tiles, a partial last k stage, zero-filled by
+ * TMA), one k stage and many (the 4-stage ring wrapping around), batched A
+ * with a shared B (folded into rows), and the epilogues of the shipped gemm
+ * rules: the gemm op's bias, add (N) / (1, N) / (M, 1) / (M, N) residual,
+ * activations, and a BatchNorm folded into the matmul.  Inputs are rounded to the dtype for the
  * reference too; tolerances (relative L2): fp16 5e-3, bf16 2e-2.
  *
  * Mutations: the kernel's source with its synchronization or addressing
@@ -188,6 +188,15 @@ static const num_case num_cases[] = {
      NULL, "B [N, K] (K-major)"},
     /* BN 256 by the tile hook (setmaxnreg), [K, N] B, partial tiles */
     {"bn256_f16_hook_2100x24x2312", "fp16", MLP(2100, 24, 2312, relu), "tile_n = 256", "128 x 256 x 64"},
+    /* BN 256, [N, K] B, bf16 */
+    {"bn256_bf16_hook_nk_1500x24x2056", "bf16",
+     "inputs: [{ name: a, shape: [1500, 24] }]\n"
+     "weights: [{ name: w, shape: [2056, 24] }, { name: b, shape: [2056] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_b: true } }\n"
+     "  - { name: s, op: add, inputs: [mm, b] }\n  - { name: y, op: gelu, inputs: [s] }\noutputs: [y]\n",
+     "tile_n = 256", "128 x 256 x 64"},
+    /* BN 64 with a [K, N] B of 40 columns (one box, mostly zero-filled), bf16 */
+    {"narrow_bf16_bn64_kn_gelu_8450x40x40", "bf16", MLP(8450, 40, 40, gelu), NULL, "128 x 64 x 64"},
 };
 
 static void run_case(const num_case *c)
