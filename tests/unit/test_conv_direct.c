@@ -149,29 +149,6 @@ static void test_split_k_in_exec(void **state)
     fg_context_free(ctx);
 }
 
-/* Directory holding an executable `tool`, or "" (static buffer): $FUSEGEN_CUDA_TOOLS, PATH, /usr/local/cuda/bin,
- * pip's nvidia/<cuXX>/bin in site-packages. */
-static const char *tool_dir(const char *tool)
-{
-    static char dir[2][1024];
-    static int slot;
-    char *d = dir[slot++ & 1];
-    char cmd[2048], *out = NULL;
-    snprintf(cmd, sizeof cmd,
-             "for d in \"$FUSEGEN_CUDA_TOOLS\" \"$(dirname \"$(command -v %s 2>/dev/null || echo /nonexistent/x)\")\" "
-             "/usr/local/cuda/bin $(python3 -c 'import site, glob, os\n"
-             "ds = site.getsitepackages() + [site.getusersitepackages()]\n"
-             "print(\" \".join(sorted(set(os.path.dirname(p) for s in ds for p in "
-             "glob.glob(os.path.join(s, \"nvidia\", \"*\", \"bin\", \"%s\"))))))' 2>/dev/null); do "
-             "[ -n \"$d\" ] && [ -x \"$d/%s\" ] && { printf '%%s' \"$d\"; break; }; done",
-             tool, tool, tool);
-    d[0] = 0;
-    if (tu_run(cmd, &out) == 0 && out)
-        snprintf(d, sizeof dir[0], "%s", out);
-    free(out);
-    return d;
-}
-
 static void test_nvrtc_no_local_memory(void **state)
 {
     (void)state;
@@ -196,12 +173,7 @@ static void test_nvrtc_no_local_memory(void **state)
         assert_string_equal(plans[i]->groups[0].template_name, cases[i].tpl);
         assert_int_equal(fg_emit_group(ctx, plans[i], 0, NULL, &ks[i]), FG_OK);
     }
-    char disasm[1100], objdump[1100];
-    snprintf(disasm, sizeof disasm, "%s", tool_dir("nvdisasm"));
-    snprintf(objdump, sizeof objdump, "%s", tool_dir("cuobjdump"));
-    if (!disasm[0] || !objdump[0])
-        printf("SASS part NOT RUN: nvdisasm / cuobjdump not found\n");
-    char *dir = tu_tmpdir();
+    const int tools = tu_cuda_tools_found("SASS part");
     static const char *const archs[] = {"sm_80", "sm_90"};
     fg_jit_info infos[4];
     int failures = 0;
@@ -216,27 +188,15 @@ static void test_nvrtc_no_local_memory(void **state)
                 fprintf(stderr, "%s (%s): NVRTC log:\n%s\n", ks[i].name, archs[a], infos[i].log);
                 failures++;
             }
-            if (!disasm[0] || !objdump[0])
+            if (!tools)
                 continue;
-            char path[1200], cmd[4000], *sass = NULL, *res = NULL;
-            snprintf(path, sizeof path, "%s/k%d_%s.cubin", dir, i, archs[a]);
-            FILE *f = fopen(path, "wb");
-            assert_non_null(f);
-            assert_int_equal(fwrite(ks[i].binary, 1, ks[i].binary_size, f), ks[i].binary_size);
-            fclose(f);
-            snprintf(cmd, sizeof cmd, "'%s/nvdisasm' -c '%s' | grep -cE '(LDL|STL)[. ]'", disasm, path);
-            tu_run(cmd, &sass);
-            snprintf(cmd, sizeof cmd, "'%s/cuobjdump' -res-usage '%s'", objdump, path);
-            assert_int_equal(tu_run(cmd, &res), 0);
-            const char *stack = strstr(res, "STACK:"), *local = strstr(res, "LOCAL:"), *reg = strstr(res, "REG:");
-            long nloc = sass ? strtol(sass, NULL, 10) : -1;
-            printf("%s %-22s %s: REG %ld, STACK %ld, LOCAL %ld, LDL/STL %ld\n", archs[a], ks[i].name, cases[i].tpl,
-                   reg ? strtol(reg + 4, NULL, 10) : -1, stack ? strtol(stack + 6, NULL, 10) : -1,
-                   local ? strtol(local + 6, NULL, 10) : -1, nloc);
-            if (nloc != 0 || !stack || strtol(stack + 6, NULL, 10) != 0 || !local || strtol(local + 6, NULL, 10) != 0)
+            fg_res_usage ru;
+            fg_sass_mix mx;
+            tu_cubin_read(&ks[i], &ru, &mx, NULL);
+            printf("%s %-22s %s: REG %d, STACK %d, LOCAL %d, LDL/STL %d\n", archs[a], ks[i].name, cases[i].tpl,
+                   ru.registers, ru.stack, ru.local, mx.ldl + mx.stl);
+            if (mx.ldl || mx.stl || ru.stack != 0 || ru.local != 0)
                 failures++;
-            free(sass);
-            free(res);
         }
     }
     assert_int_equal(failures, 0);
@@ -245,8 +205,6 @@ static void test_nvrtc_no_local_memory(void **state)
         fg_plan_free(plans[i]);
         fg_graph_free(graphs[i]);
     }
-    tu_rmtree(dir);
-    free(dir);
     fg_context_free(ctx);
 }
 

@@ -12,10 +12,9 @@
  * of the instruction counts and resources is printed.
  *
  * The tools are not part of every CUDA toolkit; pip installs them
- * (nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump; .ci/run does).  They are
- * looked for in $FUSEGEN_CUDA_TOOLS, on PATH, in /usr/local/cuda/bin and in
- * Python's site-packages (nvidia/<cuXX>/bin).  Without them the test is
- * skipped and says so ("SASS check NOT RUN").
+ * (nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump; .ci/run does), found as
+ * runtime/cuda_tools.h says.  Without them the test is skipped and says so
+ * ("SASS check NOT RUN").
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,50 +31,6 @@
 #include "plan.h"
 #include "testutil.h"
 
-/* Directory holding an executable `tool`, or "" (static buffer). */
-static const char *tool_dir(const char *tool)
-{
-    static char dir[2][1024];
-    static int slot;
-    char *d = dir[slot++ & 1];
-    char cmd[2048], *out = NULL;
-    snprintf(cmd, sizeof cmd,
-             "for d in \"$FUSEGEN_CUDA_TOOLS\" \"$(dirname \"$(command -v %s 2>/dev/null || echo /nonexistent/x)\")\" "
-             "/usr/local/cuda/bin $(python3 -c 'import site, glob, os\n"
-             "ds = site.getsitepackages() + [site.getusersitepackages()]\n"
-             "print(\" \".join(sorted(set(os.path.dirname(p) for s in ds for p in "
-             "glob.glob(os.path.join(s, \"nvidia\", \"*\", \"bin\", \"%s\"))))))' 2>/dev/null); do "
-             "[ -n \"$d\" ] && [ -x \"$d/%s\" ] && { printf '%%s' \"$d\"; break; }; done",
-             tool, tool, tool);
-    d[0] = 0;
-    if (tu_run(cmd, &out) == 0 && out)
-        snprintf(d, sizeof dir[0], "%s", out);
-    free(out);
-    return d;
-}
-
-/* Occurrences of opcode `op` (followed by '.' or a space) in SASS text. */
-static int count_op(const char *sass, const char *op)
-{
-    int n = 0;
-    size_t len = strlen(op);
-    for (const char *s = strstr(sass, op); s; s = strstr(s + len, op)) {
-        char before = s > sass ? s[-1] : ' ';
-        if ((before == ' ' || before == '\t' || before == '}' || before == ';') && (s[len] == '.' || s[len] == ' '))
-            n++;
-    }
-    return n;
-}
-
-/* Value of "KEY:<n>" in cuobjdump -res-usage output, or -1. */
-static long res_field(const char *text, const char *key)
-{
-    const char *s = strstr(text, key);
-    return s ? strtol(s + strlen(key), NULL, 10) : -1;
-}
-
-/* The rule, the tile line and the shape constants of a kernel: what its
- * code depends on besides names (malloc'd). */
 static char *signature(const fg_kernel *k, const char *rule)
 {
     fg_buf b = {0};
@@ -91,17 +46,8 @@ static char *signature(const fg_kernel *k, const char *rule)
 /* ResNet-50 in dtype dt, NHWC, with precision prec: the SASS of its conv2d_tc kernels. */
 static void check_resnet50_sass(fg_dtype dt, fg_precision prec)
 {
-    char disasm[1100], objdump[1100];
-    snprintf(disasm, sizeof disasm, "%s", tool_dir("nvdisasm"));
-    snprintf(objdump, sizeof objdump, "%s", tool_dir("cuobjdump"));
-    if (!disasm[0] || !objdump[0]) {
-        printf("SASS check NOT RUN: %s%s%s not found (pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump, or "
-               "set FUSEGEN_CUDA_TOOLS)\n", disasm[0] ? "" : "nvdisasm", !disasm[0] && !objdump[0] ? " and " : "",
-               objdump[0] ? "" : "cuobjdump");
-        fflush(stdout);
+    if (!tu_cuda_tools_found("SASS check"))
         skip();
-    }
-    printf("tools: %s/nvdisasm, %s/cuobjdump\n", disasm, objdump);
 
     setenv("FUSEGEN_CACHE", "off", 1);   /* compile for real */
     fg_context *ctx = tu_ctx_shipped();
@@ -167,7 +113,6 @@ static void check_resnet50_sass(fg_dtype dt, fg_precision prec)
     assert_int_equal(dense, 53);
     assert_int_equal(on_tc, 52);
 
-    char *dir = tu_tmpdir();
     static const char *const archs[] = {"sm_80", "sm_90"};
     fg_jit_info *infos = fg_xcalloc((size_t)nk, sizeof *infos);
     int failures = 0;
@@ -183,20 +128,10 @@ static void check_resnet50_sass(fg_dtype dt, fg_precision prec)
                 fprintf(stderr, "%s (%s): NVRTC log:\n%s\n", ks[i].name, archs[a], infos[i].log);
                 failures++;
             }
-            char path[1200], cmd[4000], *sass = NULL, *res = NULL;
-            snprintf(path, sizeof path, "%s/k%d_%s.cubin", dir, i, archs[a]);
-            FILE *f = fopen(path, "wb");
-            assert_non_null(f);
-            assert_int_equal(fwrite(ks[i].binary, 1, ks[i].binary_size, f), ks[i].binary_size);
-            fclose(f);
-            snprintf(cmd, sizeof cmd, "'%s/nvdisasm' -c '%s'", disasm, path);
-            assert_int_equal(tu_run(cmd, &sass), 0);
-            snprintf(cmd, sizeof cmd, "'%s/cuobjdump' -res-usage '%s'", objdump, path);
-            assert_int_equal(tu_run(cmd, &res), 0);
-            int hmma = count_op(sass, "HMMA"), ldsm = count_op(sass, "LDSM"), ldgsts = count_op(sass, "LDGSTS");
-            int ldl = count_op(sass, "LDL"), stl = count_op(sass, "STL");
-            long reg = res_field(res, "REG:"), stack = res_field(res, "STACK:"), shared = res_field(res, "SHARED:");
-            long local = res_field(res, "LOCAL:");
+            fg_res_usage ru;
+            fg_sass_mix mx;
+            char *sass = NULL;
+            tu_cubin_read(&ks[i], &ru, &mx, &sass);
             const char *tl = strstr(ks[i].source, "//   tile:");
             char tile[40] = "?";
             if (tl)
@@ -206,15 +141,14 @@ static void check_resnet50_sass(fg_dtype dt, fg_precision prec)
                 snprintf(tile + strlen(tile), sizeof tile - strlen(tile), "/%d", atoi(sk + 8));
             /* fp32: the tf32 mma and nothing else */
             int tf32_ok = dt != FG_DTYPE_F32 || (strstr(sass, "HMMA.1688.F32.TF32") && !strstr(sass, "HMMA.16816"));
-            printf("%s: %-28s %-20s %4ld %6ld %5d %5d %6d %4d %4d\n", archs[a], ks[i].name, tile, reg, shared, hmma,
-                   ldsm, ldgsts, ldl, stl);
-            if (!hmma || !ldsm || !ldgsts || ldl || stl || stack != 0 || local != 0 || !tf32_ok) {
-                fprintf(stderr, "%s (%s): HMMA %d, LDSM %d, LDGSTS %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
-                        ks[i].name, archs[a], hmma, ldsm, ldgsts, ldl, stl, stack, local, res);
+            printf("%s: %-28s %-20s %4d %6d %5d %5d %6d %4d %4d\n", archs[a], ks[i].name, tile, ru.registers,
+                   ru.shared, mx.hmma, mx.ldsm, mx.ldgsts, mx.ldl, mx.stl);
+            if (!mx.hmma || !mx.ldsm || !mx.ldgsts || mx.ldl || mx.stl || ru.stack != 0 || ru.local != 0 || !tf32_ok) {
+                fprintf(stderr, "%s (%s): HMMA %d, LDSM %d, LDGSTS %d, LDL %d, STL %d, STACK %d, LOCAL %d\n",
+                        ks[i].name, archs[a], mx.hmma, mx.ldsm, mx.ldgsts, mx.ldl, mx.stl, ru.stack, ru.local);
                 failures++;
             }
             free(sass);
-            free(res);
         }
     }
     assert_int_equal(failures, 0);
@@ -223,8 +157,6 @@ static void check_resnet50_sass(fg_dtype dt, fg_precision prec)
         free(sigs[i]);
     }
     free(infos);
-    tu_rmtree(dir);
-    free(dir);
     fg_plan_free(p);
     fg_graph_free(g);
     fg_context_free(ctx);

@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "emit.h"
-#include "jit.h"
 #include "testutil.h"
 
 /* %s: dtype, layout */
@@ -130,28 +129,12 @@ static void test_nvrtc(void **state)
                 fg_plan_free(p);
                 fg_graph_free(g);
             }
-    static const char *const archs[] = {"sm_80", "sm_90"};
-    fg_jit_info *infos = fg_xcalloc((size_t)nk, sizeof *infos);
-    int clean = 0;
-    for (int a = 0; a < 2; a++) {
-        fg_status st = fg_jit_compile_all(ctx, ks, nk, archs[a], infos);
-        if (st != FG_OK)
-            tu_dump_errors(ctx);
-        assert_int_equal(st, FG_OK);
-        for (int i = 0; i < nk; i++) {
-            if (infos[i].log[0] || !ks[i].binary_size)
-                fprintf(stderr, "---- %s (%s): log:\n%s\n---- source:\n%s\n", ks[i].name, archs[a], infos[i].log,
-                        ks[i].source);
-            else
-                clean++;
-        }
-    }
+    int clean = tu_nvrtc_clean(ctx, ks, nk);
     print_message("nvrtc: %d kernels x 2 archs, %d clean\n", nk, clean);
     assert_int_equal(clean, 2 * nk);
     for (int i = 0; i < nk; i++)
         fg_kernel_free(&ks[i]);
     free(ks);
-    free(infos);
     fg_context_free(ctx);
 }
 

@@ -17,9 +17,9 @@
  * A table of the instruction counts and resources is printed.
  *
  * nvdisasm and cuobjdump come from the toolkit or from pip
- * (nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump): $FUSEGEN_CUDA_TOOLS, PATH,
- * /usr/local/cuda/bin, then Python's site-packages (nvidia/<pkg>/bin).
- * Without them the test is skipped and says so ("SASS check NOT RUN").
+ * (nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump), found as
+ * runtime/cuda_tools.h says.  Without them the test is skipped and says so
+ * ("SASS check NOT RUN").
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,53 +35,6 @@
 #include "jit.h"
 #include "plan.h"
 #include "testutil.h"
-
-/* The directory holding executable `tool` ("" when none), in buf. */
-static void find_tool(const char *tool, char *buf, size_t size)
-{
-    char cmd[2048], *out = NULL;
-    snprintf(cmd, sizeof cmd,
-             "for d in \"$FUSEGEN_CUDA_TOOLS\" $(dirname \"$(command -v %s 2>/dev/null)\" 2>/dev/null) "
-             "/usr/local/cuda/bin $(python3 -c 'import glob, os, site\n"
-             "roots = site.getsitepackages() + [site.getusersitepackages()]\n"
-             "print(\" \".join(os.path.dirname(p) for r in roots for p in "
-             "sorted(glob.glob(os.path.join(r, \"nvidia\", \"*\", \"bin\", \"%s\")))))' 2>/dev/null); do "
-             "if [ -n \"$d\" ] && [ -x \"$d/%s\" ]; then printf '%%s' \"$d\"; break; fi; done",
-             tool, tool, tool);
-    buf[0] = 0;
-    if (tu_run(cmd, &out) == 0 && out)
-        snprintf(buf, size, "%s", out);
-    free(out);
-}
-
-/* Instructions with opcode op (op, op.MODIFIER) in SASS text. */
-static int opcount(const char *sass, const char *op)
-{
-    int n = 0;
-    size_t len = strlen(op);
-    for (const char *s = strstr(sass, op); s; s = strstr(s + 1, op)) {
-        char before = s > sass ? s[-1] : ' ';
-        if ((before == ' ' || before == '\t' || before == ';' || before == '}') && (s[len] == '.' || s[len] == ' '))
-            n++;
-    }
-    return n;
-}
-
-/* Occurrences of text in SASS text. */
-static int textcount(const char *sass, const char *text)
-{
-    int n = 0;
-    for (const char *s = strstr(sass, text); s; s = strstr(s + 1, text))
-        n++;
-    return n;
-}
-
-/* The number after "key" in cuobjdump -res-usage text, or -1. */
-static long resource(const char *text, const char *key)
-{
-    const char *s = strstr(text, key);
-    return s ? strtol(s + strlen(key), NULL, 10) : -1;
-}
 
 typedef struct sass_case {
     const char *name, *dtype;
@@ -199,16 +152,8 @@ static void emit_case(const sass_case *c, fg_kernel *k)
 static void test_gemm_sass(void **state)
 {
     (void)state;
-    char disasm[1100], objdump[1100];
-    find_tool("nvdisasm", disasm, sizeof disasm);
-    find_tool("cuobjdump", objdump, sizeof objdump);
-    if (!disasm[0] || !objdump[0]) {
-        printf("SASS check NOT RUN: nvdisasm or cuobjdump not found (pip install nvidia-cuda-nvdisasm "
-               "nvidia-cuda-cuobjdump, or set FUSEGEN_CUDA_TOOLS)\n");
-        fflush(stdout);
+    if (!tu_cuda_tools_found("SASS check"))
         skip();
-    }
-    printf("tools: %s/nvdisasm, %s/cuobjdump\n", disasm, objdump);
     setenv("FUSEGEN_CACHE", "off", 1);   /* compile for real */
 
     enum { NK = sizeof cases / sizeof *cases };
@@ -217,7 +162,6 @@ static void test_gemm_sass(void **state)
         emit_case(&cases[i], &ks[i]);
 
     fg_context *ctx = tu_ctx_empty();
-    char *dir = tu_tmpdir();
     static const char *const archs[] = {"sm_80", "sm_90"};
     fg_jit_info infos[NK];
     int failures = 0;
@@ -235,23 +179,14 @@ static void test_gemm_sass(void **state)
                 fprintf(stderr, "%s (%s): NVRTC log:\n%s\n", cases[i].name, archs[a], infos[i].log);
                 failures++;
             }
-            char path[1200], cmd[4000], *sass = NULL, *res = NULL;
-            snprintf(path, sizeof path, "%s/k%d_%s.cubin", dir, i, archs[a]);
-            FILE *f = fopen(path, "wb");
-            assert_non_null(f);
-            assert_int_equal(fwrite(ks[i].binary, 1, ks[i].binary_size, f), ks[i].binary_size);
-            fclose(f);
-            snprintf(cmd, sizeof cmd, "'%s/nvdisasm' -c '%s'", disasm, path);
-            assert_int_equal(tu_run(cmd, &sass), 0);
-            snprintf(cmd, sizeof cmd, "'%s/cuobjdump' -res-usage '%s'", objdump, path);
-            assert_int_equal(tu_run(cmd, &res), 0);
+            fg_res_usage ru;
+            fg_sass_mix mx;
+            tu_cubin_read(&ks[i], &ru, &mx, NULL);
             int tc = strstr(ks[i].source, "template:  gemm_tc") != NULL;   /* gemm_tc, gemm_tc_splitk */
             int gv = strstr(ks[i].source, "template:  gemv") != NULL;
             int vec = strstr(ks[i].source, "16-byte cp.async loads") != NULL;
-            int hmma = opcount(sass, "HMMA"), ldsm = opcount(sass, "LDSM"), ldgsts = opcount(sass, "LDGSTS");
-            int ldl = opcount(sass, "LDL"), stl = opcount(sass, "STL");
-            long reg = resource(res, "REG:"), shared = resource(res, "SHARED:");
-            long stack = resource(res, "STACK:"), local = resource(res, "LOCAL:");
+            const int hmma = mx.hmma, ldsm = mx.ldsm, ldgsts = mx.ldgsts, ldl = mx.ldl, stl = mx.stl;
+            const int reg = ru.registers, shared = ru.shared, stack = ru.stack, local = ru.local;
             const char *tl = strstr(ks[i].source, "//   tile:");
             char tile[48] = "?";
             if (tl) {
@@ -259,8 +194,8 @@ static void test_gemm_sass(void **state)
                 tl += strspn(tl, " ");
                 snprintf(tile, sizeof tile, "%.*s", (int)strcspn(tl, ",\n"), tl);
             }
-            int ldg128 = textcount(sass, "LDG.E.128");
-            printf("%s: %-28s %-8s %4ld %6ld %5d %5d %6d %4d %4d  %s", archs[a], cases[i].name,
+            const int ldg128 = mx.ldg128;
+            printf("%s: %-28s %-8s %4d %6d %5d %5d %6d %4d %4d  %s", archs[a], cases[i].name,
                    tc ? "gemm_tc" : gv ? "gemv" : "gemm", reg, shared, hmma, ldsm, ldgsts, ldl, stl, tile);
             if (gv)
                 printf(" LDG.E.128 %d", ldg128);
@@ -279,19 +214,15 @@ static void test_gemm_sass(void **state)
             if (strncmp(cases[i].name, "splitk", 6) == 0)
                 bad |= !strstr(ks[i].source, "template:  gemm_tc_splitk");
             if (bad) {
-                fprintf(stderr, "%s (%s): HMMA %d, LDSM %d, LDGSTS %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
-                        cases[i].name, archs[a], hmma, ldsm, ldgsts, ldl, stl, stack, local, res);
+                fprintf(stderr, "%s (%s): HMMA %d, LDSM %d, LDGSTS %d, LDL %d, STL %d, STACK %d, LOCAL %d\n",
+                        cases[i].name, archs[a], hmma, ldsm, ldgsts, ldl, stl, stack, local);
                 failures++;
             }
-            free(sass);
-            free(res);
         }
     }
     assert_int_equal(failures, 0);
     for (int i = 0; i < NK; i++)
         fg_kernel_free(&ks[i]);
-    tu_rmtree(dir);
-    free(dir);
     fg_context_free(ctx);
 }
 

@@ -223,71 +223,35 @@ static void run_graph(fg_context *ctx, const char *name, const char *body, const
     }
     assert_int_equal(st, FG_OK);
 
-    uint64_t args[FG_MAX_KPARAMS];
-    void *bufs[FG_MAX_KPARAMS] = {0};
-    int out_slot = -1, has_ws = 0;
-    for (int j = 0; j < k.nparams; j++) {
-        const fg_kparam *kp = &k.params[j];
-        if (kp->kind == FG_KPARAM_WORKSPACE) {   /* zeroed once, as the executor does */
-            bufs[j] = fg_xcalloc(1, (size_t)kp->value + 16);
-            args[j] = (uint64_t)(uintptr_t)bufs[j];
-            has_ws = 1;
-            continue;
-        }
-        if (kp->kind != FG_KPARAM_TENSOR) {
-            args[j] = (uint64_t)kp->value;
-            continue;
-        }
-        const fg_tensor *tt = &pg->tensors[kp->tensor];
-        int64_t n = fg_tensor_numel(tt);
-        size_t bytes = (size_t)n * fg_dtype_size(tt->dtype);
-        bufs[j] = fg_xmalloc(bytes + 16);   /* malloc: 16-byte aligned, as the executor's buffers */
-        if (kp->writes) {
-            memset(bufs[j], 0xff, bytes);   /* NaN in every dtype */
-            out_slot = j;
-        } else if (tt->is_input) {
-            int si = fg_graph_find_tensor(src, tt->name);
-            assert_true(si >= 0);
-            fg_tensor_pack(tt, tt->layout, ref[si], bufs[j]);
-        } else {
-            assert_true(tt->is_weight);
-            double *v = fg_xmalloc((size_t)n * sizeof *v);
-            fg_tensor_values_f64(tt, v);
-            fg_tensor_pack(tt, tt->layout, v, bufs[j]);
-            free(v);
-        }
-        args[j] = (uint64_t)(uintptr_t)bufs[j];
-    }
-    assert_true(out_slot >= 0);
-    st = fg_emu_launch(ctx, &k, args);
+    tu_kargs ka;
+    tu_kargs_init(&ka, &k, pg, src, ref);
+    st = fg_emu_launch(ctx, &k, ka.args);
     if (st)
         tu_dump_errors(ctx);
     assert_int_equal(st, FG_OK);
-    if (has_ws) {
+    if (ka.has_workspace) {
         /* a second launch on the same workspace (its counters must be back
          * at zero), into a poisoned output: the one compared */
-        const fg_tensor *yt = &pg->tensors[k.params[out_slot].tensor];
-        memset(bufs[out_slot], 0xff, (size_t)fg_tensor_numel(yt) * fg_dtype_size(yt->dtype));
-        st = fg_emu_launch(ctx, &k, args);
+        tu_kargs_poison(&ka, &k, pg);
+        st = fg_emu_launch(ctx, &k, ka.args);
         if (st)
             tu_dump_errors(ctx);
         assert_int_equal(st, FG_OK);
     }
 
     assert_int_equal(fg_reference_run(ctx, src, ref), FG_OK);
-    const fg_tensor *ot = &pg->tensors[k.params[out_slot].tensor];
+    const fg_tensor *ot = &pg->tensors[k.params[ka.out_slot].tensor];
     int so = fg_graph_find_tensor(src, ot->name);
     int64_t n = fg_tensor_numel(ot);
     double *got = fg_xmalloc((size_t)n * sizeof *got), max_abs;
-    fg_tensor_unpack(ot, ot->layout, bufs[out_slot], got);
+    fg_tensor_unpack(ot, ot->layout, ka.bufs[ka.out_slot], got);
     for (int64_t i = 0; i < n; i++)
         res->nan_left += isnan(got[i]);
     res->rel = fg_rel_l2(got, ref[so], n, &max_abs);
     if (isnan(res->rel))
         res->rel = INFINITY;
     free(got);
-    for (int j = 0; j < k.nparams; j++)
-        free(bufs[j]);
+    tu_kargs_free(&ka);
     fg_kernel_free(&k);
     fg_reference_free(src, ref);
     free(ref);

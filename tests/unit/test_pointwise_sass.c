@@ -9,10 +9,9 @@
  * (LDG.E.128, STG.E.128) and no local memory (no LDL / STL; cuobjdump
  * -res-usage: STACK:0, LOCAL:0).
  *
- * nvdisasm and cuobjdump are looked for as test_conv_tc_sass.c does:
- * $FUSEGEN_CUDA_TOOLS, PATH, /usr/local/cuda/bin, Python's site-packages
- * (pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump).  Without them the
- * test is skipped and says so ("SASS check NOT RUN").
+ * nvdisasm and cuobjdump are found as runtime/cuda_tools.h says (pip
+ * install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump where the toolkit lacks
+ * them).  Without them the test is skipped and says so ("SASS check NOT RUN").
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,69 +27,6 @@
 #include "jit.h"
 #include "plan.h"
 #include "testutil.h"
-
-/* Directory holding an executable `tool`, or "" (static buffer). */
-static const char *tool_dir(const char *tool)
-{
-    static char dir[2][1024];
-    static int slot;
-    char *d = dir[slot++ & 1];
-    char cmd[2048], *out = NULL;
-    snprintf(cmd, sizeof cmd,
-             "for d in \"$FUSEGEN_CUDA_TOOLS\" \"$(dirname \"$(command -v %s 2>/dev/null || echo /nonexistent/x)\")\" "
-             "/usr/local/cuda/bin $(python3 -c 'import site, glob, os\n"
-             "ds = site.getsitepackages() + [site.getusersitepackages()]\n"
-             "print(\" \".join(sorted(set(os.path.dirname(p) for s in ds for p in "
-             "glob.glob(os.path.join(s, \"nvidia\", \"*\", \"bin\", \"%s\"))))))' 2>/dev/null); do "
-             "[ -n \"$d\" ] && [ -x \"$d/%s\" ] && { printf '%%s' \"$d\"; break; }; done",
-             tool, tool, tool);
-    d[0] = 0;
-    if (tu_run(cmd, &out) == 0 && out)
-        snprintf(d, sizeof dir[0], "%s", out);
-    free(out);
-    return d;
-}
-
-/* Lines of SASS text holding an instruction that starts with op and has
- * the width suffix ".128" among its modifiers (LDG.E.128, STG.E.128.STRONG...);
- * the first one's mnemonic goes to first[0..64). */
-static int count_128(const char *sass, const char *op, char first[64])
-{
-    int n = 0;
-    size_t len = strlen(op);
-    for (const char *s = strstr(sass, op); s; s = strstr(s + len, op)) {
-        char before = s > sass ? s[-1] : ' ';
-        if (before != ' ' && before != '\t' && before != '}' && before != ';')
-            continue;
-        size_t w = strcspn(s, " \t;\n");
-        for (const char *m = s + len; m < s + w; m++)
-            if (strncmp(m, ".128", 4) == 0 && (m + 4 == s + w || m[4] == '.')) {
-                if (!n++)
-                    snprintf(first, 64, "%.*s", (int)(w < 63 ? w : 63), s);
-                break;
-            }
-    }
-    return n;
-}
-
-/* Occurrences of opcode op (followed by '.' or a space). */
-static int count_op(const char *sass, const char *op)
-{
-    int n = 0;
-    size_t len = strlen(op);
-    for (const char *s = strstr(sass, op); s; s = strstr(s + len, op)) {
-        char before = s > sass ? s[-1] : ' ';
-        if ((before == ' ' || before == '\t' || before == '}' || before == ';') && (s[len] == '.' || s[len] == ' '))
-            n++;
-    }
-    return n;
-}
-
-static long res_field(const char *text, const char *key)
-{
-    const char *s = strstr(text, key);
-    return s ? strtol(s + strlen(key), NULL, 10) : -1;
-}
 
 /* The graphs: test_pointwise_vec's rank-4 chain y = (prelu(x + b, slope) +
  * r) * g in every dtype and layout, with an innermost axis that is and is
@@ -131,16 +67,8 @@ static char *graph_text(int i, int *specialize)
 static void test_pointwise_sass(void **state)
 {
     (void)state;
-    char disasm[1100], objdump[1100];
-    snprintf(disasm, sizeof disasm, "%s", tool_dir("nvdisasm"));
-    snprintf(objdump, sizeof objdump, "%s", tool_dir("cuobjdump"));
-    if (!disasm[0] || !objdump[0]) {
-        printf("SASS check NOT RUN: %s%s%s not found (pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump, or "
-               "set FUSEGEN_CUDA_TOOLS)\n", disasm[0] ? "" : "nvdisasm", !disasm[0] && !objdump[0] ? " and " : "",
-               objdump[0] ? "" : "cuobjdump");
-        fflush(stdout);
+    if (!tu_cuda_tools_found("SASS check"))
         skip();
-    }
     setenv("FUSEGEN_CACHE", "off", 1);   /* compile for real */
     fg_context *ctx = tu_ctx_shipped();
     fg_graph *g[NG];
@@ -162,7 +90,6 @@ static void test_pointwise_sass(void **state)
         assert_int_equal(p[i]->ngroups, 1);
         assert_string_equal(ks[i].template_name, "pointwise");
     }
-    char *dir = tu_tmpdir();
     static const char *const archs[] = {"sm_80", "sm_90"};
     int failures = 0;
     for (int a = 0; a < 2; a++) {
@@ -179,34 +106,23 @@ static void test_pointwise_sass(void **state)
                 fprintf(stderr, "%s (%s): NVRTC log:\n%s\n", ks[i].name, archs[a], infos[i].log);
                 failures++;
             }
-            char path[1200], cmd[4000], *sass = NULL, *res = NULL;
-            snprintf(path, sizeof path, "%s/k%d_%s.cubin", dir, i, archs[a]);
-            FILE *f = fopen(path, "wb");
-            assert_non_null(f);
-            assert_int_equal(fwrite(ks[i].binary, 1, ks[i].binary_size, f), ks[i].binary_size);
-            fclose(f);
-            snprintf(cmd, sizeof cmd, "'%s/nvdisasm' -c '%s'", disasm, path);
-            assert_int_equal(tu_run(cmd, &sass), 0);
-            snprintf(cmd, sizeof cmd, "'%s/cuobjdump' -res-usage '%s'", objdump, path);
-            assert_int_equal(tu_run(cmd, &res), 0);
-            char ldg_op[64] = "", stg_op[64] = "";
-            int ldg = count_128(sass, "LDG", ldg_op), stg = count_128(sass, "STG", stg_op);
-            int ldl = count_op(sass, "LDL"), stl = count_op(sass, "STL");
-            long reg = res_field(res, "REG:"), stack = res_field(res, "STACK:"), local = res_field(res, "LOCAL:");
+            fg_res_usage ru;
+            fg_sass_mix mx;
+            char *sass = NULL;
+            tu_cubin_read(&ks[i], &ru, &mx, &sass);
             const fg_tensor *y = &p[i]->graph->tensors[p[i]->groups[0].output];
             char what[64];
             snprintf(what, sizeof what, "%d: %s %s %lld el.%s", i, fg_dtype_name(y->dtype),
                      y->rank == 4 ? fg_layout_name(y->layout) : "rank 1", (long long)fg_tensor_numel(y),
                      i == 12 || i == 13 ? " unspec." : "");
-            printf("%s: %-32s %4ld %9d %9d %4d %4d  %s %s\n", archs[a], what, reg, ldg, stg, ldl, stl, ldg_op,
-                   stg_op);
-            if (!ldg || !stg || ldl || stl || stack != 0 || local != 0) {
-                fprintf(stderr, "%s (%s): LDG.128 %d, STG.128 %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
-                        ks[i].name, archs[a], ldg, stg, ldl, stl, stack, local, sass);
+            printf("%s: %-32s %4d %9d %9d %4d %4d\n", archs[a], what, ru.registers, mx.ldg128, mx.stg128, mx.ldl,
+                   mx.stl);
+            if (!mx.ldg128 || !mx.stg128 || mx.ldl || mx.stl || ru.stack != 0 || ru.local != 0) {
+                fprintf(stderr, "%s (%s): LDG.128 %d, STG.128 %d, LDL %d, STL %d, STACK %d, LOCAL %d\n%s\n",
+                        ks[i].name, archs[a], mx.ldg128, mx.stg128, mx.ldl, mx.stl, ru.stack, ru.local, sass);
                 failures++;
             }
             free(sass);
-            free(res);
         }
     }
     assert_int_equal(failures, 0);
@@ -215,8 +131,6 @@ static void test_pointwise_sass(void **state)
         fg_plan_free(p[i]);
         fg_graph_free(g[i]);
     }
-    tu_rmtree(dir);
-    free(dir);
     fg_context_free(ctx);
 }
 

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "cuda_tools.h"
+#include "jit.h"
 #include "reference.h"
 #include "tensor_convert.h"
 #include "testutil.h"
@@ -186,4 +188,114 @@ int tu_run(const char *cmd, char **out)
     else
         fg_buf_free(&b);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- kernels run by the emulator outside the executor ---- */
+
+void tu_kargs_init(tu_kargs *a, const fg_kernel *k, const fg_graph *pg, const fg_graph *src, double *const *ref)
+{
+    memset(a, 0, sizeof *a);
+    a->out_slot = -1;
+    for (int j = 0; j < k->nparams; j++) {
+        const fg_kparam *kp = &k->params[j];
+        if (kp->kind == FG_KPARAM_WORKSPACE) {   /* zeroed once, as the executor does */
+            assert_true(kp->value > 0);
+            a->bufs[j] = fg_xcalloc(1, (size_t)kp->value + 16);
+            a->args[j] = (uint64_t)(uintptr_t)a->bufs[j];
+            a->has_workspace = 1;
+            continue;
+        }
+        if (kp->kind != FG_KPARAM_TENSOR) {
+            a->args[j] = (uint64_t)kp->value;
+            continue;
+        }
+        const fg_tensor *tt = &pg->tensors[kp->tensor];
+        int64_t n = fg_tensor_numel(tt);
+        size_t bytes = (size_t)n * fg_dtype_size(tt->dtype);
+        a->bufs[j] = fg_xmalloc(bytes + 16);   /* malloc: 16-byte aligned, as the executor's buffers */
+        if (kp->writes) {
+            memset(a->bufs[j], 0xff, bytes);
+            a->out_slot = j;
+        } else if (tt->is_input) {
+            int si = fg_graph_find_tensor(src, tt->name);
+            assert_true(si >= 0);
+            fg_tensor_pack(tt, tt->layout, ref[si], a->bufs[j]);
+        } else {
+            assert_true(tt->is_weight);
+            double *v = fg_xmalloc((size_t)n * sizeof *v);
+            fg_tensor_values_f64(tt, v);
+            fg_tensor_pack(tt, tt->layout, v, a->bufs[j]);
+            free(v);
+        }
+        a->args[j] = (uint64_t)(uintptr_t)a->bufs[j];
+    }
+    assert_true(a->out_slot >= 0);
+}
+
+void tu_kargs_poison(tu_kargs *a, const fg_kernel *k, const fg_graph *pg)
+{
+    const fg_tensor *t = &pg->tensors[k->params[a->out_slot].tensor];
+    memset(a->bufs[a->out_slot], 0xff, (size_t)fg_tensor_numel(t) * fg_dtype_size(t->dtype));
+}
+
+void tu_kargs_free(tu_kargs *a)
+{
+    for (int j = 0; j < FG_MAX_KPARAMS; j++)
+        free(a->bufs[j]);
+    memset(a, 0, sizeof *a);
+}
+
+/* ---- NVRTC and NVIDIA's binary tools ---- */
+
+int tu_nvrtc_clean(fg_context *ctx, fg_kernel *ks, int nk)
+{
+    static const char *const archs[] = {"sm_80", "sm_90"};
+    fg_jit_info *infos = fg_xcalloc((size_t)nk + 1, sizeof *infos);
+    int clean = 0;
+    for (int a = 0; a < 2; a++) {
+        fg_status st = fg_jit_compile_all(ctx, ks, nk, archs[a], infos);
+        if (st != FG_OK)
+            tu_dump_errors(ctx);
+        assert_int_equal(st, FG_OK);
+        for (int i = 0; i < nk; i++) {
+            if (infos[i].log[0] || !ks[i].binary_size)
+                fprintf(stderr, "---- %s (%s): log:\n%s\n---- source:\n%s\n", ks[i].name, archs[a], infos[i].log,
+                        ks[i].source);
+            else
+                clean++;
+        }
+    }
+    free(infos);
+    return clean;
+}
+
+int tu_cuda_tools_found(const char *what)
+{
+    const char *objdump = fg_cuda_tool_path(FG_TOOL_CUOBJDUMP), *disasm = fg_cuda_tool_path(FG_TOOL_NVDISASM);
+    if (objdump && disasm)
+        return 1;
+    printf("%s NOT RUN: %s%s%s not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or set "
+           "FUSEGEN_CUDA_TOOLS)\n", what, objdump ? "" : "cuobjdump", !objdump && !disasm ? " and " : "",
+           disasm ? "" : "nvdisasm");
+    fflush(stdout);
+    return 0;
+}
+
+void tu_cubin_read(const fg_kernel *k, fg_res_usage *res, fg_sass_mix *mix, char **sass)
+{
+    static const char *const res_args[] = {"-res-usage"}, *const sass_args[] = {"-c"};
+    char *out = NULL;
+    int rc = fg_cuda_tool_run(FG_TOOL_CUOBJDUMP, res_args, 1, k->binary, k->binary_size, &out);
+    if (rc != 0 || fg_res_usage_parse(out, k->name, res) != 0)
+        fail_msg("%s: cuobjdump -res-usage failed (status %d):\n%s", k->name, rc, out ? out : "");
+    free(out);
+    out = NULL;
+    rc = fg_cuda_tool_run(FG_TOOL_NVDISASM, sass_args, 1, k->binary, k->binary_size, &out);
+    if (rc != 0)
+        fail_msg("%s: nvdisasm failed (status %d):\n%s", k->name, rc, out ? out : "");
+    fg_sass_mix_count(out, mix);
+    if (sass)
+        *sass = out;
+    else
+        free(out);
 }

@@ -6,6 +6,8 @@
 #define FG_TESTUTIL_H
 
 #include "context.h"
+#include "emit.h"
+#include "report_sass.h"
 
 /* Absolute path of a file in the source tree (static buffer per call slot). */
 const char *tu_src(const char *rel);
@@ -36,5 +38,42 @@ void tu_dump_errors(const fg_context *ctx);
 /* Runs a shell command, captures stdout+stderr into *out (malloc'd), returns
  * the exit status (0..255) or -1. */
 int tu_run(const char *cmd, char **out);
+
+/* ---- kernels run by the emulator outside the executor ---- */
+
+/* The launch arguments of kernel k (emitted from plan graph pg, built for
+ * the emulator), bound as the executor binds them: one malloc'd (16-byte
+ * aligned) buffer per tensor parameter -- the output poisoned with 0xff
+ * bytes (NaN in every dtype), inputs packed from ref[] (values of the
+ * source graph src, looked up by tensor name), weights from pg's values --
+ * workspaces zeroed once, scalars by value. */
+typedef struct tu_kargs {
+    uint64_t args[FG_MAX_KPARAMS];
+    void *bufs[FG_MAX_KPARAMS];
+    int out_slot;          /* the parameter the kernel writes */
+    int has_workspace;     /* a split-K workspace (counters must return to zero) */
+} tu_kargs;
+
+void tu_kargs_init(tu_kargs *a, const fg_kernel *k, const fg_graph *pg, const fg_graph *src,
+                   double *const *ref);
+/* Poisons the output buffer again (before a further launch). */
+void tu_kargs_poison(tu_kargs *a, const fg_kernel *k, const fg_graph *pg);
+void tu_kargs_free(tu_kargs *a);
+
+/* ---- NVRTC and NVIDIA's binary tools, no GPU needed ---- */
+
+/* Compiles ks[0..nk) with NVRTC for sm_80 and for sm_90 and returns how
+ * many of the 2 * nk compiles produced a cubin with an empty log (no error,
+ * no warning); each other one's log and source go to stderr. */
+int tu_nvrtc_clean(fg_context *ctx, fg_kernel *ks, int nk);
+/* Nonzero when cuobjdump and nvdisasm are found (runtime/cuda_tools.h);
+ * otherwise prints "<what> NOT RUN: ... not found ..." for the test log
+ * and returns 0, and the caller skips. */
+int tu_cuda_tools_found(const char *what);
+/* Reads the cubin of kernel k (k->binary, one arch): its function's line
+ * of `cuobjdump -res-usage` into *res and the instruction mix of its SASS
+ * (`nvdisasm -c`) into *mix; the SASS text into *sass (malloc'd) unless
+ * sass is NULL.  Fails the test when a tool fails or lists no function. */
+void tu_cubin_read(const fg_kernel *k, fg_res_usage *res, fg_sass_mix *mix, char **sass);
 
 #endif
