@@ -712,6 +712,34 @@ static const ncase cases[] = {
      "  - { name: r, op: add, inputs: [z, s] }\n"
      "  - { name: y, op: sigmoid, inputs: [r] }\n"
      "outputs: [y]\n"},
+    /* ---- reductions (reduce kind, templates/reduce.cuh) and log_softmax: a warp per output over
+     * contiguous axes, a thread per output over outer axes, a block per output over long rows;
+     * axes not adjacent, keepdims both ways ---- */
+    {"reduce", "reduce_sum_warp_max_thread_min_split", "-,-,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 13, 7, 3] }]\n"
+     "nodes:\n"
+     "  - { name: s, op: reduce_sum, inputs: [x], attrs: { axes: [2, 3] } }\n"
+     "  - { name: m, op: reduce_max, inputs: [x], attrs: { axes: [1] } }\n"
+     "  - { name: n, op: reduce_min, inputs: [x], attrs: { axes: [0, 2], keepdims: false } }\n"
+     "outputs: [s, m, n]\n"},
+    {"reduce", "reduce_mean_prod_l1_l2_sumsq", "-,-,-,-,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [3, 5, 4, 6] }]\n"
+     "nodes:\n"
+     "  - { name: a, op: reduce_mean, inputs: [x], attrs: { axes: [-1, 1] } }\n"
+     "  - { name: b, op: reduce_prod, inputs: [x], attrs: { axes: [2], keepdims: false } }\n"
+     "  - { name: c, op: reduce_l1, inputs: [x], attrs: { axes: [0, 1, 2, 3], keepdims: false } }\n"
+     "  - { name: d, op: reduce_l2, inputs: [x], attrs: { axes: [0] } }\n"
+     "  - { name: e, op: reduce_sum_square, inputs: [x], attrs: { axes: [1, 2] } }\n"
+     "outputs: [a, b, c, d, e]\n"},
+    /* log_sum of exp(x) (a positive sum); log_sum_exp over rows of 4200 (a block per output) */
+    {"reduce", "reduce_log_sum_exp_block_log_softmax", "pointwise_chain,-,-,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 6, 5, 7] }, { name: z, shape: [3, 4200] }]\n"
+     "nodes:\n"
+     "  - { name: ex, op: exp, inputs: [x] }\n"
+     "  - { name: ls, op: reduce_log_sum, inputs: [ex], attrs: { axes: [1, 3] } }\n"
+     "  - { name: lse, op: reduce_log_sum_exp, inputs: [z], attrs: { axes: [1], keepdims: false } }\n"
+     "  - { name: lsm, op: log_softmax, inputs: [x], attrs: { axis: 1 } }\n"
+     "outputs: [ls, lse, lsm]\n"},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
@@ -1373,6 +1401,7 @@ static void test_matmul(void **state) { (void)state; run_family("matmul"); }
 static void test_pointwise(void **state) { (void)state; run_family("pointwise"); }
 static void test_single(void **state) { (void)state; run_family("single"); }
 static void test_shuffle(void **state) { (void)state; run_family("shuffle"); }
+static void test_reduce(void **state) { (void)state; run_family("reduce"); }
 
 /* ---- coverage of the table ---------------------------------------------- */
 
@@ -1601,6 +1630,7 @@ int main(void)
         cmocka_unit_test(test_pointwise),
         cmocka_unit_test(test_single),
         cmocka_unit_test(test_shuffle),
+        cmocka_unit_test(test_reduce),
     };
     if (getenv("FUSEGEN_TEST_FILTER"))
         cmocka_set_test_filter(getenv("FUSEGEN_TEST_FILTER"));
