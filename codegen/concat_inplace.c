@@ -134,6 +134,7 @@ int fg_concat_view_parent(const fg_plan *p, int t, int64_t *offset)
 
 /* ---- the hazard check ---------------------------------------------------- */
 
+/* Appends the interval [lo, hi) of tensor's bytes, touched by group. */
 static void add_span(span **v, int *n, int *cap, int group, int tensor, int64_t lo, int64_t hi)
 {
     span *s = FG_PUSH(*v, *n, *cap);
@@ -198,6 +199,7 @@ static void collect_spans(cstate *S, int root)
     }
 }
 
+/* A group named by its last node, as --explain lines name kernels. */
 static const char *group_name(const cstate *S, int gi)
 {
     return S->g->nodes[S->p->groups[gi].nodes[S->p->groups[gi].nnodes - 1]].name;
@@ -268,13 +270,15 @@ int fg_concat_views_check(const fg_plan *p, char *why, size_t whysz)
 
 /* ---- the decision -------------------------------------------------------- */
 
+/* Takes b's text as the next --explain line. */
 static void line(cstate *S, fg_buf *b)
 {
     *FG_PUSH(S->v->lines, S->v->nlines, S->v->lines_cap) = fg_buf_take(b);
 }
 
-/* Why slot i of concat node n (output y, slice offset off bytes) cannot be
- * written in place, in why; 1 when it can.  Does not place it. */
+/* 1, with the reason in why, when slot i of concat node n (its slice at
+ * off bytes) cannot be written in place; 0 when the rules before the
+ * hazard check allow it.  Places nothing. */
 static int slot_refused(cstate *S, int n, int i, int64_t off, char *why, size_t whysz)
 {
     const fg_graph *g = S->g;
