@@ -13,6 +13,7 @@
 #include "expr.h"
 #include "hook.h"
 #include "kind.h"
+#include "template.h"
 
 /* Nonzero when node index nd belongs to the group. */
 static int in_group(const fg_emitter *em, int nd)
@@ -186,9 +187,10 @@ static fg_status emit_apply(fg_emitter *em, int node, const char *const *coords,
 
 /* Emits fg_epilogue(p, v, coordinates...) into the helpers: the group's
  * stages in order, preceded by the anchor's own bias when no stage adds it;
- * with no stages from a rule that lists none (or no rule), every node after
- * the main one is applied in chain order.  A rule whose stages all resolved
- * to nothing (absent optional steps) applies nothing. */
+ * with no stages, every node after the main one is applied in chain order
+ * but a re-indexing node (the copy template's index map) and gemm_softmax's
+ * last node (the softmax, the template's own work); any other node that is
+ * not element-wise is a located error. */
 fg_status fg_em_epilogue(fg_emitter *em)
 {
     const fg_group *grp = em->grp;
@@ -256,11 +258,13 @@ fg_status fg_em_epilogue(fg_emitter *em)
             default: st = fg_em_error(em, FG_ERR_INTERNAL, "unknown epilogue stage %d", (int)e->kind); break;
             }
         }
-    } else if (!em->rule || em->rule->nepilogue == 0) {
+    } else {
         for (int i = 0; i < grp->nnodes && st == FG_OK; i++) {
             int nd = grp->nodes[i];
             if (nd == em->main_node || nd == grp->anchor || fg_kind(em->g->nodes[nd].op->kind)->role == FG_ROLE_RESHAPE)
                 continue;   /* a re-indexing node is part of the template's index map (copy), not a stage */
+            if (i == grp->nnodes - 1 && em->tpl && strcmp(em->tpl->family, "gemm_softmax") == 0)
+                continue;   /* the softmax after the epilogue: the template computes it */
             nstages++;
             st = emit_apply(em, nd, coords, &b);
         }
