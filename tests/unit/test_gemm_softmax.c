@@ -19,9 +19,11 @@
  * with the reason in the near-miss notes, and those unfused plans still
  * match the reference in emulation (the classifier is planned only).
  *
- * NVRTC: the matrix's kernels compile for sm_80 and sm_90 with an empty log,
- * the fp16 / bf16 ones hold tensor-core mma (HMMA), and none uses local
- * memory (cuobjdump; skipped, and said, when it is absent).
+ * NVRTC: kernels of the matrix (every dtype; the 1000-column one with its
+ * shapes as parameters too) compile for sm_80 and sm_90 with an empty log
+ * (tu_nvrtc_clean), the fp16 / bf16 ones hold tensor-core mma (HMMA), and
+ * no cubin of either arch has a stack frame or local memory (tu_cubin_read:
+ * cuobjdump and nvdisasm; skipped, and said so, without them).
  *
  * Tolerances (relative L2): fp32 1e-5, fp16 5e-3, bf16 2e-2 (fp32
  * accumulation: about the output's own rounding).  Seed: FUSEGEN_SEED, else
@@ -41,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_tools.h"
 #include "emit.h"
 #include "jit.h"
 #include "plan.h"
@@ -448,55 +449,28 @@ static void test_plans(void **state)
     free(dir);
 }
 
-/* Compiles group 0 of plan p (case `name`, dtype d; spec: shapes
- * specialized) for sm_80 and sm_90: an empty log, HMMA in fp16 / bf16 and
- * none in fp32, no stack and no local memory when cuobjdump is there.
- * Returns the number of compiles. */
-static int nvrtc_check(const char *name, fg_dtype d, const fg_plan *p, int spec, int tools)
+/* Reads the cubins of ks[0..n) (one arch): no stack and no local memory,
+ * HMMA in the fp16 / bf16 kernels and none in fp32. */
+static void cubins_check(const fg_kernel *ks, const char *const *what, int n, const char *arch)
 {
-    static const char *const archs[] = {"sm_80", "sm_90"};
-    static const char *const res_args[] = {"-res-usage"}, *const sass_args[] = {"-sass"};
-    fg_kernel k;
-    fg_emit_opts eo = {.specialize = spec};
-    assert_int_equal(fg_emit_group(g_ctx, p, 0, &eo, &k), FG_OK);
-    assert_string_equal(k.template_name, "gemm_softmax");
-    const char *how = spec ? "" : " unspecialized";
-    for (int a = 0; a < 2; a++) {
-        fg_jit_info info;
-        memset(&info, 0, sizeof info);
-        fg_status st = fg_jit_compile(g_ctx, &k, archs[a], &info);
-        if (st)
-            tu_dump_errors(g_ctx);
-        assert_int_equal(st, FG_OK);
-        if (info.log[0])
-            fail_msg("%s %s %s%s: NVRTC log:\n%s", name, fg_dtype_name(d), archs[a], how, info.log);
-        if (!tools)
-            continue;
-        char *out = NULL;
+    for (int i = 0; i < n; i++) {
         fg_res_usage u;
-        assert_int_equal(fg_cuda_tool_run(FG_TOOL_CUOBJDUMP, res_args, 1, k.binary, k.binary_size, &out), 0);
-        assert_int_equal(fg_res_usage_parse(out, k.name, &u), 0);
-        free(out);
-        out = NULL;
         fg_sass_mix m = {0};
-        assert_int_equal(fg_cuda_tool_run(FG_TOOL_CUOBJDUMP, sass_args, 1, k.binary, k.binary_size, &out), 0);
-        fg_sass_mix_count(out, &m);
-        free(out);
-        print_message("  %-40s %-5s %s%s: %d registers, %d bytes shared, stack %d, local %d, HMMA %d\n", name,
-                      fg_dtype_name(d), archs[a], how, u.registers, u.shared, u.stack, u.local, m.hmma);
+        tu_cubin_read(&ks[i], &u, &m, NULL);
+        print_message("  %-52s %s: %d registers, %d bytes shared, stack %d, local %d, HMMA %d\n", what[i], arch,
+                      u.registers, u.shared, u.stack, u.local, m.hmma);
         assert_int_equal(u.stack, 0);
         assert_int_equal(u.local, 0);
-        if (d == FG_DTYPE_F32)
+        if (ks[i].dtype == FG_DTYPE_F32)
             assert_int_equal(m.hmma, 0);
         else
             assert_true(m.hmma > 0);
     }
-    fg_kernel_free(&k);
-    return 2;
 }
 
 /* NVRTC: every dtype of the batched 33-column case and of the 1000-column
- * one (8 warps, the most registers), that one with shapes as parameters too. */
+ * one (8 warps, the most registers), that one with shapes as parameters
+ * too: sm_80 and sm_90 with an empty log, then each arch's cubins read. */
 static void test_nvrtc(void **state)
 {
     (void)state;
@@ -505,11 +479,11 @@ static void test_nvrtc(void **state)
         printf("NVRTC check NOT RUN in the sanitizer pass (FUSEGEN_EMU_ASAN is set)\n");
         return;
     }
-    const int tools = fg_cuda_tool_path(FG_TOOL_CUOBJDUMP) != NULL;
-    if (!tools)
-        printf("no-local-memory check NOT RUN: cuobjdump not found (pip install nvidia-cuda-cuobjdump, or set "
-               "FUSEGEN_CUDA_TOOLS)\n");
-    int compiled = 0;
+    enum { MAXK = 16 };
+    fg_kernel ks[MAXK];
+    char what[MAXK][80];
+    const char *whatp[MAXK];
+    int nk = 0;
     static const size_t which[] = {2, 4};
     for (size_t w = 0; w < FG_COUNTOF(which); w++) {
         const gs_case *c = &CASES[which[w]];
@@ -522,15 +496,32 @@ static void test_nvrtc(void **state)
             fg_graph *g = parse(name, text);
             fg_plan *p = NULL;
             assert_int_equal(fg_plan_build(g_ctx, g, &p), FG_OK);
-            compiled += nvrtc_check(name, (fg_dtype)d, p, 1, tools);
-            if (c->N == 1000)
-                compiled += nvrtc_check(name, (fg_dtype)d, p, 0, tools);
+            for (int spec = 1; spec >= (c->N == 1000 ? 0 : 1); spec--) {
+                assert_true(nk < MAXK);
+                fg_emit_opts eo = {.specialize = spec};
+                assert_int_equal(fg_emit_group(g_ctx, p, 0, &eo, &ks[nk]), FG_OK);
+                assert_string_equal(ks[nk].template_name, "gemm_softmax");
+                snprintf(what[nk], sizeof what[nk], "%s %s%s", name, fg_dtype_name((fg_dtype)d),
+                         spec ? "" : " unspecialized");
+                whatp[nk] = what[nk];
+                nk++;
+            }
             fg_plan_free(p);
             fg_graph_free(g);
             free(text);
         }
     }
-    assert_int_equal(compiled, 18);
+    assert_int_equal(nk, 9);
+    int clean = tu_nvrtc_clean(g_ctx, ks, nk);   /* leaves the sm_90 cubins */
+    print_message("  nvrtc: %d kernels x 2 archs, %d clean\n", nk, clean);
+    assert_int_equal(clean, 2 * nk);
+    if (tu_cuda_tools_found("cubin check (no local memory, HMMA)")) {
+        cubins_check(ks, whatp, nk, "sm_90");
+        assert_int_equal(fg_jit_compile_all(g_ctx, ks, nk, "sm_80", NULL), FG_OK);
+        cubins_check(ks, whatp, nk, "sm_80");
+    }
+    for (int i = 0; i < nk; i++)
+        fg_kernel_free(&ks[i]);
 }
 
 static int group_setup(void **state)
