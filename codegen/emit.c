@@ -126,8 +126,9 @@ static void params_struct(fg_emitter *em, fg_buf *b)
             char decl[128];
             const fg_kparam_tmap *m = &em->k->tmaps[kp->value];
             snprintf(decl, sizeof decl, "fg_tmap %s;", kp->name);
-            fg_buf_printf(b, "    %-36s // tensor map of %s: %" PRId64 " x %" PRId64 ", box %d x %d, swizzle %d\n", decl,
-                          em->g->tensors[kp->tensor].name, m->dim[0], m->dim[1], m->box[0], m->box[1], m->swizzle);
+            fg_buf_printf(b, "    %-36s // tensor map of %s: %" PRId64 " x %" PRId64 ", box %d x %d, swizzle %d\n",
+                          decl, em->g->tensors[kp->tensor].name, m->dim[0], m->dim[1], m->box[0], m->box[1],
+                          m->swizzle);
         } else {
             char decl[128];
             snprintf(decl, sizeof decl, "fg_i64 %s;", kp->name);

@@ -66,7 +66,8 @@ static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char 
     const fg_tensor *ts[] = {A, B, Y, O};
     for (int i = 0; i < 4; i++)
         if (ts[i]->rank == 4 && ts[i]->layout != FG_LAYOUT_NCHW) {
-            snprintf(why, whysz, "%s is %s (matmul operands are row-major)", ts[i]->name, fg_layout_name(ts[i]->layout));
+            snprintf(why, whysz, "%s is %s (matmul operands are row-major)", ts[i]->name,
+                     fg_layout_name(ts[i]->layout));
             return 0;
         }
     if (O->rank != w->d.yrank || memcmp(O->shape, w->d.yshape, sizeof(int64_t) * (size_t)O->rank) != 0) {
@@ -92,7 +93,8 @@ static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char 
         int64_t step = w->d.M * w->d.K;
         for (int i = w->d.nbatch - 1; i >= 0; i--) {
             if (w->d.bshape[i] > 1 && w->d.astride[i] != step) {
-                snprintf(why, whysz, "A's batch axes are broadcast or not contiguous (the template folds them into rows)");
+                snprintf(why, whysz,
+                         "A's batch axes are broadcast or not contiguous (the template folds them into rows)");
                 return 0;
             }
             step *= w->d.bshape[i];

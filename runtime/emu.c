@@ -555,7 +555,8 @@ fg_status fg_emu_launch(fg_context *ctx, const fg_kernel *k, const uint64_t *arg
     _Alignas(64) uint64_t slots[FG_MAX_KPARAMS + FG_MAX_TMAPS * (FG_TMAP_PARAM_BYTES / 8 + 8) + 8] = {0};
     size_t arg_bytes = fg_kparam_layout(k, NULL);
     if (arg_bytes > sizeof slots)
-        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s': %zu bytes of parameters", k->name, arg_bytes);
+        return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s': %zu bytes of parameters", k->name,
+                             arg_bytes);
     if (k->nparams > 0)
         memcpy(slots, args, arg_bytes);
     char err[1024];

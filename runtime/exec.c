@@ -637,7 +637,8 @@ static fg_status pack_slots(const fg_exec *e, const fg_kernel *K, uint64_t *slot
             const fg_kparam_tmap *m = &K->tmaps[p->value];
             fg_tmap_desc d = {.base = tensor_addr(e, p->tensor), .elem_bytes = (unsigned)m->elem_bytes,
                               .dim = {(uint64_t)m->dim[0], (uint64_t)m->dim[1]}, .row_stride = (uint64_t)m->row_stride,
-                              .box = {(unsigned)m->box[0], (unsigned)m->box[1]}, .swizzle = (fg_tmap_swizzle)m->swizzle};
+                              .box = {(unsigned)m->box[0], (unsigned)m->box[1]},
+                              .swizzle = (fg_tmap_swizzle)m->swizzle};
             fg_status st = e->be->tensormap_encode(e->ctx, &d, (char *)slots + off[j]);
             if (st)
                 return fg_diag_error(e->ctx, st, FG_NOLOC, "kernel %s: the tensor map %s of tensor '%s' (%s)", K->name,
