@@ -8,6 +8,9 @@
  *   FG_KERNEL(name, fg_params_<name>, threads) { ... p.x ... }
  * each slot a pointer to a tensor or an int64 scalar, in the order of
  * fg_kernel.params.  Launchers pack the slots into an array of 8-byte values.
+ * A TMA kernel (gemm_wgmma) also holds 128-byte tensor maps aligned to 64
+ * (FG_KPARAM_TMAP) and takes the struct as `__grid_constant__`; launchers
+ * then lay the bytes out by fg_kparam_layout.
  */
 #ifndef FG_EMIT_H
 #define FG_EMIT_H
