@@ -20,7 +20,8 @@ model on the same fp16-rounded values; tolerances as test_onnx_models.py):
   rules of rules/rewrites.yaml); a body over two different axes must not be
   rewritten (four kernels) and still match
 
-NaN and infinities against numpy (onnxruntime's max skips NaN): ReduceMax /
+NaN and infinities against numpy (onnxruntime's max and min return NaN only
+when the NaN comes first in the row): ReduceMax /
 ReduceMin of a row holding NaN is NaN, ReduceLogSumExp of a row of -inf is
 -inf and of a row holding +inf is +inf.  A Reduce* with an axis out of
 range or given twice is refused with a located error.
