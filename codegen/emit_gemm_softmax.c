@@ -221,13 +221,19 @@ fg_status fg_emit_gemm_softmax(fg_emitter *em)
     fg_em_set(em, "NI", "%d", gg.ni);
     fg_em_set(em, "NP", "%d", gg.np);
     fg_em_set(em, "PAIR", "%d", gg.d.N % 2 == 0);
+    /* B [K, N] in 16-byte loads when every vector starts aligned: N a
+     * multiple of the vector (the batch strides are multiples of N too) */
+    int vw = tc ? 8 : 4, bvec = !gg.tb && gg.d.N % vw == 0;
+    fg_em_set(em, "BVEC", "%d", bvec);
+    fg_em_set(em, "VW", "%d", vw);
+    fg_em_set(em, "CVT", "%s", gg.dt == FG_DTYPE_BF16 ? "fg_f2bf" : "fg_f2h");
 
     unsigned threads = 32u * (unsigned)gg.warps;
     fg_buf_printf(&em->notes, "//   tile:      %d rows x %d columns (N %" PRId64 "), k steps of %d, %u threads (%d "
                   "warps of %d columns), %s; softmax over the rows in registers\n", GS_BM, gg.np, gg.d.N, tc ? 16 : 8,
                   threads, gg.warps, gg.ni * 8, tc ? "mma m16n8k16, fp32 accumulation" : "fp32 SIMT");
-    fg_buf_printf(&em->notes, "//   operands:  A %s, B %s; softmax %s\n", gg.ta ? "[K, M]" : "[M, K]",
-                  gg.tb ? "[N, K]" : "[K, N]", em->g->nodes[gg.sm].name);
+    fg_buf_printf(&em->notes, "//   operands:  A %s, B %s (%s loads); softmax %s\n", gg.ta ? "[K, M]" : "[M, K]",
+                  gg.tb ? "[N, K]" : "[K, N]", bvec ? "16-byte" : "element", em->g->nodes[gg.sm].name);
     em->template_file = "gemm_softmax.cuh";
     em->threads = threads;
     em->k->grid[0] = (unsigned)((gg.d.M + GS_BM - 1) / GS_BM);

@@ -38,7 +38,7 @@ static const char *const ph_gemv[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "
                                       "WS", "EPI_ARGS", "Y", NULL};
 static const char *const ph_gemm_softmax[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BK", "WARPS_N", "NI", "NP",
                                               "TC", "T", "BATCH", "A", "B", "TA", "TB", "PACK", "MMA", "EPI_ARGS",
-                                              "PAIR", "Y", NULL};
+                                              "PAIR", "Y", "BVEC", "VW", "CVT", NULL};
 static const char *const ph_pool2d[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "X", "Y", "INIT",
                                         "REDUCE", "FINISH", NULL};
 static const char *const ph_global_pool[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "X", "Y", "INIT", "REDUCE",

@@ -8,8 +8,9 @@
 // e = 2, 3: row g + 8; g = lane / 4, t = lane % 4).
 //
 // The reduction advances BK elements of k at a time: A's 16 x BK and B's
-// NP x BK tiles are copied element by element (zero past M, N and K) into
-// shared memory, then
+// NP x BK tiles are copied into shared memory (zero past M, N and K),
+// element by element, or B [K, N] with N a multiple of VW in 16-byte loads
+// of VW columns (BVEC: fg_load8 for fp16 / bf16, fg_load4 for fp32), then
 //   - TC (fp16 / bf16): one mma m16n8k16 per n8 fragment, fp32 accumulation;
 //     tiles k-contiguous, rows of 16 elements (8 words) whose two halves swap
 //     when (row & 4), so a fragment's 32 reads fall in 32 distinct banks;
@@ -80,6 +81,31 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 {{/TC}}
         }
         // B's tile: NP x BK elements, read along B's contiguous axis
+{{#BVEC}}
+        // B [K, N], N a multiple of the vector: 16-byte loads of VW columns
+        // (whole vectors lie inside N or past it)
+        for (int c = tid; c < NP * BK / {{VW}}; c += THREADS) {
+            const int kk = c / (NP / {{VW}}), nn = c % (NP / {{VW}}) * {{VW}};
+            const fg_i64 k = k0 + kk;
+            float v[{{VW}}];
+            FG_UNROLL
+            for (int j = 0; j < {{VW}}; j++)
+                v[j] = 0.0f;
+            if (nn < N && k < K)
+                fg_load{{VW}}(B + k * N + nn, v);
+            FG_UNROLL
+            for (int j = 0; j < {{VW}}; j++) {
+{{#TC}}
+                const int n = nn + j;
+                b_s[n * BK + (kk ^ ((n & 4) << 1))] = {{CVT}}(v[j]);   // exact: the value came from {{T}}
+{{/TC}}
+{{^TC}}
+                b_s[kk * NP + nn + j] = v[j];
+{{/TC}}
+            }
+        }
+{{/BVEC}}
+{{^BVEC}}
         for (int c = tid; c < NP * BK; c += THREADS) {
 {{^TB}}
             const int kk = c / NP, nn = c % NP;   // B [K, N]: n fastest
@@ -104,6 +130,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
             b_s[kk * NP + nn] = in ? B[at] : 0.0f;
 {{/TC}}
         }
+{{/BVEC}}
         fg_sync();
 {{#TC}}
         // fragments (PTX m16n8k16 .row.col): a[0] (g, 2t..2t+1), a[1] (g + 8, ..),

@@ -6,9 +6,10 @@
  * Numerics: each case is planned (one kernel, rule matmul_softmax, template
  * gemm_softmax), compiled for the emulator and run on seeded random inputs
  * rounded to the dtype (the reference reads the same values), the output
- * poisoned with NaN first.  The matrix: odd M, N 1, 7, 33, 128, 1000, odd K,
- * fp32 / fp16 / bf16, the gemm op's own bias, a scale, an additive mask,
- * both transposes, batched (attention scores [B, M, N]) and a rank-1 A.
+ * poisoned with NaN first.  The matrix: odd M, N 1, 7, 33, 64, 128, 1000,
+ * odd K, fp32 / fp16 / bf16, the gemm op's own bias, a scale, an additive
+ * mask, both transposes, B [K, N] in element and in 16-byte loads, batched
+ * (attention scores [B, M, N]) and a rank-1 A.
  * NaN and infinities: a NaN in A, +inf and -inf in B, a -inf mask and a row
  * masked entirely; the NaN positions must be the reference's and the rest
  * within tolerance.
@@ -81,6 +82,7 @@ static const gs_case CASES[] = {
     {13, 7, 9, 0, 0, E_BIAS, 0, 0, F32 | F16 | BF16},             /* the gemm op's bias [N] */
     {17, 33, 19, 0, 0, E_SCALE, 2, 0, F32 | F16 | BF16},          /* attention scores [2, 17, 33] */
     {9, 128, 31, 0, 1, E_MASK, 0, 0, F32 | F16},                  /* B [N, K], an additive [M, N] mask */
+    {11, 64, 9, 0, 0, E_MASK, 3, 0, F32 | BF16},                 /* B [K, N] in 16-byte loads, batched */
     {5, 1000, 7, 1, 0, E_BIAS_SCALE, 0, 0, F32 | F16 | BF16},     /* A [K, M]; 8 warps, a padded row */
     {1, 33, 11, 0, 0, E_SCALE, 0, 1, F32},                        /* A a vector: one row */
 };
@@ -268,7 +270,7 @@ static void test_numerics_matrix(void **state)
             free(text);
             runs++;
         }
-    assert_true(runs >= 14);
+    assert_true(runs >= 16);
 }
 
 /* [7, 5] x [5, 33] + mask [7, 33]: A row 2 has a NaN (row 2 NaN); B column 3
@@ -468,9 +470,10 @@ static void cubins_check(const fg_kernel *ks, const char *const *what, int n, co
     }
 }
 
-/* NVRTC: every dtype of the batched 33-column case and of the 1000-column
- * one (8 warps, the most registers), that one with shapes as parameters
- * too: sm_80 and sm_90 with an empty log, then each arch's cubins read. */
+/* NVRTC: every dtype of the batched 33-column case, the batched 64-column
+ * one (16-byte loads of B) and the 1000-column one (8 warps, the most
+ * registers; shapes as parameters too): sm_80 and sm_90 with an empty log,
+ * then each arch's cubins read. */
 static void test_nvrtc(void **state)
 {
     (void)state;
@@ -484,7 +487,7 @@ static void test_nvrtc(void **state)
     char what[MAXK][80];
     const char *whatp[MAXK];
     int nk = 0;
-    static const size_t which[] = {2, 4};
+    static const size_t which[] = {2, 4, 5};
     for (size_t w = 0; w < FG_COUNTOF(which); w++) {
         const gs_case *c = &CASES[which[w]];
         for (int d = 0; d < FG_DTYPE_COUNT; d++) {
@@ -501,6 +504,9 @@ static void test_nvrtc(void **state)
                 fg_emit_opts eo = {.specialize = spec};
                 assert_int_equal(fg_emit_group(g_ctx, p, 0, &eo, &ks[nk]), FG_OK);
                 assert_string_equal(ks[nk].template_name, "gemm_softmax");
+                /* B [K, N] with N a multiple of the vector (8 16-bit, 4 fp32 elements): 16-byte loads */
+                int vec = !c->tb && c->N % (d == FG_DTYPE_F32 ? 4 : 8) == 0;
+                assert_non_null(strstr(ks[nk].source, vec ? "(16-byte loads)" : "(element loads)"));
                 snprintf(what[nk], sizeof what[nk], "%s %s%s", name, fg_dtype_name((fg_dtype)d),
                          spec ? "" : " unspecialized");
                 whatp[nk] = what[nk];
@@ -511,7 +517,7 @@ static void test_nvrtc(void **state)
             free(text);
         }
     }
-    assert_int_equal(nk, 9);
+    assert_int_equal(nk, 11);
     int clean = tu_nvrtc_clean(g_ctx, ks, nk);   /* leaves the sm_90 cubins */
     print_message("  nvrtc: %d kernels x 2 archs, %d clean\n", nk, clean);
     assert_int_equal(clean, 2 * nk);
