@@ -46,20 +46,18 @@ typedef struct run {
 static void split_runs(const fg_tensor *x, unsigned mask, run *kept, int *nk, run *red, int *nr)
 {
     int64_t stride = 1;
-    int last = -1;   /* kind of the run being extended: 0 kept, 1 reduced */
     *nk = *nr = 0;
     run tmp[FG_MAX_RANK];
-    int kinds[FG_MAX_RANK], n = 0;
-    for (int d = x->rank - 1; d >= 0; d--) {   /* from the innermost axis */
+    int kinds[FG_MAX_RANK], n = 0;   /* kinds[i]: run i is reduced */
+    for (int d = x->rank - 1; d >= 0; d--) {   /* from the innermost axis; size-1 axes take no index */
         int k = (mask >> d) & 1u;
         if (x->shape[d] != 1) {
-            if (n > 0 && kinds[n - 1] == k && last == k) {
+            if (n > 0 && kinds[n - 1] == k) {
                 tmp[n - 1].n *= x->shape[d];
             } else {
                 tmp[n] = (run){x->shape[d], stride};
                 kinds[n++] = k;
             }
-            last = k;
         }
         stride *= x->shape[d];
     }
@@ -87,9 +85,10 @@ static void line(fg_buf *b, int ind, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Statements at indentation ind adding to `var` the logical offset of index
- * `idx` over runs r[0..n) (the last run varies fastest); shape constants
- * prefix0, prefix1, ... (count) and stride (S). */
+/* Statements at indentation ind adding to `var` (declared first, at 0, when
+ * declare) the logical offset of index `idx` over runs r[0..n) (the last run
+ * varies fastest); run i's count and stride are the shape constants
+ * <pfx>N<i> and <pfx>S<i>. */
 static void index_code(fg_emitter *em, const run *r, int n, const char *idx, const char *var, const char *pfx,
                        int declare, int ind, fg_buf *b)
 {
