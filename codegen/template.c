@@ -109,12 +109,17 @@ void fg_template_describe(const fg_template *t, const fg_tcand *c, char *buf, si
         fn(c, buf, size);
 }
 
+fg_device_arch_fn fg_device_arch_hook;
+
 const char *fg_target_arch(const fg_context *ctx)
 {
     if (!ctx)
         return NULL;
     if (ctx->arch && *ctx->arch)
         return ctx->arch;
+    const char *gpu = fg_device_arch_hook ? fg_device_arch_hook(ctx) : NULL;
+    if (gpu && *gpu)
+        return gpu;
     return ctx->env.arch && *ctx->env.arch ? ctx->env.arch : NULL;
 }
 

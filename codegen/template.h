@@ -39,8 +39,7 @@ typedef struct fg_tcand {
     int main_node;             /* anchor, else the first node not folded */
     int nepi;                  /* epilogue stages, the anchor's own bias included (an upper bound) */
     int ntensors;              /* distinct tensors the kernel reads or writes (an upper bound) */
-    const char *arch;          /* the target arch known to codegen (the arch option, else $FUSEGEN_ARCH), or
-                                  NULL: unknown (the runtime resolves it later); fg_target_arch */
+    const char *arch;          /* the target arch (fg_target_arch), or NULL: unknown */
 } fg_tcand;
 
 /* Accepts candidate c (1), or refuses it (0) with the reason in why. */
@@ -101,9 +100,17 @@ fg_status fg_template_load(fg_context *ctx, const struct fg_ynode *map, uint64_t
 /* Frees the context's registered templates (fg_context_free). */
 void fg_templates_free(fg_context *ctx);
 
-/* The target arch codegen plans for: the context's arch option, else
- * $FUSEGEN_ARCH, else NULL (unknown: the GPU's arch is the runtime's to
- * find, later).  Templates that need an arch (gemm_wgmma) refuse unknown. */
+/* The arch of the GPU present ("sm_90"), or NULL when there is none: a
+ * function the runtime installs (runtime/cuda.c) so that codegen, which never
+ * calls the runtime, plans for the device the JIT will compile for. */
+typedef const char *(*fg_device_arch_fn)(const fg_context *ctx);
+extern fg_device_arch_fn fg_device_arch_hook;
+
+/* The target arch codegen plans for, in the order the JIT resolves its own
+ * (runtime/jit.c): the context's arch option, else the GPU's, else
+ * $FUSEGEN_ARCH, else NULL (unknown: no GPU and nothing said; the JIT then
+ * compiles for sm_90).  Templates that need an arch (gemm_wgmma) refuse
+ * unknown. */
 const char *fg_target_arch(const fg_context *ctx);
 
 /* The families' own checks (emit_<family>.c). */

@@ -5,6 +5,7 @@
  * error name and text.  See cuda_driver.h.
  */
 #include "cuda_driver.h"
+#include "template.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -74,6 +75,7 @@ static struct {
     CUdevice dev;
     CUcontext pctx;
     int cc_major, cc_minor;
+    char arch[16];          /* "sm_XY" of device 0 once open */
     char name[128];
 } drv = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -162,6 +164,7 @@ static void open_driver(const char *path)
     }
     if (drv.api.DeviceGetName(drv.name, (int)sizeof drv.name, drv.dev) != CUDA_SUCCESS)
         drv.name[0] = 0;
+    snprintf(drv.arch, sizeof drv.arch, "sm_%d%d", drv.cc_major, drv.cc_minor);
     drv.st = FG_OK;
 }
 
@@ -214,8 +217,21 @@ int fg_cuda_device_arch(fg_context *ctx, char out[16])
 {
     if (ensure_driver(ctx) != FG_OK)
         return -1;
-    snprintf(out, 16, "sm_%d%d", drv.cc_major, drv.cc_minor);
+    snprintf(out, 16, "%s", drv.arch);
     return 0;
+}
+
+/* fg_device_arch_hook (codegen/template.h): device 0's arch, for the
+ * planner's template choice, or NULL without a usable GPU.  Installed when
+ * the library is loaded. */
+static const char *device_arch_for_codegen(const fg_context *ctx)
+{
+    return ensure_driver(ctx) == FG_OK && drv.arch[0] ? drv.arch : NULL;
+}
+
+__attribute__((constructor)) static void install_device_arch_hook(void)
+{
+    fg_device_arch_hook = device_arch_for_codegen;
 }
 
 fg_status fg_cuda_fail(fg_context *ctx, CUresult r, const char *call, const char *file, int line, const char *kernel)

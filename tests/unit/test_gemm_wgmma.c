@@ -52,8 +52,9 @@
 #include "tensor_convert.h"
 #include "testutil.h"
 
-/* A context planning for arch (NULL: none known), with the shipped rules or
- * (tiles) a rule whose tile hook returns them. */
+/* A context planning for arch (NULL: none known -- no arch option, no
+ * $FUSEGEN_ARCH and, on a machine with a GPU too, no driver to ask), with the
+ * shipped rules or (tiles) a rule whose tile hook returns them. */
 static fg_context *arch_ctx(const char *arch, const char *tiles, char **dir)
 {
     fg_context *ctx = NULL;
@@ -62,7 +63,16 @@ static fg_context *arch_ctx(const char *arch, const char *tiles, char **dir)
     o.arch = arch;
     o.device = FG_DEVICE_EMU;
     unsetenv("FUSEGEN_ARCH");
+    const char *lib = getenv("FUSEGEN_CUDA_LIBRARY");
+    char *saved = lib ? fg_xstrdup(lib) : NULL;
+    if (!arch)
+        setenv("FUSEGEN_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
     assert_int_equal(fg_context_init(&ctx, &o), FG_OK);
+    if (saved)
+        setenv("FUSEGEN_CUDA_LIBRARY", saved, 1);
+    else
+        unsetenv("FUSEGEN_CUDA_LIBRARY");
+    free(saved);
     ctx->quiet = 1;
     *dir = NULL;
     if (tiles) {
@@ -440,9 +450,50 @@ static void test_selection(void **state)
     }
 }
 
+/* The planner's target arch is resolved as the JIT resolves its own: the
+ * arch option, else the GPU's (the runtime's fg_device_arch_hook), else
+ * $FUSEGEN_ARCH.  A stand-in hook plays the GPU. */
+static const char *gpu_sm90(const fg_context *ctx)
+{
+    (void)ctx;
+    return "sm_90";
+}
+
+static void test_target_arch_order(void **state)
+{
+    (void)state;
+    fg_device_arch_fn real = fg_device_arch_hook;
+    fg_device_arch_hook = gpu_sm90;
+    setenv("FUSEGEN_ARCH", "sm_80", 1);
+    fg_context *ctx = NULL;
+    fg_options o = {0};
+    o.no_rules = 1;
+    assert_int_equal(fg_context_init(&ctx, &o), FG_OK);
+    assert_string_equal(fg_target_arch(ctx), "sm_90");   /* the GPU before the environment */
+    assert_int_equal(fg_rules_load(ctx, tu_src("rules")), FG_OK);
+    fg_graph *g = parse(ctx, "gpu", "fp16", MLP(4096, 768, 3072, gelu));
+    fg_plan *p = plan(ctx, g);
+    assert_string_equal(template_of(p, "mm"), "gemm_wgmma");
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_context_free(ctx);
+    o.arch = "sm_80";   /* the option before the GPU */
+    assert_int_equal(fg_context_init(&ctx, &o), FG_OK);
+    assert_string_equal(fg_target_arch(ctx), "sm_80");
+    fg_context_free(ctx);
+    fg_device_arch_hook = NULL;   /* no GPU: the environment */
+    o.arch = NULL;
+    assert_int_equal(fg_context_init(&ctx, &o), FG_OK);
+    assert_string_equal(fg_target_arch(ctx), "sm_80");
+    fg_context_free(ctx);
+    unsetenv("FUSEGEN_ARCH");
+    fg_device_arch_hook = real;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_target_arch_order),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_numerics),
         cmocka_unit_test(test_mutations),
