@@ -13,6 +13,15 @@
  * A [batch..., M, K] (contiguous) times a shared B, and a shape that gives
  * at least WG_MIN_TILES tiles.  Otherwise the mma.sync templates run it.
  * The kernel needs the architecture-specific target: fg_kernel.arch_specific.
+ *
+ * conv2d_wgmma (family conv2d) renders the same kernel for the convolutions
+ * that are a GEMM as they are stored: 1x1, stride 1, no padding, dilation 1,
+ * groups 1, NHWC activations.  A is the input viewed as [N*H*W, C] (C
+ * contiguous), B the weights [K, C] (a 1x1 kernel is stored so in either
+ * layout: wgmma's K-major B), the output [N*H*W, K] (NHWC); the epilogue
+ * recovers (n, oh, ow) from the row.  Both templates share the geometry
+ * (wg_geom), the arch and tile-count conditions (wg_ok) and the emitter
+ * (wg_emit); only the way the geometry is read off the anchor differs.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -36,6 +45,8 @@ typedef struct wg_geom {
     fg_matmul_geom_t d;
     int at, bt, tb;      /* tb: B stored [N, K] (the node's trans_b) */
     int64_t rows;        /* MR: batch * M, the rows of the folded A and Y */
+    int conv;            /* a 1x1 convolution: d.M = rows = N*OH*OW, d.N = K, d.K = C */
+    int64_t oh, ow;      /* conv: the output's height and width */
 } wg_geom;
 
 /* Nonzero when arch (sm_90, sm_90a, compute_90, compute_90a) is a Hopper target. */
@@ -61,6 +72,8 @@ static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char 
     w->tb = fg_node_attr(nd, "trans_b") && fg_node_attr_int(nd, "trans_b", 0) != 0;
     const fg_tensor *A = &g->tensors[w->at], *B = &g->tensors[w->bt], *Y = &g->tensors[nd->output];
     const fg_tensor *O = &g->tensors[out];
+    w->conv = 0;
+    w->oh = w->ow = 0;
     if (!fg_matmul_geom(A, B, ta, w->tb, &w->d, why, whysz))
         return 0;
     const fg_tensor *ts[] = {A, B, Y, O};
@@ -116,6 +129,100 @@ static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char 
     return 1;
 }
 
+/* The GEMM a convolution is, or 0 with the reason: 1x1, stride 1, no
+ * padding, dilation 1, groups 1; input, output and the group's output NHWC
+ * (the weights' layout does not matter: a 1x1 kernel is [K, C] in both);
+ * one dtype, fp16 or bf16; C and K multiples of 8 (TMA's 16-byte rows). */
+static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char *why, size_t whysz)
+{
+    const fg_node *nd = &g->nodes[anchor];
+    memset(w, 0, sizeof *w);
+    w->conv = 1;
+    w->at = nd->inputs[0];
+    w->bt = nd->inputs[1];
+    w->tb = 1;   /* the weights are B stored [N, K]: K-major */
+    const fg_tensor *x = &g->tensors[w->at], *wt = &g->tensors[w->bt], *y = &g->tensors[nd->output];
+    const fg_tensor *o = &g->tensors[out];
+    if (x->rank != 4 || wt->rank != 4 || y->rank != 4 || o->rank != 4) {
+        snprintf(why, whysz, "needs rank-4 input, weight and output");
+        return 0;
+    }
+    int64_t groups = fg_node_attr(nd, "groups") ? fg_node_attr_int(nd, "groups", 0) : 1;
+    int64_t pb[2], pe[2];
+    fg_node_pads(nd, pb, pe);
+    if (wt->shape[2] != 1 || wt->shape[3] != 1) {
+        snprintf(why, whysz, "a %" PRId64 "x%" PRId64 " kernel (only 1x1 convolutions are a plain GEMM)",
+                 wt->shape[2], wt->shape[3]);
+        return 0;
+    }
+    if (fg_node_attr_int(nd, "stride", 0) != 1 || fg_node_attr_int(nd, "stride", 1) != 1 ||
+        fg_node_attr_int(nd, "dilation", 0) != 1 || fg_node_attr_int(nd, "dilation", 1) != 1) {
+        snprintf(why, whysz, "stride %" PRId64 "x%" PRId64 ", dilation %" PRId64 "x%" PRId64
+                 " (the rows of A are the input pixels only with stride 1)", fg_node_attr_int(nd, "stride", 0),
+                 fg_node_attr_int(nd, "stride", 1), fg_node_attr_int(nd, "dilation", 0),
+                 fg_node_attr_int(nd, "dilation", 1));
+        return 0;
+    }
+    if (pb[0] || pb[1] || pe[0] || pe[1]) {
+        snprintf(why, whysz, "padding %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 " (needs none)", pb[0], pb[1],
+                 pe[0], pe[1]);
+        return 0;
+    }
+    if (groups != 1) {
+        snprintf(why, whysz, "groups %" PRId64 " (one group only)", groups);
+        return 0;
+    }
+    const fg_tensor *nchw = x->layout != FG_LAYOUT_NHWC ? x : y->layout != FG_LAYOUT_NHWC ? y
+                          : o->layout != FG_LAYOUT_NHWC ? o : NULL;
+    if (nchw) {
+        snprintf(why, whysz, "%s is %s (the GEMM view needs NHWC activations)", nchw->name,
+                 fg_layout_name(nchw->layout));
+        return 0;
+    }
+    if (x->dtype != y->dtype || wt->dtype != y->dtype || o->dtype != y->dtype ||
+        (y->dtype != FG_DTYPE_F16 && y->dtype != FG_DTYPE_BF16)) {
+        snprintf(why, whysz, "input %s, weight %s, output %s (wgmma takes fp16 or bf16, one dtype)",
+                 fg_dtype_name(x->dtype), fg_dtype_name(wt->dtype), fg_dtype_name(o->dtype));
+        return 0;
+    }
+    int64_t N = x->shape[0], C = x->shape[1], K = wt->shape[0];
+    if (wt->shape[1] != C || y->shape[1] != K || memcmp(o->shape, y->shape, sizeof(int64_t) * 4) != 0 ||
+        y->shape[2] != x->shape[2] || y->shape[3] != x->shape[3]) {
+        snprintf(why, whysz, "input %s, weight %s and output %s do not agree (or the group's output %s is not the "
+                 "conv's shape)", x->name, wt->name, y->name, o->name);
+        return 0;
+    }
+    if (C % 8 || K % 8) {
+        snprintf(why, whysz, "C %" PRId64 " or K %" PRId64 " not a multiple of 8 (TMA needs 16-byte rows)", C, K);
+        return 0;
+    }
+    w->oh = y->shape[2];
+    w->ow = y->shape[3];
+    w->rows = N * w->oh * w->ow;
+    w->d.M = w->rows;
+    w->d.N = K;
+    w->d.K = C;
+    w->d.batch = 1;
+    w->d.nbatch = 0;
+    if (w->rows >= (int64_t)1 << 31 || K >= (int64_t)1 << 31 || C >= (int64_t)1 << 31) {
+        snprintf(why, whysz, "a dimension reaches 2^31 (TMA coordinates are 32-bit)");
+        return 0;
+    }
+    if ((w->rows + WG_BM - 1) / WG_BM > 65535) {   /* grid y */
+        snprintf(why, whysz, "%" PRId64 " pixels exceed the grid", w->rows);
+        return 0;
+    }
+    return 1;
+}
+
+/* The geometry of the anchor: a conv2d's (1x1) or a matmul's. */
+static int wg_anchor_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char *why, size_t whysz)
+{
+    if (g->nodes[anchor].op->kind == FG_OPK_CONV2D)
+        return wg_conv_geometry(g, anchor, out, w, why, whysz);
+    return wg_geometry(g, anchor, out, w, why, whysz);
+}
+
 /* The candidate's geometry with the arch and shape conditions: 1 = the
  * template takes it. */
 static int wg_ok(const fg_tcand *c, wg_geom *w, char *why, size_t whysz)
@@ -134,13 +241,18 @@ static int wg_ok(const fg_tcand *c, wg_geom *w, char *why, size_t whysz)
             return 0;
         }
     }
-    if (!wg_geometry(c->g, c->anchor, c->g->nodes[c->nodes[c->nnodes - 1]].output, w, why, whysz))
+    if (!wg_anchor_geometry(c->g, c->anchor, c->g->nodes[c->nodes[c->nnodes - 1]].output, w, why, whysz))
         return 0;
     int64_t tiles = wg_tiles(w, default_bn(w->d.N));
     if (w->rows < WG_BM || tiles < WG_MIN_TILES) {
-        snprintf(why, whysz, "M %" PRId64 " x N %" PRId64 " (batch %" PRId64 ") is %" PRId64 " tiles of %d x %d "
-                 "(wants M >= %d and %d tiles, half of %d SMs)", w->d.M, w->d.N, w->d.batch, tiles, WG_BM,
-                 default_bn(w->d.N), WG_BM, WG_MIN_TILES, WG_TARGET_SMS);
+        if (w->conv)
+            snprintf(why, whysz, "%" PRId64 " pixels x K %" PRId64 " is %" PRId64 " tiles of %d x %d (wants %d pixels "
+                     "and %d tiles, half of %d SMs)", w->rows, w->d.N, tiles, WG_BM, default_bn(w->d.N), WG_BM,
+                     WG_MIN_TILES, WG_TARGET_SMS);
+        else
+            snprintf(why, whysz, "M %" PRId64 " x N %" PRId64 " (batch %" PRId64 ") is %" PRId64 " tiles of %d x %d "
+                     "(wants M >= %d and %d tiles, half of %d SMs)", w->d.M, w->d.N, w->d.batch, tiles, WG_BM,
+                     default_bn(w->d.N), WG_BM, WG_MIN_TILES, WG_TARGET_SMS);
         return 0;
     }
     return 1;
@@ -149,13 +261,24 @@ static int wg_ok(const fg_tcand *c, wg_geom *w, char *why, size_t whysz)
 int fg_check_gemm_wgmma(const fg_tcand *c, char *why, size_t whysz)
 {
     wg_geom w;
-    if (c->anchor < 0) {
+    if (c->anchor < 0 || c->g->nodes[c->anchor].op->kind != FG_OPK_MATMUL) {
         snprintf(why, whysz, "no matmul anchor");
         return 0;
     }
     return wg_ok(c, &w, why, whysz);
 }
 
+int fg_check_conv2d_wgmma(const fg_tcand *c, char *why, size_t whysz)
+{
+    wg_geom w;
+    if (c->anchor < 0 || c->g->nodes[c->anchor].op->kind != FG_OPK_CONV2D) {
+        snprintf(why, whysz, "no conv2d anchor");
+        return 0;
+    }
+    return wg_ok(c, &w, why, whysz);
+}
+
+/* Both templates' --explain line (the anchor tells which). */
 void fg_gemm_wgmma_describe(const fg_tcand *c, char *buf, size_t size)
 {
     wg_geom w;
@@ -164,6 +287,12 @@ void fg_gemm_wgmma_describe(const fg_tcand *c, char *buf, size_t size)
     if (c->anchor < 0 || !wg_ok(c, &w, why, sizeof why))
         return;
     int bn = default_bn(w.d.N);
+    if (w.conv) {
+        snprintf(buf, size, "tile %d x %d x %d, %d stages, TMA + wgmma, %s (1x1 conv as a GEMM: %" PRId64
+                 " pixels, K %" PRId64 ", C %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, WG_BK, WG_STAGES,
+                 c->arch, w.rows, w.d.N, w.d.K, wg_tiles(&w, bn), WG_TARGET_SMS);
+        return;
+    }
     snprintf(buf, size, "tile %d x %d x %d, %d stages, TMA + wgmma, %s (M %" PRId64 " x batch %" PRId64 ", N %" PRId64
              ", K %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, WG_BK, WG_STAGES, c->arch, w.d.M, w.d.batch,
              w.d.N, w.d.K, wg_tiles(&w, bn), WG_TARGET_SMS);
@@ -195,10 +324,18 @@ static const char *add_tmap(fg_emitter *em, const char *name, int t, int64_t dim
 }
 
 /* The text that turns the row `grow` of the folded output into the batch
- * coordinates yb<i> and the matrix row `row`. */
+ * coordinates yb<i> and the matrix row `row` (a conv: into the pixel's n,
+ * oh, ow). */
 static void batch_rows(fg_emitter *em, const wg_geom *w, fg_buf *b)
 {
     const fg_matmul_geom_t *d = &w->d;
+    if (w->conv) {   /* the row is the output pixel (n, oh, ow) of an NHWC image */
+        fg_em_shape(em, "OH", w->oh);
+        fg_em_shape(em, "OW", w->ow);
+        fg_buf_put(b, "        const fg_i64 ow = grow % OW, oh = grow / OW % OH, n = grow / (OW * OH);   "
+                      "// the output pixel\n");
+        return;
+    }
     if (d->nbatch == 0) {
         fg_buf_put(b, "        const fg_i64 row = grow;\n");
         return;
@@ -221,23 +358,33 @@ static void batch_rows(fg_emitter *em, const wg_geom *w, fg_buf *b)
     }
 }
 
+/* The coordinates fg_epilogue takes for column `col`: the output's logical
+ * ones (a conv's (n, k, oh, ow); a matmul's batch coordinates, row, col). */
 static void epi_args(const wg_geom *w, const char *col, fg_buf *b)
 {
+    if (w->conv) {
+        fg_buf_printf(b, "n, %s, oh, ow", col);
+        return;
+    }
     for (int i = 0; i < w->d.nbatch; i++)
         fg_buf_printf(b, "%syb%d", b->len ? ", " : "", i);
     fg_buf_printf(b, "%srow, %s", b->len ? ", " : "", col);
 }
 
-fg_status fg_emit_gemm_wgmma(fg_emitter *em)
+/* Renders gemm_wgmma.cuh for the anchor (a matmul, or a 1x1 conv2d when
+ * kind is FG_OPK_CONV2D): the geometry, the tile hook's tile_n and stages,
+ * the tensor maps, the placeholders and the launch. */
+static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
 {
     int a = em->grp->anchor;
     wg_geom w;
     char why[300];
-    if (a < 0 || em->g->nodes[a].op->kind != FG_OPK_MATMUL)
-        return fg_em_error(em, FG_ERR_INPUT, "template %s needs a matmul anchor", em->grp->template_name);
-    if (!wg_geometry(em->g, a, em->out, &w, why, sizeof why))
-        return fg_em_error(em, FG_ERR_UNSUPPORTED, "template %s cannot run matmul '%s': %s", em->grp->template_name,
-                           em->g->nodes[a].name, why);
+    const char *what = kind == FG_OPK_CONV2D ? "conv2d" : "matmul";
+    if (a < 0 || em->g->nodes[a].op->kind != kind)
+        return fg_em_error(em, FG_ERR_INPUT, "template %s needs a %s anchor", em->grp->template_name, what);
+    if (!wg_anchor_geometry(em->g, a, em->out, &w, why, sizeof why))
+        return fg_em_error(em, FG_ERR_UNSUPPORTED, "template %s cannot run %s '%s': %s", em->grp->template_name,
+                           what, em->g->nodes[a].name, why);
     const char *keys[] = {"tile_n", "stages"};
     int64_t v[2] = {default_bn(w.d.N), WG_STAGES};
     fg_status st = fg_em_tile_params(em, keys, 2, v);
@@ -261,7 +408,8 @@ fg_status fg_emit_gemm_wgmma(fg_emitter *em)
     const char *mb = trans_b ? add_tmap(em, "tmap_b", w.bt, w.d.N, w.d.K, 64, WG_BK)
                              : add_tmap(em, "tmap_b", w.bt, w.d.K, w.d.N, WG_BK, bn);
     fg_em_shape(em, "MR", w.rows);
-    fg_em_shape(em, "M", w.d.M);
+    if (!w.conv)
+        fg_em_shape(em, "M", w.d.M);
     fg_em_shape(em, "N", w.d.N);
     fg_em_shape(em, "K", w.d.K);
     fg_em_set(em, "TMAP_A", "%s", ma);
@@ -290,8 +438,12 @@ fg_status fg_emit_gemm_wgmma(fg_emitter *em)
     fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages (%u bytes of shared memory), %d threads: a TMA "
                   "producer warpgroup, two wgmma consumer warpgroups%s; sm_90a\n", WG_BM, bn, WG_BK, stages, smem,
                   WG_THREADS, bn == 256 ? " (setmaxnreg 40 / 232)" : "");
-    fg_buf_printf(&em->notes, "//   operands:  A [M, K] (%" PRId64 " rows), B %s; 128B swizzle\n", w.rows,
-                  w.tb ? "[N, K] (K-major)" : "[K, N] (N-major)");
+    if (w.conv)
+        fg_buf_printf(&em->notes, "//   operands:  A = x as [N*H*W, C] (%" PRId64 " pixels, C %" PRId64 "), B = w as "
+                      "[K, C] (K-major), Y [N*H*W, K]: a 1x1 conv; 128B swizzle\n", w.rows, w.d.K);
+    else
+        fg_buf_printf(&em->notes, "//   operands:  A [M, K] (%" PRId64 " rows), B %s; 128B swizzle\n", w.rows,
+                      w.tb ? "[N, K] (K-major)" : "[K, N] (N-major)");
     em->template_file = "gemm_wgmma.cuh";
     em->threads = WG_THREADS;
     em->k->arch_specific = 1;
@@ -303,3 +455,7 @@ fg_status fg_emit_gemm_wgmma(fg_emitter *em)
     em->k->block[1] = em->k->block[2] = 1;
     return FG_OK;
 }
+
+fg_status fg_emit_gemm_wgmma(fg_emitter *em) { return wg_emit(em, FG_OPK_MATMUL); }
+
+fg_status fg_emit_conv2d_wgmma(fg_emitter *em) { return wg_emit(em, FG_OPK_CONV2D); }

@@ -52,6 +52,9 @@ static const fg_template builtins[] = {
     BUILTIN("conv2d_tc", "conv2d", KIND(FG_OPK_CONV2D), ALL_DTYPES, 20, tile_conv_tc, fg_check_conv2d_tc,
             fg_emit_conv2d_tc, "NHWC implicit-GEMM convolution on tensor cores, groups 1: fp16/bf16 (C % 8 == 0), "
             "fp32 with precision tf32 (C % 4 == 0); tile and split-K chosen per shape"),
+    BUILTIN("conv2d_wgmma", "conv2d", KIND(FG_OPK_CONV2D), HALF_DTYPES, 30, tile_gemm_wgmma, fg_check_conv2d_wgmma,
+            fg_emit_conv2d_wgmma, "1x1 NHWC convolution (stride 1, no padding, groups 1) as a GEMM on Hopper (sm_90a): "
+            "gemm_wgmma's kernel with the conv's epilogue; fp16/bf16, C and K multiples of 8, large shapes"),
     BUILTIN("gemm", "gemm", KIND(FG_OPK_MATMUL), 1u << FG_DTYPE_F32, 0, tile_gemm, fg_check_gemm, fg_emit_gemm,
             "fp32 GEMM on shared-memory tiles (SIMT)"),
     BUILTIN("gemm_tc", "gemm", KIND(FG_OPK_MATMUL), HALF_DTYPES | (1u << FG_DTYPE_F32), 10, tile_gemm_tc,
@@ -97,6 +100,7 @@ static void (*builtin_describe(const fg_template *t))(const fg_tcand *, char *, 
            : strcmp(t->name, "gemv") == 0           ? fg_gemv_describe
            : strcmp(t->name, "gemm_softmax") == 0   ? fg_gemm_softmax_describe
            : strcmp(t->name, "gemm_wgmma") == 0     ? fg_gemm_wgmma_describe
+           : strcmp(t->name, "conv2d_wgmma") == 0   ? fg_gemm_wgmma_describe
                                                     : NULL;
 }
 

@@ -138,5 +138,10 @@ fg_status fg_emit_gemm_softmax(struct fg_emitter *em);
 int fg_check_gemm_wgmma(const fg_tcand *c, char *why, size_t whysz);
 void fg_gemm_wgmma_describe(const fg_tcand *c, char *buf, size_t size);
 fg_status fg_emit_gemm_wgmma(struct fg_emitter *em);
+/* conv2d_wgmma (emit_gemm_wgmma.c): gemm_wgmma's kernel for 1x1, stride 1,
+ * unpadded, groups 1 NHWC convolutions (a GEMM as stored); its --explain line
+ * is fg_gemm_wgmma_describe's. */
+int fg_check_conv2d_wgmma(const fg_tcand *c, char *why, size_t whysz);
+fg_status fg_emit_conv2d_wgmma(struct fg_emitter *em);
 
 #endif /* FG_TEMPLATE_H */

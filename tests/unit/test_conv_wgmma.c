@@ -1,0 +1,255 @@
+/*
+ * test_conv_wgmma.c -- the Hopper 1x1 convolution template (conv2d_wgmma:
+ * gemm_wgmma's wgmma + TMA + mbarrier kernel over the NHWC input viewed as
+ * [N*H*W, C] and the weights [K, C]) in emulation, against the host
+ * reference of the unfused graph, and its selection.
+ *
+ * Numerics: ResNet-50-style 1x1 convolutions planned for arch sm_90 with the
+ * shipped rules (conv_bn_act, conv_bn_add_act, conv_add_act: the folded
+ * BatchNorm's bias, the residual add read at (n, k, oh, ow), relu) run
+ * through the executor on the emulation backend, which runs the very source
+ * NVRTC compiles for sm_90a.  The shapes are the smallest that pass the
+ * template's tile-count condition (at least 66 tiles of 128 pixels x BN):
+ * K 64 (BN 64) and K 256 / 136 (BN 128, the last column tile partial at
+ * 136), C 256 (4 k stages), 64 (one) and 72 (a partial second stage), pixel
+ * counts that leave the last row tile partial, and H != W so that a swapped
+ * (oh, ow) in the epilogue reads the wrong residual.  fp16 and bf16; inputs
+ * are rounded to the dtype for the reference too; tolerances (relative L2):
+ * fp16 5e-3, bf16 2e-2.
+ *
+ * Selection: the template takes a 1x1, stride 1, unpadded NHWC conv for
+ * sm_90 and wins over conv2d_tc; for sm_80, a 3x3 kernel, stride 2,
+ * padding, NCHW, C not a multiple of 8 or too few tiles it refuses with the
+ * check's reason (what --explain prints) and the conv runs as before.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "emit.h"
+#include "plan.h"
+#include "template.h"
+#include "testutil.h"
+
+/* A context planning for arch with the shipped rules. */
+static fg_context *arch_ctx(const char *arch)
+{
+    fg_context *ctx = NULL;
+    fg_options o = {0};
+    o.no_rules = 1;
+    o.arch = arch;
+    o.device = FG_DEVICE_EMU;
+    unsetenv("FUSEGEN_ARCH");
+    assert_int_equal(fg_context_init(&ctx, &o), FG_OK);
+    ctx->quiet = 1;
+    fg_status st = fg_rules_load(ctx, tu_src("rules"));
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    return ctx;
+}
+
+/* The graph `name` of one dtype and layout, with a 1x1 conv `conv` of C -> K
+ * channels on an N x H x W input (attrs: the conv's extra attributes, R x S
+ * its kernel) followed by a BatchNorm, optionally a residual add of input r,
+ * and relu. */
+static fg_graph *conv_graph(fg_context *ctx, const char *name, const char *dtype, const char *layout, int N, int H,
+                            int W, int C, int K, int R, int S, const char *attrs, int bn, int residual)
+{
+    char text[4096];
+    int OH = H, OW = W;
+    if (strstr(attrs, "stride: [2, 2]"))
+        OH = (H + 1) / 2, OW = (W + 1) / 2;
+    int n = snprintf(text, sizeof text,
+                     "graph: %s\nseed: 11\ndtype: %s\nlayout: %s\n"
+                     "inputs:\n  - { name: x, shape: [%d, %d, %d, %d] }\n",
+                     name, dtype, layout, N, C, H, W);
+    if (residual)
+        n += snprintf(text + n, sizeof text - (size_t)n, "  - { name: r, shape: [%d, %d, %d, %d] }\n", N, K, OH, OW);
+    n += snprintf(text + n, sizeof text - (size_t)n, "weights:\n  - { name: w, shape: [%d, %d, %d, %d] }\n", K, C, R,
+                  S);
+    if (bn)
+        n += snprintf(text + n, sizeof text - (size_t)n,
+                      "  - { name: g, shape: [%d], init: positive }\n  - { name: be, shape: [%d] }\n"
+                      "  - { name: mu, shape: [%d] }\n  - { name: var, shape: [%d], init: positive }\n",
+                      K, K, K, K);
+    else
+        n += snprintf(text + n, sizeof text - (size_t)n, "  - { name: b, shape: [%d] }\n", K);
+    n += snprintf(text + n, sizeof text - (size_t)n,
+                  "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w%s], attrs: { %s } }\n", bn ? "" : ", b", attrs);
+    const char *last = "conv";
+    if (bn) {
+        n += snprintf(text + n, sizeof text - (size_t)n,
+                      "  - { name: bn, op: batch_norm, inputs: [conv, g, be, mu, var] }\n");
+        last = "bn";
+    }
+    if (residual) {
+        n += snprintf(text + n, sizeof text - (size_t)n, "  - { name: add, op: add, inputs: [%s, r] }\n", last);
+        last = "add";
+    }
+    n += snprintf(text + n, sizeof text - (size_t)n, "  - { name: y, op: relu, inputs: [%s] }\noutputs: [y]\n", last);
+    assert_true(n < (int)sizeof text);
+    fg_graph *g = NULL;
+    fg_status st = fg_graph_parse(ctx, name, text, strlen(text), &g);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    return g;
+}
+
+static fg_plan *plan(fg_context *ctx, const fg_graph *g)
+{
+    fg_plan *p = NULL;
+    fg_status st = fg_plan_build(ctx, g, &p);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    return p;
+}
+
+/* The template of the plan's group that holds node `name`, and its index. */
+static const char *template_of(const fg_plan *p, const char *name, int *group)
+{
+    for (int i = 0; i < p->ngroups; i++)
+        for (int j = 0; j < p->groups[i].nnodes; j++)
+            if (strcmp(p->graph->nodes[p->groups[i].nodes[j]].name, name) == 0) {
+                if (group)
+                    *group = i;
+                return p->groups[i].template_name;
+            }
+    return "?";
+}
+
+typedef struct num_case {
+    const char *name, *dtype, *rule;
+    int N, H, W, C, K, bn, residual;
+    const char *expect;   /* a line of the kernel's header comment */
+} num_case;
+
+static const num_case num_cases[] = {
+    /* 8450 pixels (66 full row tiles + 2 rows), K 64: BN 64; C 256: 4 k stages */
+    {"bn_relu_f16_2x65x65_256to64", "fp16", "conv_bn_act", 2, 65, 65, 256, 64, 1, 0, "128 x 64 x 64"},
+    /* the residual add: 4230 pixels (33 row tiles + 6 rows), K 256 (two column tiles), C 64: one k stage */
+    {"bn_add_relu_bf16_2x47x45_64to256", "bf16", "conv_bn_add_act", 2, 47, 45, 64, 256, 1, 1, "128 x 128 x 64"},
+    /* bf16 conv + BN + relu; K 136: the second column tile holds 8 channels; C 72: a partial second k stage */
+    {"bn_relu_bf16_1x69x61_72to136", "bf16", "conv_bn_act", 1, 69, 61, 72, 136, 1, 0, "4209 pixels"},
+    /* fp16 conv with its own bias + residual add + relu (conv_add_act) */
+    {"add_relu_f16_2x46x47_64to256", "fp16", "conv_add_act", 2, 46, 47, 64, 256, 0, 1, "4324 pixels"},
+};
+
+static void run_case(const num_case *c)
+{
+    fg_context *ctx = arch_ctx("sm_90");
+    fg_graph *g = conv_graph(ctx, c->name, c->dtype, "NHWC", c->N, c->H, c->W, c->C, c->K, 1, 1,
+                             "stride: [1, 1], padding: [0, 0]", c->bn, c->residual);
+    fg_plan *p = plan(ctx, g);
+    assert_int_equal(p->ngroups, 1);
+    assert_string_equal(p->groups[0].template_name, "conv2d_wgmma");
+    assert_true(p->groups[0].rule >= 0);
+    assert_string_equal(ctx->rules[p->groups[0].rule]->name, c->rule);
+    fg_kernel K;
+    fg_status st = fg_emit_group(ctx, p, 0, NULL, &K);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    assert_true(K.arch_specific);
+    assert_int_equal(K.ntmaps, 2);
+    if (!strstr(K.source, c->expect) || !strstr(K.source, "a 1x1 conv"))
+        fail_msg("%s: the kernel header lacks \"%s\":\n%.1500s", c->name, c->expect, K.source);
+    const char *tl = strstr(K.source, "//   tile:");
+    print_message("%s %s: %.*s\n", c->name, c->dtype, tl ? (int)strcspn(tl, "\n") : 0, tl ? tl : "");
+    fg_kernel_free(&K);
+    fg_compile_options co = {.device = FG_DEVICE_EMU};
+    fg_exec *e = NULL;
+    st = fg_plan_compile(ctx, p, &co, &e);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    tu_exec_vs_reference(ctx, g, e, 77, strcmp(c->dtype, "bf16") == 0 ? 2e-2 : 5e-3);
+    fg_exec_free(e);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    fg_context_free(ctx);
+}
+
+static void test_numerics(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof num_cases / sizeof *num_cases; i++)
+        run_case(&num_cases[i]);
+}
+
+/* ---- selection ----------------------------------------------------------- */
+
+typedef struct sel_case {
+    const char *what, *arch, *layout;
+    int N, H, W, C, K, R, S;
+    const char *attrs;
+    const char *want;   /* the template planned */
+    const char *why;    /* a piece of conv2d_wgmma's refusal, or NULL: it accepts */
+} sel_case;
+
+#define ONE "stride: [1, 1], padding: [0, 0]"
+
+static const sel_case sel_cases[] = {
+    {"1x1 sm_90", "sm_90", "NHWC", 2, 65, 65, 256, 64, 1, 1, ONE, "conv2d_wgmma", NULL},
+    {"1x1 sm_90a", "sm_90a", "NHWC", 2, 47, 45, 64, 256, 1, 1, ONE, "conv2d_wgmma", NULL},
+    {"sm_80", "sm_80", "NHWC", 2, 65, 65, 256, 64, 1, 1, ONE, "conv2d_tc", "target arch sm_80"},
+    {"3x3", "sm_90", "NHWC", 2, 65, 65, 64, 64, 3, 3, "stride: [1, 1], padding: [1, 1]", "conv2d_tc",
+     "a 3x3 kernel"},
+    {"stride 2", "sm_90", "NHWC", 2, 130, 130, 256, 64, 1, 1, "stride: [2, 2], padding: [0, 0]", "conv2d_tc",
+     "stride 2x2"},
+    {"padded 1x1", "sm_90", "NHWC", 2, 63, 63, 256, 64, 1, 1, "stride: [1, 1], padding: [1, 1]", "conv2d_tc",
+     "padding 1, 1"},
+    {"NCHW", "sm_90", "NCHW", 2, 65, 65, 256, 64, 1, 1, ONE, "conv2d", "is NCHW"},
+    {"C 12", "sm_90", "NHWC", 2, 65, 65, 12, 64, 1, 1, ONE, "conv2d", "not a multiple of 8"},
+    {"too few tiles", "sm_90", "NHWC", 2, 14, 14, 256, 64, 1, 1, ONE, "conv2d_tc", "4 tiles of 128 x 64"},
+};
+
+static void test_selection(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof sel_cases / sizeof *sel_cases; i++) {
+        const sel_case *s = &sel_cases[i];
+        fg_context *ctx = arch_ctx(s->arch);
+        fg_graph *g = conv_graph(ctx, "sel", "fp16", s->layout, s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->attrs, 1,
+                                 0);
+        fg_plan *p = plan(ctx, g);
+        int grp = -1;
+        const char *got = template_of(p, "conv", &grp);
+        assert_true(grp >= 0);
+        /* the check's verdict on the planned group, as --explain shows it */
+        const fg_template *t = fg_template_find(ctx, "conv2d_wgmma");
+        assert_non_null(t);
+        const fg_group *G = &p->groups[grp];
+        fg_tcand c = {.g = p->graph, .rule = G->rule >= 0 ? ctx->rules[G->rule] : NULL, .nnodes = G->nnodes, .nodes = G->nodes, .anchor = G->anchor,
+                      .main_node = G->anchor, .arch = fg_target_arch(ctx)};
+        char why[512] = "";
+        int ok = fg_template_check(t, &c, why, sizeof why);
+        print_message("%-14s %-6s -> %-13s %s\n", s->what, s->arch, got, ok ? "" : why);
+        if (strcmp(got, s->want) != 0)
+            fail_msg("%s: planned %s, want %s (%s)", s->what, got, s->want, why);
+        if (s->why ? ok || !strstr(why, s->why) : !ok)
+            fail_msg("%s: conv2d_wgmma %s: \"%s\" (want %s)", s->what, ok ? "accepts" : "refuses", why,
+                     s->why ? s->why : "accepted");
+        fg_plan_free(p);
+        fg_graph_free(g);
+        fg_context_free(ctx);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_selection),
+        cmocka_unit_test(test_numerics),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
