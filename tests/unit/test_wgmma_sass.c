@@ -8,7 +8,9 @@
  * no warnings; each cubin's SASS (nvdisasm) must show warpgroup MMA (HGMMA),
  * TMA loads (UTMALDG) and mbarrier operations (SYNCS), and cuobjdump
  * -res-usage no stack frame and no local memory (no spills; no LDL / STL).
- * A table of the instruction counts and resources is printed.
+ * A table of the instruction counts and resources is printed.  One 1x1
+ * convolution (conv2d_wgmma: ResNet-50's stage-2 conv3 at batch 32, NHWC,
+ * conv + BN + residual add + relu) is compiled and checked the same way.
  *
  * nvdisasm and cuobjdump as in test_gemm_sass.c (the toolkit or pip);
  * without them the test is skipped and says so ("SASS check NOT RUN").
@@ -79,6 +81,7 @@ typedef struct sass_case {
     const char *name, *dtype;
     const char *body;      /* graph after the header */
     const char *tiles;     /* tile hook result ("tile_n = 256") or NULL: the shipped rules */
+    const char *tmpl;      /* the template planned: NULL for gemm_wgmma */
 } sass_case;
 
 #define MLP(M, K, N, ACT)                                                                                        \
@@ -113,6 +116,16 @@ static const sass_case cases[] = {
      "nodes:\n  - { name: mm, op: matmul, inputs: [x, w], attrs: { trans_b: true } }\n"
      "  - { name: s, op: add, inputs: [mm, b] }\n  - { name: y, op: relu, inputs: [s] }\noutputs: [y]\n",
      "tile_n = 256"},
+    /* ResNet-50 s2 conv3, batch 32: 1x1 conv 128 -> 512 on 28 x 28, folded BN, residual add, relu */
+    {"conv1x1_bn_add_relu_32x28x28", "fp16",
+     "layout: NHWC\n"
+     "inputs: [{ name: x, shape: [32, 128, 28, 28] }, { name: r, shape: [32, 512, 28, 28] }]\n"
+     "weights: [{ name: w, shape: [512, 128, 1, 1] }, { name: g, shape: [512], init: positive },\n"
+     "          { name: be, shape: [512] }, { name: mu, shape: [512] }, { name: var, shape: [512], init: positive }]\n"
+     "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w] }\n"
+     "  - { name: bn, op: batch_norm, inputs: [conv, g, be, mu, var] }\n"
+     "  - { name: add, op: add, inputs: [bn, r] }\n  - { name: y, op: relu, inputs: [add] }\noutputs: [y]\n",
+     NULL, "conv2d_wgmma"},
 };
 
 /* A context planning for arch: shipped rules, or (tiles) a rule with a tile hook. */
@@ -195,7 +208,10 @@ static void test_wgmma_sass(void **state)
     fg_kernel ks[NK];
     for (int i = 0; i < NK; i++) {
         emit_case(&cases[i], &ks[i]);
-        assert_non_null(strstr(ks[i].source, "template:  gemm_wgmma"));
+        char want[80];
+        snprintf(want, sizeof want, "template:  %s (gemm_wgmma.cuh)", cases[i].tmpl ? cases[i].tmpl : "gemm_wgmma");
+        if (!strstr(ks[i].source, want))
+            fail_msg("%s: the kernel header lacks \"%s\"", cases[i].name, want);
         assert_true(ks[i].arch_specific);
     }
 
