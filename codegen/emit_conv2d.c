@@ -16,6 +16,24 @@
 #include "index_map.h"
 #include "template.h"
 
+/* The direct templates divide pixel and spatial indices in 32 bits (a 64-bit
+ * division by a shape passed as a parameter is a call, and its live registers
+ * go to a stack frame): the output pixels, the input rows and columns and the
+ * window's reach must stay below 2^31.  0 (why filled) when they do not. */
+static int direct_fits_32bit(const fg_graph *g, const fg_node *nd, char *why, size_t whysz)
+{
+    const fg_tensor *x = &g->tensors[nd->inputs[0]], *w = &g->tensors[nd->inputs[1]], *y = &g->tensors[nd->output];
+    const int64_t lim = INT64_C(1) << 31;
+    int64_t pixels = y->shape[0] * y->shape[2] * y->shape[3];
+    int64_t reach_h = y->shape[2] * fg_node_attr_int(nd, "stride", 0) + w->shape[2] * fg_node_attr_int(nd, "dilation", 0);
+    int64_t reach_w = y->shape[3] * fg_node_attr_int(nd, "stride", 1) + w->shape[3] * fg_node_attr_int(nd, "dilation", 1);
+    if (pixels < lim && x->shape[2] < lim && x->shape[3] < lim && reach_h < lim && reach_w < lim)
+        return 1;
+    snprintf(why, whysz, "%" PRId64 " output pixels or a %" PRId64 "x%" PRId64 " input exceed the direct conv's 32-bit "
+             "indices", pixels, x->shape[2], x->shape[3]);
+    return 0;
+}
+
 /* The NHWC form (conv2d_nhwc.cuh): lanes on output channels.  tile_k is the
  * number of channel lanes KL (a power of two up to 32 dividing threads;
  * default the smallest power of two >= min(Kg, 32)), each thread computes
@@ -148,6 +166,9 @@ fg_status fg_emit_conv2d(fg_emitter *em)
         return FG_OK;
     }
 
+    char why[160];
+    if (!direct_fits_32bit(em->g, nd, why, sizeof why))
+        return fg_em_error(em, FG_ERR_UNSUPPORTED, "conv2d '%s': %s", nd->name, why);
     if (x->layout == FG_LAYOUT_NHWC && y->layout == FG_LAYOUT_NHWC)
         return emit_nhwc(em, nd, pixels, groups, Kg, Cg, R, S);
 
@@ -188,7 +209,7 @@ fg_status fg_emit_conv2d(fg_emitter *em)
 }
 
 /* The default tile (threads 128, tile_k 8) must fit shared memory (two
- * weight stages) and the grid's second dimension. */
+ * weight stages) and the grid's second dimension; the indices, 32 bits. */
 int fg_check_conv2d(const fg_tcand *c, char *why, size_t whysz)
 {
     const fg_node *nd = &c->g->nodes[c->anchor];
@@ -204,7 +225,7 @@ int fg_check_conv2d(const fg_tcand *c, char *why, size_t whysz)
         snprintf(why, whysz, "%" PRId64 " channel tiles exceed the grid (65535)", groups * ((Kg + tile_k - 1) / tile_k));
         return 0;
     }
-    return 1;
+    return direct_fits_32bit(c->g, nd, why, whysz);
 }
 
 /* One input channel per group, more than one group. */

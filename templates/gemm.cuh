@@ -4,7 +4,7 @@
 // the edges, each operand read along its contiguous axis); each thread
 // accumulates a 4 x 4 patch in fp32 registers.  blockIdx = (column tile, row
 // tile, batch); the batch's matrices are at a_base, b_base and y_base.
-FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
+FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}}, 1)
 {
 {{SHAPES}}
     const int TILE_M = {{TILE_M}};

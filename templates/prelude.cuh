@@ -18,12 +18,19 @@ typedef unsigned long long fg_u64;
 struct fg_half { unsigned short bits; };
 struct fg_bf16 { unsigned short bits; };
 
-#define FG_KERNEL(name, Params, max_threads) \
-    extern "C" __global__ void __launch_bounds__(max_threads) name(const Params p)
+// FG_KERNEL(name, Params, max_threads[, min_blocks]): min_blocks, when given,
+// is the launch bound's blocks per SM; 1 lets ptxas use the registers the
+// bound allows (65536 / max_threads, 255 at most) instead of spilling a few
+// to reach an occupancy it picked itself.
+#define FG_KERNEL(name, Params, ...) \
+    extern "C" __global__ void __launch_bounds__(__VA_ARGS__) name(const Params p)
 #define FG_DEVICE __device__ __forceinline__
 #define FG_SHARED __shared__
 #define FG_RESTRICT __restrict__
 #define FG_UNROLL _Pragma("unroll")
+// A loop unrolled n times (bounds the registers of a long constant-count loop).
+#define FG_PRAGMA_(x) _Pragma(#x)
+#define FG_UNROLL_BY(n) FG_PRAGMA_(unroll n)
 
 // One 16-byte chunk: the element type of shared tiles that cp.async fills and
 // ldmatrix reads (both need 16-byte aligned addresses).

@@ -125,6 +125,7 @@ extern "C" __attribute__((visibility("default"))) void fg_emu_shared_range(char 
 #define FG_SHARED_DYN(name, bytes) alignas(1024) FG_SHARED unsigned char name[bytes]
 #define FG_RESTRICT __restrict__
 #define FG_UNROLL
+#define FG_UNROLL_BY(n)
 /* On the device: a const kernel parameter whose address may be taken (the
  * tensor maps fg_tma_load_2d reads); nothing here. */
 #ifndef __grid_constant__
@@ -135,8 +136,10 @@ extern "C" __attribute__((visibility("default"))) void fg_emu_shared_range(char 
 struct alignas(16) fg_chunk16 { fg_u32 w[4]; };
 
 /* extern "C" void name(const void *params): the body for the current thread;
- * name__fg_max_threads lets the runtime check the launch bound. */
-#define FG_KERNEL(name, Params, max_threads)                                         \
+ * name__fg_max_threads lets the runtime check the launch bound.  A fourth
+ * argument (the device's blocks per SM, prelude.cuh) is ignored here. */
+#define FG_KERNEL(name, Params, ...) FG_KERNEL_(name, Params, __VA_ARGS__, 0)
+#define FG_KERNEL_(name, Params, max_threads, ...)                                   \
     extern "C" __attribute__((visibility("default"))) const unsigned name##__fg_max_threads = (max_threads); \
     static void name##__fg_body(const Params &p);                                    \
     extern "C" __attribute__((visibility("default"))) void name(const void *params)  \

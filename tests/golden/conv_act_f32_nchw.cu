@@ -53,7 +53,12 @@ FG_DEVICE float fg_epilogue(const fg_params_fg_k0_conv_act &p, float v, fg_i64 n
 // time (independent, so they are in flight together) before storing them;
 // one barrier per chunk.  Accumulation in fp32; blockIdx.y = group *
 // tiles_per_group + channel tile.
-FG_KERNEL(fg_k0_conv_act, fg_params_fg_k0_conv_act, 128)
+// Indices that are divided are 32-bit (the emitter checks that pixels and
+// weight tiles fit): with shapes as parameters, a 64-bit division is a call
+// whose live registers go to a stack frame.  Threads past the last pixel
+// compute a copy of it and store nothing, so no predicate lives across the
+// loops.
+FG_KERNEL(fg_k0_conv_act, fg_params_fg_k0_conv_act, 128, 1)
 {
     const fg_i64 N = 1;
     const fg_i64 H = 5;
@@ -76,17 +81,18 @@ FG_KERNEL(fg_k0_conv_act, fg_params_fg_k0_conv_act, 128)
     FG_SHARED float w_tile[2 * 108];  // two stages of [TILE_K][CHUNK_C][R][S]
 
     // output channels k0 .. k_end-1 of group g
-    const fg_i64 tiles_per_group = (Kg + TILE_K - 1) / TILE_K;
-    const fg_i64 g = fg_bid_y() / tiles_per_group;
-    const fg_i64 k0 = g * Kg + (fg_bid_y() % tiles_per_group) * TILE_K;
-    const fg_i64 k_end = k0 + TILE_K < (g + 1) * Kg ? k0 + TILE_K : (g + 1) * Kg;
+    const fg_u32 tiles_per_group = (fg_u32)((Kg + TILE_K - 1) / TILE_K);
+    const fg_u32 g = fg_bid_y() / tiles_per_group;
+    const fg_i64 k0 = (fg_i64)g * Kg + (fg_i64)(fg_bid_y() - g * tiles_per_group) * TILE_K;
+    const fg_i64 k_end = k0 + TILE_K < (fg_i64)(g + 1) * Kg ? k0 + TILE_K : (fg_i64)(g + 1) * Kg;
 
-    // output pixel of this thread
-    const fg_i64 pix = (fg_i64)fg_bid_x() * fg_bdim_x() + fg_tid_x();
-    const bool active = pix < N * OH * OW;
-    const fg_i64 ow = pix % OW;
-    const fg_i64 oh = pix / OW % OH;
-    const fg_i64 n = pix / (OW * OH);
+    // output pixel of this thread (the last one for threads past it)
+    const fg_u32 npix = (fg_u32)(N * OH * OW);
+    const fg_u32 pix = fg_bid_x() * fg_bdim_x() + fg_tid_x();
+    const fg_u32 pc = pix < npix ? pix : npix - 1;
+    const fg_u32 ow = pc % (fg_u32)OW;
+    const fg_u32 oh = pc / (fg_u32)OW % (fg_u32)OH;
+    const fg_u32 n = pc / (fg_u32)(OW * OH);
 
     float acc[4];
     for (int kk = 0; kk < TILE_K; kk++)
@@ -95,23 +101,23 @@ FG_KERNEL(fg_k0_conv_act, fg_params_fg_k0_conv_act, 128)
     // Stages weights [k0, k0 + TILE_K) x [c0, c0 + CHUNK_C) into stage buf
     // (zeros past the ends): per thread, batches of 8 loads, then 8 stores.
     const int THREADS = 128, PER_THREAD = (int)((WTILE + THREADS - 1) / THREADS);
+    const fg_u32 RS = (fg_u32)(R * S), CRS = (fg_u32)CHUNK_C * RS;
     auto stage_weights = [&](int buf, fg_i64 c0) {
-        const fg_i64 cn = Cg - c0 < CHUNK_C ? Cg - c0 : CHUNK_C;
+        const fg_u32 cn = (fg_u32)(Cg - c0 < CHUNK_C ? Cg - c0 : CHUNK_C);
         for (int b0 = 0; b0 < PER_THREAD; b0 += 8) {
             float v[8];
             FG_UNROLL
             for (int u = 0; u < 8; u++) {
-                const fg_i64 t = fg_tid_x() + (fg_i64)(b0 + u) * THREADS;
-                const fg_i64 kk = t / (CHUNK_C * R * S);
-                const fg_i64 cc = t / (R * S) % CHUNK_C;
-                const fg_i64 r = t / S % R;
-                const fg_i64 s = t % S;
+                const fg_u32 t = fg_tid_x() + (fg_u32)(b0 + u) * THREADS;
+                const fg_u32 kk = t / CRS, crs = t - kk * CRS;
+                const fg_u32 cc = crs / RS, rs = crs - cc * RS;
+                const fg_u32 r = rs / (fg_u32)S, s = rs - r * (fg_u32)S;
                 v[u] = (t < WTILE && k0 + kk < k_end && cc < cn) ? fg_load(p.c1_w + off_w(p, k0 + kk, c0 + cc, r, s))
                                                                  : 0.0f;
             }
             FG_UNROLL
             for (int u = 0; u < 8; u++) {
-                const fg_i64 t = fg_tid_x() + (fg_i64)(b0 + u) * THREADS;
+                const fg_u32 t = fg_tid_x() + (fg_u32)(b0 + u) * THREADS;
                 if (t < WTILE)
                     w_tile[buf * WTILE + t] = v[u];
             }
@@ -126,29 +132,28 @@ FG_KERNEL(fg_k0_conv_act, fg_params_fg_k0_conv_act, 128)
         if (c0 + CHUNK_C < Cg)
             stage_weights(buf ^ 1, c0 + CHUNK_C);
         const fg_i64 cn = Cg - c0 < CHUNK_C ? Cg - c0 : CHUNK_C;
-        if (active) {
-            for (fg_i64 cc = 0; cc < cn; cc++) {
-                const fg_i64 ci = g * Cg + c0 + cc;  // input channel
-                for (fg_i64 r = 0; r < R; r++) {
-                    const fg_i64 ih = oh * SH - PH + r * DH;
-                    if (ih < 0 || ih >= H)
+        FG_UNROLL_BY(4)   // fully unrolled, a one-chunk 1x1 conv's 256 channels spilled on sm_80
+        for (fg_i64 cc = 0; cc < cn; cc++) {
+            const fg_i64 ci = (fg_i64)g * Cg + c0 + cc;  // input channel
+            for (fg_i64 r = 0; r < R; r++) {
+                const fg_i64 ih = (fg_i64)oh * SH - PH + r * DH;
+                if (ih < 0 || ih >= H)
+                    continue;
+                for (fg_i64 s = 0; s < S; s++) {
+                    const fg_i64 iw = (fg_i64)ow * SW - PW + s * DW;
+                    if (iw < 0 || iw >= W)
                         continue;
-                    for (fg_i64 s = 0; s < S; s++) {
-                        const fg_i64 iw = ow * SW - PW + s * DW;
-                        if (iw < 0 || iw >= W)
-                            continue;
-                        const float xv = fg_load(p.x + off_x(p, n, ci, ih, iw));
-                        const float *wt = &w_tile[buf * WTILE + (cc * R + r) * S + s];
-                        for (int kk = 0; kk < TILE_K; kk++)
-                            acc[kk] += xv * wt[kk * CHUNK_C * R * S];
-                    }
+                    const float xv = fg_load(p.x + off_x(p, n, ci, ih, iw));
+                    const float *wt = &w_tile[buf * WTILE + (cc * R + r) * S + s];
+                    for (int kk = 0; kk < TILE_K; kk++)
+                        acc[kk] += xv * wt[kk * CHUNK_C * R * S];
                 }
             }
         }
         fg_sync();   // the next stage is complete; this one is free for the chunk after
         buf ^= 1;
     }
-    if (!active)
+    if (pix >= npix)
         return;
     for (int kk = 0; kk < TILE_K; kk++) {
         const fg_i64 k = k0 + kk;
