@@ -2,16 +2,18 @@
  * emit_conv2d_tc.c -- template conv2d_tc of the conv2d family: implicit-GEMM
  * convolution on tensor cores (templates/conv2d_tc.cuh; docs/codegen.md).
  *
- * It takes NHWC convolutions with one group: fp16 / bf16 with C a multiple
- * of 8 (mma m16n8k16), and fp32 with C a multiple of 4 when the graph's
- * precision is tf32 (mma m16n8k8 on operands rounded to tf32; exact fp32
- * never runs on tensor cores).  fg_check_conv2d_tc says why it refuses
- * anything else, and the planner then gives the group to the direct conv2d
- * template (NCHW included: a gather path for NCHW would read elements a
- * channel plane apart, so NCHW is refused rather than made slow).  The
- * weights need no re-layout: NHWC weights are stored [K, R, S, C], which is
- * the GEMM's B with the reduction index (r, s, c) contiguous, the same order
- * as an input pixel's channels.
+ * It takes NHWC convolutions with one group: fp16 / bf16 (mma m16n8k16),
+ * and fp32 when the graph's precision is tf32 (mma m16n8k8 on operands
+ * rounded to tf32; exact fp32 never runs on tensor cores).  Operands are
+ * copied 16 bytes at a time with cp.async when C is a multiple of 8 (fp16,
+ * bf16) or 4 (fp32); any other C -- a network's first layer, RGB -- is
+ * gathered element by element (GATHER), still on tensor cores.
+ * fg_check_conv2d_tc says why it refuses anything else, and the planner
+ * then gives the group to the direct conv2d template (NCHW included: a
+ * gather path for NCHW would read elements a channel plane apart, so NCHW is
+ * refused rather than made slow).  The weights need no re-layout: NHWC
+ * weights are stored [K, R, S, C], which is the GEMM's B with the reduction
+ * index (r, s, c) contiguous, the same order as an input pixel's channels.
  *
  * The block tile and split-K are chosen per shape (tc_choose): the largest
  * tile that still fills the target SMs, else a tile with the reduction split
@@ -60,6 +62,7 @@ static int tc_epc(fg_dtype d) { return d == FG_DTYPE_F32 ? 4 : 8; }
 typedef struct tc_shape {
     int64_t M, K, RSC;   /* output pixels, output channels, reduction length */
     int64_t KT;          /* reduction tiles of 4 chunks */
+    int gather;          /* C is not a multiple of a chunk's elements: operands loaded element by element */
 } tc_shape;
 
 /* The default tile and split for shape s.  The largest tile of at least 64
@@ -154,10 +157,6 @@ static int tc_supported(const fg_graph *g, int anchor, int out, char *why, size_
     }
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
     int64_t K = w->shape[0], R = w->shape[2], S = w->shape[3];
-    if (C % epc != 0) {
-        snprintf(why, whysz, "C = %" PRId64 " is not a multiple of %d (16-byte loads along C)", C, epc);
-        return 0;
-    }
     if (w->shape[1] != C || y->shape[1] != K) {
         snprintf(why, whysz, "weight [%" PRId64 ", %" PRId64 ", ...] does not fit %" PRId64 " input channels", K,
                  w->shape[1], C);
@@ -173,6 +172,7 @@ static int tc_supported(const fg_graph *g, int anchor, int out, char *why, size_
     s->M = M;
     s->K = K;
     s->RSC = R * S * C;
+    s->gather = C % epc != 0;
     s->KT = (s->RSC + 4 * epc - 1) / (4 * epc);
     return 1;
 }
@@ -273,6 +273,7 @@ fg_status fg_emit_conv2d_tc(fg_emitter *em)
                              : dt == FG_DTYPE_F16 ? "fg_mma_16816_f16" : "fg_mma_16816_bf16");
     fg_em_set(em, "TF32", "%d", dt == FG_DTYPE_F32);
     fg_em_set(em, "EPC", "%d", epc);
+    fg_em_set(em, "GATHER", "%d", sh.gather);
     fg_em_set(em, "BM", "%d", tile->bm);
     fg_em_set(em, "BN", "%d", tile->bn);
     fg_em_set(em, "WARPS_M", "%d", tile->warps_m);
@@ -302,9 +303,10 @@ fg_status fg_emit_conv2d_tc(fg_emitter *em)
 
     unsigned threads = 32u * (unsigned)(tile->warps_m * tile->warps_n);
     fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages, %u threads (%d x %d warps), split-K %d "
-                  "(%" PRId64 " of %" PRId64 " k tiles each), %s\n", tile->bm, tile->bn, 4 * epc, TC_STAGES, threads,
+                  "(%" PRId64 " of %" PRId64 " k tiles each), %s%s\n", tile->bm, tile->bn, 4 * epc, TC_STAGES, threads,
                   tile->warps_m, tile->warps_n, splits, kt_split, sh.KT,
-                  dt == FG_DTYPE_F32 ? "mma m16n8k8 tf32" : "mma m16n8k16");
+                  dt == FG_DTYPE_F32 ? "mma m16n8k8 tf32" : "mma m16n8k16",
+                  sh.gather ? ", element gather (C not a multiple of 16 bytes)" : "");
     em->template_file = "conv2d_tc.cuh";
     em->threads = threads;
     em->k->grid[0] = gm;

@@ -1,12 +1,13 @@
 // ---- template conv2d_tc.cuh: implicit-GEMM convolution on tensor cores -------
-// NHWC, groups 1; fp16 / bf16 (mma.sync m16n8k16, C a multiple of 8) or, with
-// the graph's precision tf32, fp32 (mma.sync m16n8k8 on operands rounded to
-// tf32, C a multiple of 4).  The GEMM: row m = output pixel (n, oh, ow),
-// M = N*OH*OW; column = output channel k, K of them; reduction index
-// kk = (r*S + s)*C + c over RSC = R*S*C.  kk runs along C within one filter
-// tap, which is how an input pixel (NHWC) and a weight row ([K, R, S, C], the
-// NHWC weight layout) are stored: A and B are read in place, 16 bytes (EPC
-// channels of one tap) at a time.
+// NHWC, groups 1; fp16 / bf16 (mma.sync m16n8k16) or, with the graph's
+// precision tf32, fp32 (mma.sync m16n8k8 on operands rounded to tf32).  The
+// GEMM: row m = output pixel (n, oh, ow), M = N*OH*OW; column = output
+// channel k, K of them; reduction index kk = (r*S + s)*C + c over RSC =
+// R*S*C.  kk runs along C within one filter tap, which is how an input pixel
+// (NHWC) and a weight row ([K, R, S, C], the NHWC weight layout) are stored.
+// When C is a multiple of EPC (8 fp16 / bf16 elements, 4 fp32) A and B are
+// read in place, 16 bytes (EPC channels of one tap) at a time; otherwise
+// (GATHER: a network's first layer, C = 3) element by element (load_tile).
 //
 // A block computes a BM x BN output tile with WARPS_M x WARPS_N warps; a
 // warp computes a WM x WN patch as MI x NI mma fragments with fp32
@@ -74,6 +75,48 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
     // Issues the copies of reduction tile kt into stage `dst`.
     auto load_tile = [&](int dst, int kt) {
         const int kk = kt * BK + q * EPC;
+{{#GATHER}}
+        // C is not a multiple of EPC: a chunk's EPC reduction indices may lie
+        // in different filter taps and are not 16-byte aligned, so each
+        // element is loaded on its own (zero past the image, M, K and RSC)
+        // and stored to shared memory at once; the stage is complete at the
+        // fg_sync that precedes its use, like the cp.async stages.  The tap
+        // (r, s) and channel c of index kk + e are stepped along e, and the
+        // e loop is not unrolled (unrolled, its EPC x A_ITERS loads make
+        // ptxas spill).
+        {
+            int c = kk % (int)C, rs = kk / (int)C;
+            int s = rs % (int)S, r = rs / (int)S;
+            FG_UNROLL_BY(1)
+            for (int e = 0; e < EPC; e++) {
+                const bool ke_ok = kk + e < RSC;
+                FG_UNROLL
+                for (int i = 0; i < A_ITERS; i++) {
+                    const int row = tid / 4 + i * (THREADS / 4);
+                    const int ih = a_ih0[i] + r * (int)DH, iw = a_iw0[i] + s * (int)DW;
+                    const bool ok = ke_ok && a_ok[i] && ih >= 0 && ih < H && iw >= 0 && iw < W;
+                    (({{T}} *)&a_s[(dst * BM + row) * 4 + (q ^ ((row >> 1) & 3))])[e] =
+                        ok ? a_img[i][(ih * (int)W + iw) * (int)C + c] : {{T}}{};
+                }
+                if (++c == (int)C) {
+                    c = 0;
+                    if (++s == (int)S) {
+                        s = 0;
+                        r++;
+                    }
+                }
+            }
+        }
+        FG_UNROLL
+        for (int j = 0; j < B_ITERS; j++) {
+            const int row = tid / 4 + j * (THREADS / 4);
+            {{T}} *const dst_e = ({{T}} *)&b_s[(dst * BN + row) * 4 + (q ^ ((row >> 1) & 3))];
+            FG_UNROLL
+            for (int e = 0; e < EPC; e++)
+                dst_e[e] = b_ok[j] && kk + e < RSC ? b_row[j][kk + e] : {{T}}{};
+        }
+{{/GATHER}}
+{{^GATHER}}
         const bool kk_ok = kk < RSC;
         const int c = kk % (int)C, rs = kk / (int)C;
         const int s = rs % (int)S, r = rs / (int)S;
@@ -92,6 +135,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
             fg_cp_async16_zfill(&b_s[(dst * BN + row) * 4 + (q ^ ((row >> 1) & 3))], ok ? b_row[j] + kk : p.{{WGT}},
                                 ok);
         }
+{{/GATHER}}
     };
 
     float acc[MI][NI][4];
