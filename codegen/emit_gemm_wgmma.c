@@ -14,12 +14,14 @@
  * at least WG_MIN_TILES tiles.  Otherwise the mma.sync templates run it.
  * The kernel needs the architecture-specific target: fg_kernel.arch_specific.
  *
- * conv2d_wgmma (family conv2d) renders the same kernel for the convolutions
- * that are a GEMM as they are stored: 1x1, stride 1, no padding, dilation 1,
- * groups 1, NHWC activations.  A is the input viewed as [N*H*W, C] (C
- * contiguous), B the weights [K, C] (a 1x1 kernel is stored so in either
- * layout: wgmma's K-major B), the output [N*H*W, K] (NHWC); the epilogue
- * recovers (n, oh, ow) from the row.  Both templates share the geometry
+ * conv2d_wgmma (family conv2d) renders the same kernel for NHWC convolutions
+ * with stride 1 and one group whose output is as large as the input.  A is
+ * the input viewed as [N*H*W, C] (C contiguous), B the weights [K, R*S*C]
+ * (K-major; a 1x1 kernel is stored so in either layout), the output
+ * [N*H*W, K] (NHWC); the epilogue recovers (n, oh, ow) from the row.  A
+ * 1x1 kernel is a plain GEMM; an R x S one (TAPS) loads, for each tap, the
+ * rows of A shifted by that tap's constant offset, and the producer
+ * warpgroup's spare warps zero the rows that fell into the padding.  Both templates share the geometry
  * (wg_geom), the arch and tile-count conditions (wg_ok) and the emitter
  * (wg_emit); only the way the geometry is read off the anchor differs.
  */
@@ -45,8 +47,11 @@ typedef struct wg_geom {
     fg_matmul_geom_t d;
     int at, bt, tb;      /* tb: B stored [N, K] (the node's trans_b) */
     int64_t rows;        /* MR: batch * M, the rows of the folded A and Y */
-    int conv;            /* a 1x1 convolution: d.M = rows = N*OH*OW, d.N = K, d.K = C */
-    int64_t oh, ow;      /* conv: the output's height and width */
+    int conv;            /* a convolution: d.M = rows = N*OH*OW, d.N = K, d.K = R*S*C */
+    int64_t oh, ow;      /* conv: the output's height and width (= the input's when taps) */
+    int taps;            /* conv: an R x S kernel with R*S > 1 (TAPS in the template) */
+    int64_t c, s;        /* conv: input channels, kernel width */
+    int64_t dh, dw, pt, pl;   /* conv with taps: dilation, top and left padding */
 } wg_geom;
 
 /* Nonzero when arch (sm_90, sm_90a, compute_90, compute_90a) is a Hopper target. */
@@ -72,8 +77,8 @@ static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char 
     w->tb = fg_node_attr(nd, "trans_b") && fg_node_attr_int(nd, "trans_b", 0) != 0;
     const fg_tensor *A = &g->tensors[w->at], *B = &g->tensors[w->bt], *Y = &g->tensors[nd->output];
     const fg_tensor *O = &g->tensors[out];
-    w->conv = 0;
-    w->oh = w->ow = 0;
+    w->conv = w->taps = 0;
+    w->oh = w->ow = w->c = w->s = 0;
     if (!fg_matmul_geom(A, B, ta, w->tb, &w->d, why, whysz))
         return 0;
     const fg_tensor *ts[] = {A, B, Y, O};
@@ -129,10 +134,14 @@ static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char 
     return 1;
 }
 
-/* The GEMM a convolution is, or 0 with the reason: 1x1, stride 1, no
- * padding, dilation 1, groups 1; input, output and the group's output NHWC
+/* The GEMM a convolution is, or 0 with the reason: stride 1, groups 1;
+ * input, output and the group's output NHWC; one dtype, fp16 or bf16; C and
+ * K multiples of 8 (TMA's 16-byte rows).  A 1x1 kernel needs no padding
  * (the weights' layout does not matter: a 1x1 kernel is [K, C] in both);
- * one dtype, fp16 or bf16; C and K multiples of 8 (TMA's 16-byte rows). */
+ * an R x S kernel (taps) needs an output as large as the input (so a tap
+ * shifts the rows of x viewed as [N*H*W, C] by a constant), any dilation,
+ * NHWC weights ([K, R*S*C], K-major) and C a multiple of 64 (a k tile of
+ * BK = 64 channels lies in one tap). */
 static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char *why, size_t whysz)
 {
     const fg_node *nd = &g->nodes[anchor];
@@ -150,22 +159,23 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
     int64_t groups = fg_node_attr(nd, "groups") ? fg_node_attr_int(nd, "groups", 0) : 1;
     int64_t pb[2], pe[2];
     fg_node_pads(nd, pb, pe);
-    if (wt->shape[2] != 1 || wt->shape[3] != 1) {
-        snprintf(why, whysz, "a %" PRId64 "x%" PRId64 " kernel (only 1x1 convolutions are a plain GEMM)",
-                 wt->shape[2], wt->shape[3]);
+    int64_t R = wt->shape[2], S = wt->shape[3];
+    w->taps = R * S > 1;
+    if (fg_node_attr_int(nd, "stride", 0) != 1 || fg_node_attr_int(nd, "stride", 1) != 1) {
+        snprintf(why, whysz, "stride %" PRId64 "x%" PRId64 " (the rows of A are shifted input pixels only with "
+                 "stride 1)", fg_node_attr_int(nd, "stride", 0), fg_node_attr_int(nd, "stride", 1));
         return 0;
     }
-    if (fg_node_attr_int(nd, "stride", 0) != 1 || fg_node_attr_int(nd, "stride", 1) != 1 ||
-        fg_node_attr_int(nd, "dilation", 0) != 1 || fg_node_attr_int(nd, "dilation", 1) != 1) {
-        snprintf(why, whysz, "stride %" PRId64 "x%" PRId64 ", dilation %" PRId64 "x%" PRId64
-                 " (the rows of A are the input pixels only with stride 1)", fg_node_attr_int(nd, "stride", 0),
-                 fg_node_attr_int(nd, "stride", 1), fg_node_attr_int(nd, "dilation", 0),
-                 fg_node_attr_int(nd, "dilation", 1));
+    if (!w->taps && (pb[0] || pb[1] || pe[0] || pe[1])) {
+        snprintf(why, whysz, "padding %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 " (a 1x1 kernel needs none)",
+                 pb[0], pb[1], pe[0], pe[1]);
         return 0;
     }
-    if (pb[0] || pb[1] || pe[0] || pe[1]) {
-        snprintf(why, whysz, "padding %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 " (needs none)", pb[0], pb[1],
-                 pe[0], pe[1]);
+    if (w->taps && (y->shape[2] != x->shape[2] || y->shape[3] != x->shape[3])) {
+        snprintf(why, whysz, "a %" PRId64 "x%" PRId64 " kernel with padding %" PRId64 ", %" PRId64 ", %" PRId64
+                 ", %" PRId64 " gives %" PRId64 "x%" PRId64 " from %" PRId64 "x%" PRId64 " (taps need the output as "
+                 "large as the input)", R, S, pb[0], pb[1], pe[0], pe[1], y->shape[2], y->shape[3], x->shape[2],
+                 x->shape[3]);
         return 0;
     }
     if (groups != 1) {
@@ -174,6 +184,8 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
     }
     const fg_tensor *nchw = x->layout != FG_LAYOUT_NHWC ? x : y->layout != FG_LAYOUT_NHWC ? y
                           : o->layout != FG_LAYOUT_NHWC ? o : NULL;
+    if (!nchw && w->taps && wt->layout != FG_LAYOUT_NHWC)
+        nchw = wt;
     if (nchw) {
         snprintf(why, whysz, "%s is %s (the GEMM view needs NHWC activations)", nchw->name,
                  fg_layout_name(nchw->layout));
@@ -196,15 +208,26 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
         snprintf(why, whysz, "C %" PRId64 " or K %" PRId64 " not a multiple of 8 (TMA needs 16-byte rows)", C, K);
         return 0;
     }
+    if (w->taps && C % WG_BK) {
+        snprintf(why, whysz, "C %" PRId64 " not a multiple of %d (a k tile of a %" PRId64 "x%" PRId64 " kernel lies "
+                 "in one tap)", C, WG_BK, R, S);
+        return 0;
+    }
+    w->c = C;
+    w->s = S;
+    w->dh = fg_node_attr_int(nd, "dilation", 0);
+    w->dw = fg_node_attr_int(nd, "dilation", 1);
+    w->pt = pb[0];
+    w->pl = pb[1];
     w->oh = y->shape[2];
     w->ow = y->shape[3];
     w->rows = N * w->oh * w->ow;
     w->d.M = w->rows;
     w->d.N = K;
-    w->d.K = C;
+    w->d.K = R * S * C;
     w->d.batch = 1;
     w->d.nbatch = 0;
-    if (w->rows >= (int64_t)1 << 31 || K >= (int64_t)1 << 31 || C >= (int64_t)1 << 31) {
+    if (w->rows >= (int64_t)1 << 31 || K >= (int64_t)1 << 31 || w->d.K >= (int64_t)1 << 31) {
         snprintf(why, whysz, "a dimension reaches 2^31 (TMA coordinates are 32-bit)");
         return 0;
     }
@@ -215,7 +238,7 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
     return 1;
 }
 
-/* The geometry of the anchor: a conv2d's (1x1) or a matmul's. */
+/* The geometry of the anchor: a conv2d's or a matmul's. */
 static int wg_anchor_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char *why, size_t whysz)
 {
     if (g->nodes[anchor].op->kind == FG_OPK_CONV2D)
@@ -288,9 +311,10 @@ void fg_gemm_wgmma_describe(const fg_tcand *c, char *buf, size_t size)
         return;
     int bn = default_bn(w.d.N);
     if (w.conv) {
-        snprintf(buf, size, "tile %d x %d x %d, %d stages, TMA + wgmma, %s (1x1 conv as a GEMM: %" PRId64
-                 " pixels, K %" PRId64 ", C %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, WG_BK, WG_STAGES,
-                 c->arch, w.rows, w.d.N, w.d.K, wg_tiles(&w, bn), WG_TARGET_SMS);
+        snprintf(buf, size, "tile %d x %d x %d, %d stages, TMA + wgmma, %s (%s: %" PRId64 " pixels, K %" PRId64
+                 ", C %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, WG_BK, WG_STAGES, c->arch,
+                 w.taps ? "implicit GEMM over shifted rows, padding rows zeroed" : "1x1 conv as a GEMM", w.rows,
+                 w.d.N, w.c, wg_tiles(&w, bn), WG_TARGET_SMS);
         return;
     }
     snprintf(buf, size, "tile %d x %d x %d, %d stages, TMA + wgmma, %s (M %" PRId64 " x batch %" PRId64 ", N %" PRId64
@@ -394,7 +418,8 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_n = %" PRId64 " (want 64, 128 or 256)", v[0]);
     int bn = (int)v[0];
     int64_t stage_bytes = (int64_t)(WG_BM + bn) * WG_BK * 2;
-    if (v[1] < 3 || v[1] > 5 || v[1] * stage_bytes + 1024 + 16 * v[1] > WG_SMEM_MAX)
+    int nbar = w.taps ? 3 : 2;   /* mbarriers per stage: full, empty (, ready) */
+    if (v[1] < 3 || v[1] > 5 || v[1] * stage_bytes + 1024 + 8 * nbar * v[1] > WG_SMEM_MAX)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: stages = %" PRId64 " (want 3 to 5 stages of %" PRId64
                            " bytes within %d bytes of shared memory)", v[1], stage_bytes, WG_SMEM_MAX);
     int stages = (int)v[1];
@@ -404,7 +429,7 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     /* the operands as tensors (the executor's liveness, the header) and as tensor maps */
     fg_em_tensor(em, w.at, 0);
     fg_em_tensor(em, w.bt, 0);
-    const char *ma = add_tmap(em, "tmap_a", w.at, w.d.K, w.rows, WG_BK, WG_BM);
+    const char *ma = add_tmap(em, "tmap_a", w.at, w.conv ? w.c : w.d.K, w.rows, WG_BK, WG_BM);
     const char *mb = trans_b ? add_tmap(em, "tmap_b", w.bt, w.d.N, w.d.K, 64, WG_BK)
                              : add_tmap(em, "tmap_b", w.bt, w.d.K, w.d.N, WG_BK, bn);
     fg_em_shape(em, "MR", w.rows);
@@ -428,17 +453,33 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     fg_em_set(em, "BN", "%d", bn);
     fg_em_set(em, "STAGES", "%d", stages);
     fg_em_set(em, "TB", "%d", trans_b);
+    fg_em_set(em, "TAPS", "%d", w.taps);
+    if (w.taps) {
+        const fg_tensor *x = &em->g->tensors[w.at];
+        fg_em_shape(em, "C", w.c);
+        fg_em_shape(em, "H", x->shape[2]);
+        fg_em_shape(em, "W", x->shape[3]);
+        fg_em_shape(em, "S", w.s);
+        fg_em_shape(em, "DH", w.dh);
+        fg_em_shape(em, "DW", w.dw);
+        fg_em_shape(em, "PT", w.pt);
+        fg_em_shape(em, "PL", w.pl);
+    }
     fg_em_set(em, "WGMMA", "%s", dt == FG_DTYPE_BF16 ? "fg_wgmma_bf16" : "fg_wgmma_f16");
     fg_em_set(em, "PAIR", "%d", w.d.N % 2 == 0);
     fg_em_set(em, "MAXNREG", "%d", bn == 256);
-    unsigned smem = (unsigned)(stages * stage_bytes + 2 * 8 * stages + 1024);   /* ring, barriers, realignment */
+    unsigned smem = (unsigned)(stages * stage_bytes + nbar * 8 * stages + 1024);   /* ring, barriers, realignment */
     fg_em_set(em, "SMEM_BYTES", "%u", smem);
 
     unsigned gm = (unsigned)((w.rows + WG_BM - 1) / WG_BM), gn = (unsigned)((w.d.N + bn - 1) / bn);
     fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages (%u bytes of shared memory), %d threads: a TMA "
                   "producer warpgroup, two wgmma consumer warpgroups%s; sm_90a\n", WG_BM, bn, WG_BK, stages, smem,
                   WG_THREADS, bn == 256 ? " (setmaxnreg 40 / 232)" : "");
-    if (w.conv)
+    if (w.conv && w.taps)
+        fg_buf_printf(&em->notes, "//   operands:  A = x as [N*H*W, C] (%" PRId64 " pixels, C %" PRId64 ") shifted "
+                      "by each of the %" PRId64 " taps, padding rows zeroed by producer warps 1-3; B = w as [K, R*S*C] "
+                      "(K-major), Y [N*H*W, K]: an implicit-GEMM conv; 128B swizzle\n", w.rows, w.c, w.d.K / w.c);
+    else if (w.conv)
         fg_buf_printf(&em->notes, "//   operands:  A = x as [N*H*W, C] (%" PRId64 " pixels, C %" PRId64 "), B = w as "
                       "[K, C] (K-major), Y [N*H*W, K]: a 1x1 conv; 128B swizzle\n", w.rows, w.d.K);
     else

@@ -123,6 +123,8 @@ typedef struct wgop {
     int kind, bn, trans_b, acc;
     unsigned group;          /* the thread's open group at issue */
     int chained;             /* C is the result of an earlier pending op on d */
+    int signed_;             /* sig was taken at issue (warpgroup thread 0; operands in shared memory) */
+    uint64_t sig;            /* hash of the A and B bytes the async proxy held at issue */
     float snap[128];         /* C as d held it at issue (acc and not chained) */
 } wgop;
 
@@ -870,6 +872,8 @@ static void poison_floats(float *d, int n)
     memset(d, 0xff, (size_t)n * sizeof *d);
 }
 
+static int operand_sig(fg_emu_sched *s, const wgop *op, uint64_t *sig);
+
 static void api_wgmma(int kind, int bn, int trans_b, uint64_t desc_a, uint64_t desc_b, int acc, float *d)
 {
     fg_emu_sched *s = tls_sched;
@@ -915,6 +919,9 @@ static void api_wgmma(int kind, int bn, int trans_b, uint64_t desc_a, uint64_t d
         }
     if (op->acc && !op->chained)
         memcpy(op->snap, d, (size_t)bn / 2 * sizeof *d);
+    /* the operands must already be what the wgmma reads at its wait (the
+     * device may read them any time in between) */
+    op->signed_ = t->lin % 128 == 0 && operand_sig(s, op, &op->sig) == 0;
     t->wg_nops++;
     poison_floats(d, bn / 2);   /* undefined until the covering wait */
 }
@@ -983,6 +990,40 @@ static int read_operand(fg_emu_sched *s, uint64_t desc, int mn, int k, int mn_ma
     uint16_t h;
     memcpy(&h, s->view + a, 2);
     *v = bf16 ? fg_emu_bf2f(h) : fg_emu_h2f(h);
+    return 0;
+}
+
+/* Fenced generic writes become visible to the async proxy. */
+static void view_sync(fg_emu_sched *s)
+{
+    unsigned char *view = async_view(s);
+    if (s->view_epoch != s->fence_epoch) {
+        if (s->shared_end > s->shared_begin)
+            memcpy(view, s->shared_begin, (size_t)(s->shared_end - s->shared_begin));
+        s->view_epoch = s->fence_epoch;
+    }
+}
+
+/* A hash (FNV-1a) of the bytes of op's A (64 x 16) and B (BN x 16) elements
+ * in the async view, synced first; 0, or -1 when a descriptor cannot be
+ * emulated or an element lies outside shared memory (the land reports it). */
+static int operand_sig(fg_emu_sched *s, const wgop *op, uint64_t *sig)
+{
+    if (desc_invalid(op->desc_a) || desc_invalid(op->desc_b))
+        return -1;
+    view_sync(s);
+    size_t n = (size_t)(s->shared_end - s->shared_begin);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int pass = 0; pass < 2; pass++)
+        for (int mn = 0; mn < (pass ? op->bn : 64); mn++)
+            for (int k = 0; k < 16; k++) {
+                uint64_t a = pass ? operand_addr(op->desc_b, mn, k, op->trans_b) : operand_addr(op->desc_a, mn, k, 0);
+                if (a + 2 > n)
+                    return -1;
+                h = (h ^ s->view[a]) * 0x100000001b3ull;
+                h = (h ^ s->view[a + 1]) * 0x100000001b3ull;
+            }
+    *sig = h;
     return 0;
 }
 
@@ -1081,15 +1122,21 @@ static int wgmma_land(fg_emu_sched *s, int wg, int n, char *msg, size_t msgsize)
     }
     if (nland == 0)
         return 0;
-    unsigned char *view = async_view(s);
-    if (s->view_epoch != s->fence_epoch) {   /* fenced generic writes become visible to the async proxy */
-        if (s->shared_end > s->shared_begin)
-            memcpy(view, s->shared_begin, (size_t)(s->shared_end - s->shared_begin));
-        s->view_epoch = s->fence_epoch;
-    }
-    for (int j = 0; j < nland; j++)
+    view_sync(s);
+    for (int j = 0; j < nland; j++) {
+        const wgop *op = &T[0]->wgq[j];
+        uint64_t sig;
+        if (op->signed_ && operand_sig(s, op, &sig) == 0 && sig != op->sig) {
+            snprintf(msg, msgsize,
+                     "%s: warpgroup %d: the operands in shared memory changed between the wgmma's issue and its "
+                     "fg_wgmma_wait (written while it was in flight, or made visible only after the issue: a missing "
+                     "barrier wait or proxy fence before the wgmma)",
+                     wgmma_name(op->kind), wg);
+            return -1;
+        }
         if (wgmma_land_one(s, T, j, msg, msgsize))
             return -1;
+    }
     for (int i = 0; i < 128; i++) {
         thread *t = T[i];
         int left = t->wg_nops - nland;

@@ -20,6 +20,16 @@
 // The epilogue runs on the accumulator fragments (d[i]: row 16 w + l / 4 +
 // 8 ((i / 2) % 2), column 8 (i / 4) + 2 (l % 4) + i % 2), guarded at the
 // edges, pairs of columns stored together.
+// Taps (conv2d_wgmma with an R x S kernel, TAPS): stride 1 and an output as
+// large as the input, so the input pixel under tap (r, s) of output pixel m
+// is row m + (r DH - PT) W + s DW - PL of x viewed as [N*H*W, C]: k tile kt
+// (C a multiple of BK, so a tile lies in one tap) is a box of BM such rows
+// at channel (kt % (C / BK)) BK, and B's k tile is the weights [K, R*S*C]
+// at column kt BK.  A row whose pixel lies in the padding read a neighbour
+// (or zero past the tensor): warps 1-3 of the producer warpgroup wait for
+// the stage, zero those rows with generic stores, fence them for the async
+// proxy (wgmma) and arrive on the stage's ready barrier, which the
+// consumers wait for as well.
 // The ring lives in dynamic shared memory (FG_SHARED_DYN: the launch's
 // fg_kernel.smem bytes on the device, a static array in emulation), from its
 // first 1024-byte aligned address (the 128B swizzle pattern's repeat).
@@ -34,6 +44,9 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
     unsigned char *const ring = fg_smem + ((1024 - ((fg_wgmma_desc(fg_smem, 0, 0, 0) & 0x3f) << 4)) & 1023);
     fg_mbar *const full = (fg_mbar *)(ring + STAGES * STAGE_BYTES);
     fg_mbar *const empty = full + STAGES;
+{{#TAPS}}
+    fg_mbar *const ready = empty + STAGES;
+{{/TAPS}}
 
     const int tid = (int)fg_tid_x();
     const int wg = tid / 128;
@@ -44,6 +57,9 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
         for (int s = 0; s < STAGES; s++) {
             fg_mbar_init(&full[s], 1);    // the producer's arrive_expect_tx (+ the TMA bytes)
             fg_mbar_init(&empty[s], 2);   // one arrival per consumer warpgroup
+{{#TAPS}}
+            fg_mbar_init(&ready[s], 96);  // one arrival per fixer thread
+{{/TAPS}}
         }
         fg_fence_mbar_init();
     }
@@ -61,7 +77,14 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
                 unsigned char *const a_s = ring + s * STAGE_BYTES;
                 unsigned char *const b_s = a_s + A_BYTES;
                 fg_mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
+{{^TAPS}}
                 fg_tma_load_2d(a_s, &p.{{TMAP_A}}, kt * BK, (int)m0, &full[s]);
+{{/TAPS}}
+{{#TAPS}}
+                const int tap = kt / (int)(C / BK), cb = kt % (int)(C / BK);
+                const int shift = (tap / (int)S * (int)DH - (int)PT) * (int)W + tap % (int)S * (int)DW - (int)PL;
+                fg_tma_load_2d(a_s, &p.{{TMAP_A}}, cb * BK, (int)m0 + shift, &full[s]);
+{{/TAPS}}
 {{^TB}}
                 fg_tma_load_2d(b_s, &p.{{TMAP_B}}, kt * BK, (int)n0, &full[s]);
 {{/TB}}
@@ -73,6 +96,40 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
 {{/TB}}
             }
         }
+{{#TAPS}}
+        else if (tid >= 32) {
+            // ---- fixers: rows f and f + 96 of each stage's A tile ----
+            const int f = tid - 32;
+            int fh[2], fw[2];
+            bool fok[2];
+            FG_UNROLL
+            for (int j = 0; j < 2; j++) {
+                const int m = (int)m0 + f + 96 * j;   // MR < 2^31 (the emitter checks)
+                fok[j] = f + 96 * j < BM && m < MR;   // rows past MR are never stored
+                fh[j] = m / (int)W % (int)H;
+                fw[j] = m % (int)W;
+            }
+            for (int kt = 0; kt < KT; kt++) {
+                const int s = kt % STAGES;
+                fg_mbar_wait(&full[s], (kt / STAGES) & 1);
+                const int tap = kt / (int)(C / BK);
+                const int dh = tap / (int)S * (int)DH - (int)PT, dw = tap % (int)S * (int)DW - (int)PL;
+                FG_UNROLL
+                for (int j = 0; j < 2; j++) {
+                    const int ih = fh[j] + dh, iw = fw[j] + dw;
+                    if (fok[j] && (ih < 0 || ih >= (int)H || iw < 0 || iw >= (int)W)) {
+                        // a whole 128-byte row: the swizzle only permutes its chunks
+                        fg_chunk16 *const row = (fg_chunk16 *)(ring + s * STAGE_BYTES + (f + 96 * j) * (BK * 2));
+                        FG_UNROLL
+                        for (int q = 0; q < BK * 2 / 16; q++)
+                            row[q] = fg_chunk16{};
+                    }
+                }
+                fg_fence_proxy_async();   // the zeros are what wgmma reads
+                fg_mbar_arrive(&ready[s]);
+            }
+        }
+{{/TAPS}}
         return;
     }
 
@@ -88,6 +145,9 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
     for (int kt = 0; kt < KT; kt++) {
         const int s = kt % STAGES;
         fg_mbar_wait(&full[s], (kt / STAGES) & 1);
+{{#TAPS}}
+        fg_mbar_wait(&ready[s], (kt / STAGES) & 1);   // the padding rows are zero
+{{/TAPS}}
         const unsigned char *const a_s = ring + s * STAGE_BYTES + c * (64 * BK * 2);
         const unsigned char *const b_s = ring + s * STAGE_BYTES + A_BYTES;
         fg_wgmma_fence();

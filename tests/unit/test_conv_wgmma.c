@@ -131,6 +131,8 @@ typedef struct num_case {
     const char *name, *dtype, *rule;
     int N, H, W, C, K, bn, residual;
     const char *expect;   /* a line of the kernel's header comment */
+    int R, S;             /* the kernel: 0 for 1x1 */
+    const char *attrs;    /* the conv's attributes (NULL: stride 1, no padding) */
 } num_case;
 
 static const num_case num_cases[] = {
@@ -142,13 +144,26 @@ static const num_case num_cases[] = {
     {"bn_relu_bf16_1x69x61_72to136", "bf16", "conv_bn_act", 1, 69, 61, 72, 136, 1, 0, "4209 pixels"},
     /* fp16 conv with its own bias + residual add + relu (conv_add_act) */
     {"add_relu_f16_2x46x47_64to256", "fp16", "conv_add_act", 2, 46, 47, 64, 256, 0, 1, "4324 pixels"},
+    /* taps: 3x3, padding 1; W 65, so a tap's shifted rows wrap into the
+     * neighbouring image row at every row's ends, and into the other image */
+    {"k3x3_bn_relu_f16_2x65x65_64to64", "fp16", "conv_bn_act", 2, 65, 65, 64, 64, 1, 0, "by each of the 9 taps", 3, 3,
+     "padding: [1, 1]"},
+    /* dilation 2, padding 2, C 128: two channel blocks per tap; K 136; the residual add */
+    {"k3x3_d2_bn_add_relu_bf16_1x70x61_128to136", "bf16", "conv_bn_add_act", 1, 70, 61, 128, 136, 1, 1,
+     "implicit-GEMM conv", 3, 3, "padding: [2, 2], dilation: [2, 2]"},
+    /* asymmetric padding (top 0, left 0, bottom 2, right 2) and a 1x3 kernel (left 1, right 1) */
+    {"k3x3_pad_0022_add_relu_f16_2x47x45_64to256", "fp16", "conv_add_act", 2, 47, 45, 64, 256, 0, 1,
+     "by each of the 9 taps", 3, 3, "padding: [0, 0, 2, 2]"},
+    {"k1x3_bn_relu_bf16_2x66x64_64to64", "bf16", "conv_bn_act", 2, 66, 64, 64, 64, 1, 0, "by each of the 3 taps", 1,
+     3, "padding: [0, 1]"},
 };
 
 static void run_case(const num_case *c)
 {
     fg_context *ctx = arch_ctx("sm_90");
-    fg_graph *g = conv_graph(ctx, c->name, c->dtype, "NHWC", c->N, c->H, c->W, c->C, c->K, 1, 1,
-                             "stride: [1, 1], padding: [0, 0]", c->bn, c->residual);
+    fg_graph *g = conv_graph(ctx, c->name, c->dtype, "NHWC", c->N, c->H, c->W, c->C, c->K, c->R ? c->R : 1,
+                             c->S ? c->S : 1, c->attrs ? c->attrs : "stride: [1, 1], padding: [0, 0]", c->bn,
+                             c->residual);
     fg_plan *p = plan(ctx, g);
     assert_int_equal(p->ngroups, 1);
     assert_string_equal(p->groups[0].template_name, "conv2d_wgmma");
@@ -161,7 +176,7 @@ static void run_case(const num_case *c)
     assert_int_equal(st, FG_OK);
     assert_true(K.arch_specific);
     assert_int_equal(K.ntmaps, 2);
-    if (!strstr(K.source, c->expect) || !strstr(K.source, "a 1x1 conv"))
+    if (!strstr(K.source, c->expect) || !strstr(K.source, c->R ? "an implicit-GEMM conv" : "a 1x1 conv"))
         fail_msg("%s: the kernel header lacks \"%s\":\n%.1500s", c->name, c->expect, K.source);
     const char *tl = strstr(K.source, "//   tile:");
     print_message("%s %s: %.*s\n", c->name, c->dtype, tl ? (int)strcspn(tl, "\n") : 0, tl ? tl : "");
@@ -186,6 +201,41 @@ static void test_numerics(void **state)
         run_case(&num_cases[i]);
 }
 
+/* ---- mutations: the taps' padding fix-up broken must fail ---------------- */
+
+typedef struct mutation {
+    const char *what, *from, *to;
+} mutation;
+
+static const mutation mutations[] = {
+    {"unmutated", NULL, NULL},
+    {"the padding rows are not zeroed", "if (fok[j] && (ih < 0", "if (false && (ih < 0"},
+    {"no proxy fence after the zeros", "fg_fence_proxy_async();   // the zeros are what wgmma reads", ""},
+    {"the consumers do not wait for the fix-up", "fg_mbar_wait(&ready[s], (kt / STAGES) & 1);   // the padding",
+     "(void)ready;   // the padding"},
+    {"the tap's column shift ignores the padding", "tap % (int)S * (int)DW - (int)PL;\n                fg_tma_load_2d",
+     "tap % (int)S * (int)DW;\n                fg_tma_load_2d"},
+};
+
+static void test_mutations(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof mutations / sizeof *mutations; i++) {
+        fg_context *ctx = arch_ctx("sm_90");
+        /* 8 images of 23 x 23 (a sixth of the pixels on the border), K 136: 68 tiles */
+        fg_graph *g = conv_graph(ctx, "mut", "fp16", "NHWC", 8, 23, 23, 64, 136, 3, 3, "padding: [1, 1]", 1, 0);
+        fg_plan *p = plan(ctx, g);
+        assert_string_equal(p->groups[0].template_name, "conv2d_wgmma");
+        double rel = tu_mutated_rel_l2(ctx, p, g, mutations[i].from, mutations[i].to, 99);
+        print_message("%-46s %s %.3e\n", mutations[i].what, rel < 0 ? "launch failed" : "rel_l2", rel);
+        if (i == 0 ? !(rel >= 0 && rel <= 5e-3) : rel >= 0 && rel <= 5e-2)
+            fail_msg("%s: rel_l2 %.3e", mutations[i].what, rel);
+        fg_plan_free(p);
+        fg_graph_free(g);
+        fg_context_free(ctx);
+    }
+}
+
 /* ---- selection ----------------------------------------------------------- */
 
 typedef struct sel_case {
@@ -202,14 +252,19 @@ static const sel_case sel_cases[] = {
     {"1x1 sm_90", "sm_90", "NHWC", 2, 65, 65, 256, 64, 1, 1, ONE, "conv2d_wgmma", NULL},
     {"1x1 sm_90a", "sm_90a", "NHWC", 2, 47, 45, 64, 256, 1, 1, ONE, "conv2d_wgmma", NULL},
     {"sm_80", "sm_80", "NHWC", 2, 65, 65, 256, 64, 1, 1, ONE, "conv2d_tc", "target arch sm_80"},
-    {"3x3", "sm_90", "NHWC", 2, 65, 65, 64, 64, 3, 3, "stride: [1, 1], padding: [1, 1]", "conv2d_tc",
-     "a 3x3 kernel"},
+    {"3x3", "sm_90", "NHWC", 2, 65, 65, 64, 64, 3, 3, "stride: [1, 1], padding: [1, 1]", "conv2d_wgmma", NULL},
+    {"3x3 C 32", "sm_90", "NHWC", 2, 65, 65, 32, 64, 3, 3, "stride: [1, 1], padding: [1, 1]", "conv2d_tc",
+     "C 32 not a multiple of 64"},
+    {"3x3 unpadded", "sm_90", "NHWC", 2, 67, 67, 64, 64, 3, 3, "stride: [1, 1], padding: [0, 0]", "conv2d_tc",
+     "gives 65x65 from 67x67"},
+    {"3x3 stride 2", "sm_90", "NHWC", 2, 130, 130, 64, 64, 3, 3, "stride: [2, 2], padding: [1, 1]", "conv2d_tc",
+     "stride 2x2"},
     {"stride 2", "sm_90", "NHWC", 2, 130, 130, 256, 64, 1, 1, "stride: [2, 2], padding: [0, 0]", "conv2d_tc",
      "stride 2x2"},
     {"padded 1x1", "sm_90", "NHWC", 2, 63, 63, 256, 64, 1, 1, "stride: [1, 1], padding: [1, 1]", "conv2d_tc",
-     "padding 1, 1"},
+     "padding 1, 1, 1, 1 (a 1x1 kernel needs none)"},
     {"NCHW", "sm_90", "NCHW", 2, 65, 65, 256, 64, 1, 1, ONE, "conv2d", "is NCHW"},
-    {"C 12", "sm_90", "NHWC", 2, 65, 65, 12, 64, 1, 1, ONE, "conv2d", "not a multiple of 8"},
+    {"C 12", "sm_90", "NHWC", 2, 65, 65, 12, 64, 1, 1, ONE, "conv2d_tc", "not a multiple of 8"},
     {"too few tiles", "sm_90", "NHWC", 2, 14, 14, 256, 64, 1, 1, ONE, "conv2d_tc", "4 tiles of 128 x 64"},
 };
 
@@ -250,6 +305,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_numerics),
+        cmocka_unit_test(test_mutations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

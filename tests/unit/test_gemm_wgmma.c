@@ -267,10 +267,8 @@ static const mutation mutations[] = {
     {"the epilogue's column pairs crossed", "d[4 * j + 2 * h + 1], row, col + 1)", "d[4 * j + 2 * h], row, col + 1)"},
 };
 
-/* Plans body for sm_90, emits the kernel, applies m, builds it for the
- * emulator and launches it on buffers of its own.  Returns the relative L2
- * error against the reference (INFINITY for NaN), or -1 when the launch
- * failed. */
+/* Plans body for sm_90 and runs its gemm_wgmma kernel mutated by m
+ * (tu_mutated_rel_l2). */
 static double run_mutated(const char *dtype, const char *body, const mutation *m)
 {
     char *dir;
@@ -278,102 +276,7 @@ static double run_mutated(const char *dtype, const char *body, const mutation *m
     fg_graph *src = parse(ctx, "mut", dtype, body);
     fg_plan *p = plan(ctx, src);
     assert_string_equal(p->groups[0].template_name, "gemm_wgmma");
-    const fg_graph *pg = p->graph;
-    fg_dtype dt = src->tensors[src->outputs[0]].dtype;
-    double **ref = fg_xcalloc((size_t)src->ntensors + 1, sizeof *ref);
-    fg_reference_random_inputs(src, 4242, ref);
-    for (int t = 0; t < src->ntensors; t++)
-        if (src->tensors[t].is_input)
-            for (int64_t i = 0; i < fg_tensor_numel(&src->tensors[t]); i++)
-                ref[t][i] = fg_round_to_dtype(ref[t][i], dt);
-
-    fg_kernel k;
-    fg_status st = fg_emit_group(ctx, p, 0, NULL, &k);
-    assert_int_equal(st, FG_OK);
-    if (m->from) {
-        char *at = strstr(k.source, m->from);
-        if (!at)
-            fail_msg("mutation: \"%s\" not in the kernel", m->from);
-        fg_buf b = {0};
-        fg_buf_putn(&b, k.source, (size_t)(at - k.source));
-        fg_buf_put(&b, m->to);
-        fg_buf_put(&b, at + strlen(m->from));
-        free(k.source);
-        k.source = fg_buf_take(&b);
-    }
-    st = fg_emu_build(ctx, &k);
-    if (st)
-        tu_dump_errors(ctx);
-    assert_int_equal(st, FG_OK);
-
-    void *bufs[FG_MAX_KPARAMS] = {0};
-    size_t off[FG_MAX_KPARAMS];
-    size_t total = fg_kparam_layout(&k, off);
-    _Alignas(64) uint64_t args[FG_MAX_KPARAMS + FG_MAX_TMAPS * 24 + 8];
-    assert_true(total <= sizeof args);
-    memset(args, 0, sizeof args);
-    int out_slot = -1;
-    for (int j = 0; j < k.nparams; j++) {
-        const fg_kparam *kp = &k.params[j];
-        if (kp->kind != FG_KPARAM_TENSOR)
-            continue;
-        const fg_tensor *tt = &pg->tensors[kp->tensor];
-        int64_t n = fg_tensor_numel(tt);
-        size_t bytes = (size_t)n * fg_dtype_size(tt->dtype);
-        bufs[j] = fg_xmalloc(bytes + 16);   /* malloc: 16-byte aligned, as the executor's buffers */
-        if (kp->writes) {
-            memset(bufs[j], 0xff, bytes);   /* NaN in every dtype */
-            out_slot = j;
-        } else if (tt->is_input) {
-            int si = fg_graph_find_tensor(src, tt->name);
-            assert_true(si >= 0);
-            fg_tensor_pack(tt, tt->layout, ref[si], bufs[j]);
-        } else {
-            double *v = fg_xmalloc((size_t)n * sizeof *v);
-            fg_tensor_values_f64(tt, v);
-            fg_tensor_pack(tt, tt->layout, v, bufs[j]);
-            free(v);
-        }
-        uint64_t a = (uint64_t)(uintptr_t)bufs[j];
-        memcpy((char *)args + off[j], &a, sizeof a);
-    }
-    for (int j = 0; j < k.nparams; j++) {   /* the tensor maps over those buffers */
-        const fg_kparam *kp = &k.params[j];
-        if (kp->kind != FG_KPARAM_TMAP)
-            continue;
-        uint64_t base = 0;
-        for (int i = 0; i < k.nparams; i++)
-            if (k.params[i].kind == FG_KPARAM_TENSOR && k.params[i].tensor == kp->tensor)
-                base = (uint64_t)(uintptr_t)bufs[i];
-        const fg_kparam_tmap *t = &k.tmaps[kp->value];
-        fg_tmap_desc d = {.base = base, .elem_bytes = (unsigned)t->elem_bytes,
-                          .dim = {(uint64_t)t->dim[0], (uint64_t)t->dim[1]}, .row_stride = (uint64_t)t->row_stride,
-                          .box = {(unsigned)t->box[0], (unsigned)t->box[1]}, .swizzle = (fg_tmap_swizzle)t->swizzle};
-        assert_int_equal(fg_emu_tmap_encode(&d, (char *)args + off[j]), 0);
-    }
-    assert_true(out_slot >= 0);
-    double rel = -1;
-    st = fg_emu_launch(ctx, &k, args);
-    if (st == FG_OK) {
-        assert_int_equal(fg_reference_run(ctx, src, ref), FG_OK);
-        const fg_tensor *ot = &pg->tensors[k.params[out_slot].tensor];
-        int so = fg_graph_find_tensor(src, ot->name);
-        int64_t n = fg_tensor_numel(ot);
-        double *got = fg_xmalloc((size_t)n * sizeof *got), max_abs;
-        fg_tensor_unpack(ot, ot->layout, bufs[out_slot], got);
-        rel = fg_rel_l2(got, ref[so], n, &max_abs);
-        if (isnan(rel))
-            rel = INFINITY;
-        free(got);
-    } else {
-        char buf[512];
-        print_message("    launch failed: %.200s\n", fg_error_format(fg_context_error(ctx, 0), buf, sizeof buf));
-    }
-    for (int j = 0; j < k.nparams; j++)
-        free(bufs[j]);
-    fg_kernel_free(&k);
-    fg_reference_free(src, ref);
-    free(ref);
+    double rel = tu_mutated_rel_l2(ctx, p, src, m->from, m->to, 4242);
     fg_plan_free(p);
     fg_graph_free(src);
     free_ctx(ctx, dir);

@@ -8,9 +8,11 @@
  * no warnings; each cubin's SASS (nvdisasm) must show warpgroup MMA (HGMMA),
  * TMA loads (UTMALDG) and mbarrier operations (SYNCS), and cuobjdump
  * -res-usage no stack frame and no local memory (no spills; no LDL / STL).
- * A table of the instruction counts and resources is printed.  One 1x1
- * convolution (conv2d_wgmma: ResNet-50's stage-2 conv3 at batch 32, NHWC,
- * conv + BN + residual add + relu) is compiled and checked the same way.
+ * A table of the instruction counts and resources is printed.  Two
+ * convolutions (conv2d_wgmma, NHWC, ResNet-50's stage 2 at batch 32: the 1x1
+ * conv3 with BN + residual add + relu, and the 3x3 conv2 with BN + relu,
+ * whose producer warpgroup also zeroes padding rows) are compiled and
+ * checked the same way.
  *
  * nvdisasm and cuobjdump as in test_gemm_sass.c (the toolkit or pip);
  * without them the test is skipped and says so ("SASS check NOT RUN").
@@ -125,6 +127,16 @@ static const sass_case cases[] = {
      "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w] }\n"
      "  - { name: bn, op: batch_norm, inputs: [conv, g, be, mu, var] }\n"
      "  - { name: add, op: add, inputs: [bn, r] }\n  - { name: y, op: relu, inputs: [add] }\noutputs: [y]\n",
+     NULL, "conv2d_wgmma"},
+    /* ResNet-50 s2 conv2, batch 32: 3x3 conv 128 -> 128 on 28 x 28, padding 1, folded BN, relu (taps) */
+    {"conv3x3_bn_relu_32x28x28", "bf16",
+     "layout: NHWC\n"
+     "inputs: [{ name: x, shape: [32, 128, 28, 28] }]\n"
+     "weights: [{ name: w, shape: [128, 128, 3, 3] }, { name: g, shape: [128], init: positive },\n"
+     "          { name: be, shape: [128] }, { name: mu, shape: [128] }, { name: var, shape: [128], init: positive }]\n"
+     "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [conv, g, be, mu, var] }\n"
+     "  - { name: y, op: relu, inputs: [bn] }\noutputs: [y]\n",
      NULL, "conv2d_wgmma"},
 };
 

@@ -60,6 +60,14 @@ void tu_kargs_init(tu_kargs *a, const fg_kernel *k, const fg_graph *pg, const fg
 void tu_kargs_poison(tu_kargs *a, const fg_kernel *k, const fg_graph *pg);
 void tu_kargs_free(tu_kargs *a);
 
+/* Runs group 0 of plan p (planned from src) with the first `from` of its
+ * source replaced by `to` (NULL: unmutated), launched directly in the
+ * emulator (tensor maps included) on fresh inputs of `seed`; returns the
+ * output's relative L2 error against src's reference (INFINITY for NaN), or
+ * -1 when the launch failed. */
+double tu_mutated_rel_l2(fg_context *ctx, const fg_plan *p, const fg_graph *src, const char *from, const char *to,
+                         uint64_t seed);
+
 /* ---- NVRTC and NVIDIA's binary tools, no GPU needed ---- */
 
 /* Compiles ks[0..nk) with NVRTC for sm_80 and for sm_90 and returns how
