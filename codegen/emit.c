@@ -120,8 +120,11 @@ static void params_struct(fg_emitter *em, fg_buf *b)
         } else if (kp->kind == FG_KPARAM_WORKSPACE) {
             char decl[128];
             snprintf(decl, sizeof decl, "void *%s;", kp->name);
-            fg_buf_printf(b, "    %-36s // workspace, %" PRId64 " bytes (zeroed; counters left at zero)\n", decl,
-                          kp->value);
+            fg_buf_printf(b, "    %-36s // workspace, %" PRId64 " bytes (split-K partial sums)\n", decl, kp->value);
+        } else if (kp->kind == FG_KPARAM_COUNTERS) {
+            char decl[128];
+            snprintf(decl, sizeof decl, "int *%s;", kp->name);
+            fg_buf_printf(b, "    %-36s // %" PRId64 " counters (zeroed; left at zero)\n", decl, kp->value / 4);
         } else if (kp->kind == FG_KPARAM_TMAP) {
             char decl[128];
             const fg_kparam_tmap *m = &em->k->tmaps[kp->value];

@@ -23,9 +23,11 @@
 typedef enum fg_kparam_kind {
     FG_KPARAM_TENSOR = 0,   /* pointer to the data of plan-graph tensor `tensor` */
     FG_KPARAM_I64,          /* an int64 scalar with value `value` */
-    FG_KPARAM_WORKSPACE,    /* scratch memory of `value` bytes (split-K partial sums): zeroed once before
-                               the first launch and shared by the plan's kernels, which run one at a
-                               time; a kernel leaves whatever it counts in it at zero again */
+    FG_KPARAM_WORKSPACE,    /* scratch memory of `value` bytes (split-K partial sums): shared by the plan's
+                               kernels, which run one at a time; its contents do not outlive a launch */
+    FG_KPARAM_COUNTERS,     /* `value` bytes of int counters (split-K arrivals): a buffer of their own,
+                               zeroed once before the first launch and shared by the plan's kernels,
+                               each of which leaves its counters at zero again; nothing else writes it */
     FG_KPARAM_TMAP,         /* a TMA tensor map (fg_tmap: 128 bytes, 64-byte aligned in the params struct) over
                                tensor `tensor`, described by the kernel's tmaps[value]; encoded at launch
                                time by the backend (backend.h tensormap_encode) */

@@ -62,7 +62,8 @@ static int tc_epc(fg_dtype d) { return d == FG_DTYPE_F32 ? 4 : 8; }
 typedef struct tc_shape {
     int64_t M, K, RSC;   /* output pixels, output channels, reduction length */
     int64_t KT;          /* reduction tiles of 4 chunks */
-    int gather;          /* C is not a multiple of a chunk's elements: operands loaded element by element */
+    int gather;          /* C is not a multiple of a chunk's elements, or x is NCHW: operands loaded element by element */
+    int x_nchw;          /* x is NCHW (a graph's input): gathered a channel plane apart */
 } tc_shape;
 
 /* The default tile and split for shape s.  The largest tile of at least 64
@@ -148,11 +149,11 @@ static int tc_supported(const fg_graph *g, int anchor, int out, char *why, size_
         return 0;
     }
     const int epc = tc_epc(o->dtype);
-    const fg_tensor *nchw = x->layout != FG_LAYOUT_NHWC ? x : w->layout != FG_LAYOUT_NHWC ? w
-                          : y->layout != FG_LAYOUT_NHWC ? y : o->layout != FG_LAYOUT_NHWC ? o : NULL;
+    const fg_tensor *nchw = w->layout != FG_LAYOUT_NHWC ? w : y->layout != FG_LAYOUT_NHWC ? y
+                          : o->layout != FG_LAYOUT_NHWC ? o : NULL;
     if (nchw) {
-        snprintf(why, whysz, "%s is %s (reads %d channels at a time, so NHWC only)", nchw->name,
-                 fg_layout_name(nchw->layout), epc);
+        snprintf(why, whysz, "%s is %s (weights are read as [K, R*S*C] and outputs stored %d channels at a time: "
+                 "NHWC only; an NCHW input is gathered)", nchw->name, fg_layout_name(nchw->layout), epc);
         return 0;
     }
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
@@ -172,7 +173,8 @@ static int tc_supported(const fg_graph *g, int anchor, int out, char *why, size_
     s->M = M;
     s->K = K;
     s->RSC = R * S * C;
-    s->gather = C % epc != 0;
+    s->x_nchw = x->layout != FG_LAYOUT_NHWC;
+    s->gather = C % epc != 0 || s->x_nchw;
     s->KT = (s->RSC + 4 * epc - 1) / (4 * epc);
     return 1;
 }
@@ -274,6 +276,7 @@ fg_status fg_emit_conv2d_tc(fg_emitter *em)
     fg_em_set(em, "TF32", "%d", dt == FG_DTYPE_F32);
     fg_em_set(em, "EPC", "%d", epc);
     fg_em_set(em, "GATHER", "%d", sh.gather);
+    fg_em_set(em, "X_NCHW", "%d", sh.x_nchw);
     fg_em_set(em, "BM", "%d", tile->bm);
     fg_em_set(em, "BN", "%d", tile->bn);
     fg_em_set(em, "WARPS_M", "%d", tile->warps_m);
@@ -284,29 +287,17 @@ fg_status fg_emit_conv2d_tc(fg_emitter *em)
     fg_em_set(em, "SPLIT", "%d", splits > 1);
 
     unsigned gm = (unsigned)((M + tile->bm - 1) / tile->bm), gn = (unsigned)((K + tile->bn - 1) / tile->bn);
-    if (splits > 1) {
-        /* the workspace: splits slots of BM x BN floats per tile, then one int per tile */
-        int64_t tiles = (int64_t)gm * gn;
-        int64_t bytes = tiles * splits * tile->bm * tile->bn * 4 + tiles * 4;
-        if (em->k->nparams >= FG_MAX_KPARAMS)
-            return fg_em_error(em, FG_ERR_INTERNAL, "too many kernel parameters");
-        fg_kparam *kp = &em->k->params[em->k->nparams++];
-        memset(kp, 0, sizeof *kp);
-        kp->kind = FG_KPARAM_WORKSPACE;
-        kp->tensor = -1;
-        kp->value = bytes;
-        snprintf(kp->name, sizeof kp->name, "fg_workspace");
-        fg_em_set(em, "WS", "%s", kp->name);
-    } else {
-        fg_em_set(em, "WS", "%s", "fg_no_workspace");
-    }
+    /* split-K: splits slots of BM x BN floats per tile, one counter per tile */
+    int64_t tiles = (int64_t)gm * gn;
+    fg_em_split_buffers(em, splits > 1 ? tiles * splits * tile->bm * tile->bn * 4 : 0, tiles);
 
     unsigned threads = 32u * (unsigned)(tile->warps_m * tile->warps_n);
     fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages, %u threads (%d x %d warps), split-K %d "
                   "(%" PRId64 " of %" PRId64 " k tiles each), %s%s\n", tile->bm, tile->bn, 4 * epc, TC_STAGES, threads,
                   tile->warps_m, tile->warps_n, splits, kt_split, sh.KT,
                   dt == FG_DTYPE_F32 ? "mma m16n8k8 tf32" : "mma m16n8k16",
-                  sh.gather ? ", element gather (C not a multiple of 16 bytes)" : "");
+                  sh.x_nchw ? ", element gather (x is NCHW)"
+                  : sh.gather ? ", element gather (C not a multiple of 16 bytes)" : "");
     em->template_file = "conv2d_tc.cuh";
     em->threads = threads;
     em->k->grid[0] = gm;

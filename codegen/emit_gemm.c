@@ -310,21 +310,9 @@ static fg_status emit_gemm_tc(fg_emitter *em, const gemm_geom *gg)
     fg_em_set(em, "SPLIT", "%d", splits > 1);
 
     unsigned gm = (unsigned)((gg->d.M + tile->bm - 1) / tile->bm), gn = (unsigned)((gg->d.N + tile->bn - 1) / tile->bn);
-    if (splits > 1) {
-        /* the workspace: splits slots of BM x BN floats per tile, then one int per tile */
-        int64_t tiles = (int64_t)gm * gn * gg->d.batch;
-        if (em->k->nparams >= FG_MAX_KPARAMS)
-            return fg_em_error(em, FG_ERR_INTERNAL, "too many kernel parameters");
-        fg_kparam *kp = &em->k->params[em->k->nparams++];
-        memset(kp, 0, sizeof *kp);
-        kp->kind = FG_KPARAM_WORKSPACE;
-        kp->tensor = -1;
-        kp->value = tiles * splits * tile->bm * tile->bn * 4 + tiles * 4;
-        snprintf(kp->name, sizeof kp->name, "fg_workspace");
-        fg_em_set(em, "WS", "%s", kp->name);
-    } else {
-        fg_em_set(em, "WS", "%s", "fg_no_workspace");
-    }
+    /* split-K: splits slots of BM x BN floats per tile, one counter per tile */
+    int64_t tiles = (int64_t)gm * gn * gg->d.batch;
+    fg_em_split_buffers(em, splits > 1 ? tiles * splits * tile->bm * tile->bn * 4 : 0, tiles);
 
     unsigned threads = 32u * (unsigned)(tile->warps_m * tile->warps_n);
     fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages, %u threads (%d x %d warps), split-K %d "
@@ -426,21 +414,9 @@ static fg_status emit_gemv(fg_emitter *em, const gemm_geom *gg)
     fg_em_set(em, "SPLIT", "%d", s.splits > 1);
     fg_em_set(em, "KW", "%" PRId64, s.kw);
     fg_em_set(em, "KS", "%" PRId64, s.ks);
-    if (s.splits > 1) {
-        /* the workspace: splits slots of M x SLICE floats per slice, then one int per slice */
-        int64_t slices = s.slices * gg->d.batch;
-        if (em->k->nparams >= FG_MAX_KPARAMS)
-            return fg_em_error(em, FG_ERR_INTERNAL, "too many kernel parameters");
-        fg_kparam *kp = &em->k->params[em->k->nparams++];
-        memset(kp, 0, sizeof *kp);
-        kp->kind = FG_KPARAM_WORKSPACE;
-        kp->tensor = -1;
-        kp->value = slices * s.splits * gg->d.M * s.slice * 4 + slices * 4;
-        snprintf(kp->name, sizeof kp->name, "fg_workspace");
-        fg_em_set(em, "WS", "%s", kp->name);
-    } else {
-        fg_em_set(em, "WS", "%s", "fg_no_workspace");
-    }
+    /* split-K: splits slots of M x SLICE floats per slice, one counter per slice */
+    int64_t slices = s.slices * gg->d.batch;
+    fg_em_split_buffers(em, s.splits > 1 ? slices * s.splits * gg->d.M * s.slice * 4 : 0, slices);
     unsigned threads = 32u * (unsigned)s.warps;
     fg_buf_printf(&em->notes, "//   tile:      gemv, %d columns x %" PRId64 " rows per block, %u threads (%d warps "
                   "of %" PRId64 " k), split-K %d (%" PRId64 " k each), %s loads of B\n", s.slice, gg->d.M, threads,

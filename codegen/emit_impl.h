@@ -56,6 +56,10 @@ void fg_em_set(fg_emitter *em, const char *name, const char *fmt, ...) __attribu
  * (specialized) or `= p.dim_NAME;` (an I64 parameter).  Only constants the
  * kernel text mentions are emitted. */
 void fg_em_shape(fg_emitter *em, const char *name, int64_t value);
+/* Adds the split-K parameters: a workspace of slot_bytes (placeholder WS)
+ * and `counters` int counters in their own zeroed buffer (placeholder WSC);
+ * with slot_bytes 0 neither, and WS / WSC name no field. */
+void fg_em_split_buffers(fg_emitter *em, int64_t slot_bytes, int64_t counters);
 /* Field name of tensor t in the params struct (added on first use). */
 const char *fg_em_tensor(fg_emitter *em, int t, int writes);
 /* C type of tensor t's elements: "float", "fg_half", "fg_bf16". */
@@ -106,6 +110,10 @@ int64_t fg_em_attr_int(const fg_emitter *em, int nd, const char *name, int index
 /* Emits, at indentation ind, locals coords[0..rank) decomposing the linear
  * memory index `lin` of tensor t (t's layout): `const fg_i64 w = lin % 5;`... */
 void fg_em_decompose(fg_emitter *em, int t, const char *lin, const char *const *coords, int ind, fg_buf *out);
+/* Appends, at indentation ind, the statement that moves the mutable
+ * coordinates coords of tensor t to its next element in memory order: the
+ * innermost stored axis + 1, carried outwards (no division). */
+void fg_em_step_coords(fg_emitter *em, int t, const char *const *coords, int ind, fg_buf *out);
 /* Number of elements of tensor t. */
 int64_t fg_em_numel(const fg_emitter *em, int t);
 

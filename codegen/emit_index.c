@@ -95,6 +95,25 @@ static fg_kparam *add_param(fg_emitter *em, const char *base)
     return kp;
 }
 
+void fg_em_split_buffers(fg_emitter *em, int64_t slot_bytes, int64_t counters)
+{
+    if (slot_bytes <= 0) {
+        fg_em_set(em, "WS", "%s", "fg_no_workspace");
+        fg_em_set(em, "WSC", "%s", "fg_no_counters");
+        return;
+    }
+    fg_kparam *ws = add_param(em, "fg_workspace");
+    fg_kparam *wc = ws ? add_param(em, "fg_counters") : NULL;
+    if (!wc)
+        return;
+    ws->kind = FG_KPARAM_WORKSPACE;
+    ws->value = slot_bytes;
+    wc->kind = FG_KPARAM_COUNTERS;
+    wc->value = counters * 4;
+    fg_em_set(em, "WS", "%s", ws->name);
+    fg_em_set(em, "WSC", "%s", wc->name);
+}
+
 const char *fg_em_tensor(fg_emitter *em, int t, int writes)
 {
     for (int i = 0; i < em->k->nparams; i++)
@@ -226,6 +245,27 @@ fg_status fg_em_offset_fn(fg_emitter *em, const char *fname, int t, const char *
 int64_t fg_em_attr_int(const fg_emitter *em, int nd, const char *name, int index)
 {
     return fg_node_attr_int(&em->g->nodes[nd], name, index);
+}
+
+void fg_em_step_coords(fg_emitter *em, int t, const char *const *coords, int ind, fg_buf *out)
+{
+    const fg_tensor *x = &em->g->tensors[t];
+    int order[FG_MAX_RANK];
+    physical_order(x, order);
+    /* if (++w == W) { w = 0; if (++h == H) { h = 0; ... ++n; } } */
+    for (int pi = x->rank - 1; pi >= 0; pi--) {
+        const char *c = coords[order[pi]];
+        if (pi == 0) {
+            fg_buf_iprintf(out, ind + (x->rank - 1 - pi), "++%s;\n", c);
+            break;
+        }
+        fg_buf_iprintf(out, ind + (x->rank - 1 - pi), "if (++%s == ", c);
+        fg_em_dim(em, t, order[pi], out);
+        fg_buf_printf(out, ") {\n");
+        fg_buf_iprintf(out, ind + (x->rank - pi), "%s = 0;\n", c);
+    }
+    for (int k = x->rank - 2; k >= 0; k--)
+        fg_buf_iprintf(out, ind + k, "}\n");
 }
 
 void fg_em_decompose(fg_emitter *em, int t, const char *lin, const char *const *coords, int ind, fg_buf *out)

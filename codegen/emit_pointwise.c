@@ -321,8 +321,27 @@ fg_status fg_emit_pointwise(fg_emitter *em)
             for (int a = 0; a < rank; a++)
                 fg_buf_iprintf(&velem, 3, "const fg_i64 %s = %s%s;\n", coords[a], bcoords[a], a == oi ? " + j" : "");
         } else {
-            fg_buf_iprintf(&velem, 3, "const fg_i64 i = base + j;\n");
-            fg_em_decompose(em, em->out, "i", coords, 3, &velem);
+            /* the vector's first coordinates, then a carry step per element
+             * (no division per element: with shapes as parameters eight
+             * 64-bit divisions each were calls that spilled) */
+            char sstore[FG_MAX_RANK][16];
+            const char *sc[FG_MAX_RANK];
+            for (int a = 0; a < rank; a++) {
+                snprintf(sstore[a], sizeof sstore[a], "s_%s", coords[a]);
+                sc[a] = sstore[a];
+            }
+            fg_em_decompose(em, em->out, "base", bcoords, 2, &vloads);
+            for (int a = 0; a < rank; a++)
+                fg_buf_iprintf(&vloads, 2, "fg_i64 %s = %s;   // stepped along the vector\n", sc[a], bcoords[a]);
+            if (rank > 1) {
+                fg_buf_iprintf(&velem, 3, "if (j > 0) {\n");
+                fg_em_step_coords(em, em->out, sc, 4, &velem);
+                fg_buf_iprintf(&velem, 3, "}\n");
+            } else {
+                fg_buf_iprintf(&velem, 3, "%s = %s + j;\n", sc[0], bcoords[0]);
+            }
+            for (int a = 0; a < rank; a++)
+                fg_buf_iprintf(&velem, 3, "const fg_i64 %s = %s;\n", coords[a], sc[a]);
         }
         fg_buf_printf(&align, "fg_aligned16(p.%s)", fg_em_tensor(em, em->out, 1));
         if (rows && !em->opts->specialize) {   /* the shapes are parameters: check what was assumed */

@@ -23,19 +23,19 @@ static const char *const ph_conv2d_nhwc[] = {"KERNEL", "PARAMS", "THREADS", "SHA
 static const char *const ph_conv2d_dw[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "X", "WGT", "Y", NULL};
 static const char *const ph_conv2d_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BM", "BN", "EPC", "SPLITS",
                                            "KT_SPLIT", "WARPS_M", "WARPS_N", "T", "MMA", "X", "WGT", "Y", "TF32",
-                                           "SPLIT", "WS", "PAIR", NULL};
+                                           "SPLIT", "WS", "WSC", "PAIR", "GATHER", "X_NCHW", NULL};
 static const char *const ph_gemm[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "TILE_M", "TILE_N", "TILE_K",
                                       "BATCH", "A", "B", "Y", "TA", "TB", "EPI_ARGS", NULL};
 static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BM", "BN", "EPC", "STAGES",
                                          "SPLITS", "KT_SPLIT", "WARPS_M", "WARPS_N", "BATCH", "A", "B", "Y", "T",
                                          "VEC", "TF32", "PACK", "A_KROW", "B_KROW", "B_TF32_ELEM", "MMA", "SPLIT",
-                                         "WS", "EPI_ARGS", "PAIR", "EPI_ARGS1", NULL};
+                                         "WS", "WSC", "EPI_ARGS", "PAIR", "EPI_ARGS1", NULL};
 static const char *const ph_gemm_wgmma[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BN", "STAGES", "SMEM_BYTES",
                                             "MAXNREG", "TMAP_A", "TB", "TMAP_B", "WGMMA", "BATCH", "EPI_ARGS",
-                                            "PAIR", "EPI_ARGS1", "Y", NULL};
+                                            "PAIR", "EPI_ARGS1", "Y", "TAPS", NULL};
 static const char *const ph_gemv[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "MR", "SLICE", "VW", "WARPS",
                                       "SPLITS", "KW", "KS", "SPLIT", "BATCH", "A", "B", "TB", "VEC", "TA", "A_VEC",
-                                      "WS", "EPI_ARGS", "Y", NULL};
+                                      "WS", "WSC", "EPI_ARGS", "Y", NULL};
 static const char *const ph_gemm_softmax[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BK", "WARPS_N", "NI", "NP",
                                               "TC", "T", "BATCH", "A", "B", "TA", "TB", "PACK", "MMA", "EPI_ARGS",
                                               "PAIR", "Y", "BVEC", "VW", "CVT", NULL};

@@ -297,6 +297,7 @@ struct fg_plan {
     struct fg_concat_views *views;         /* concat elimination: tensors stored inside a concat's
                                               output (concat_inplace.h); owned; NULL: none */
     double match_ms, fold_ms;              /* time spent matching rules and folding parameters */
+    int nhwc_acts, nhwc_weights;           /* tensors the layout pass stored NHWC (layout_assign.h) */
 };
 
 #endif /* FG_IR_H */

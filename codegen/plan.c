@@ -24,6 +24,7 @@
 #include "context.h"
 #include "expr.h"
 #include "fold.h"
+#include "layout_assign.h"
 #include "hook.h"
 #include "index_map.h"
 #include "kind.h"
@@ -983,6 +984,8 @@ FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out
         fg_plan_free(p);
         return rst;
     }
+    /* The plan's own tensors NHWC for tensor-core convolutions (layout_assign.h). */
+    fg_layout_assign(ctx, p->graph, &p->nhwc_acts, &p->nhwc_weights);
     planner P;
     memset(&P, 0, sizeof P);
     P.ctx = ctx;

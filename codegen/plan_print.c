@@ -119,6 +119,10 @@ void fg_plan_print(const fg_context *ctx, const fg_plan *p, const fg_plan_print_
     if (o && o->explain) {
         fprintf(out, "precision: %s%s\n", fg_precision_name(p->graph->precision),
                 p->graph->precision == FG_PRECISION_TF32 ? " (fp32 conv and matmul may round operands to tf32)" : "");
+        if (p->nhwc_acts || p->nhwc_weights)
+            fprintf(out, "layout: %d intermediate tensors and %d weights stored NHWC for tensor-core convolutions "
+                    "(inputs and outputs keep theirs; FUSEGEN_KEEP_LAYOUT=1 keeps every layout)\n", p->nhwc_acts,
+                    p->nhwc_weights);
         /* rewrites applied (notes "rewrite NAME (...): ..."), then near misses */
         int nrw = 0;
         for (int i = 0; i < p->nnotes; i++)

@@ -49,7 +49,9 @@ struct fg_exec {
     size_t weight_bytes, arena_bytes, inter_bytes;
     uint64_t weights, arena;        /* device addresses (host pointers in emulation); 0: none */
     size_t workspace_bytes;         /* the largest FG_KPARAM_WORKSPACE of the kernels (one at a time) */
-    uint64_t workspace;             /* zeroed once; 0: none */
+    uint64_t workspace;             /* split-K partial sums; 0: none */
+    size_t counters_bytes;          /* the largest FG_KPARAM_COUNTERS */
+    uint64_t counters;              /* zeroed once; every kernel leaves its counters at zero; 0: none */
 
     void *stream;                   /* the exec's own stream (NULL in emulation) */
     void **events;                  /* nkernels + 1, for timing */
@@ -233,6 +235,8 @@ static fg_status place_tensors(fg_exec *e)
             const fg_kparam *p = &K->params[j];
             if (p->kind == FG_KPARAM_WORKSPACE && p->value > 0 && (uint64_t)p->value > e->workspace_bytes)
                 e->workspace_bytes = (size_t)p->value;
+            if (p->kind == FG_KPARAM_COUNTERS && p->value > 0 && (uint64_t)p->value > e->counters_bytes)
+                e->counters_bytes = (size_t)p->value;
             if (p->kind != FG_KPARAM_TENSOR)
                 continue;
             if (p->tensor < 0 || p->tensor >= nt) {
@@ -366,13 +370,15 @@ static fg_status load_weights(fg_exec *e)
         st = be->alloc(ctx, e->weight_bytes, "the weights", &e->weights);
     if (!st && e->arena_bytes)
         st = be->alloc(ctx, e->arena_bytes, "the intermediates", &e->arena);
-    if (!st && e->workspace_bytes) {   /* split-K partial sums and tile counters: zeroed once */
+    if (!st && e->workspace_bytes)   /* split-K partial sums: written before they are read */
         st = be->alloc(ctx, e->workspace_bytes, "the split-K workspace", &e->workspace);
-        void *zeros = st ? NULL : calloc(1, e->workspace_bytes);
+    if (!st && e->counters_bytes) {   /* split-K tile counters: zeroed once, left at zero by every kernel */
+        st = be->alloc(ctx, e->counters_bytes, "the split-K counters", &e->counters);
+        void *zeros = st ? NULL : calloc(1, e->counters_bytes);
         if (!st && !zeros)
-            st = fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "out of memory zeroing the workspace");
+            st = fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "out of memory zeroing the split-K counters");
         if (!st)
-            st = be->upload(ctx, e->workspace, zeros, e->workspace_bytes, NULL);
+            st = be->upload(ctx, e->counters, zeros, e->counters_bytes, NULL);
         free(zeros);
     }
     if (st || !e->weight_bytes)
@@ -534,6 +540,7 @@ FG_API void fg_exec_free(fg_exec *e)
     be->free(e->weights);
     be->free(e->arena);
     be->free(e->workspace);
+    be->free(e->counters);
     for (int k = 0; e->kernels && k < e->nkernels; k++)
         fg_kernel_free(&e->kernels[k]);   /* releases the loaded kernel too */
     free(e->kernels);
@@ -648,6 +655,7 @@ static fg_status pack_slots(const fg_exec *e, const fg_kernel *K, uint64_t *slot
         }
         uint64_t v = p->kind == FG_KPARAM_TENSOR      ? tensor_addr(e, p->tensor)
                      : p->kind == FG_KPARAM_WORKSPACE ? e->workspace
+                     : p->kind == FG_KPARAM_COUNTERS  ? e->counters
                                                       : (uint64_t)p->value;
         memcpy((char *)slots + off[j], &v, sizeof v);
     }

@@ -7,7 +7,8 @@
 // (NHWC) and a weight row ([K, R, S, C], the NHWC weight layout) are stored.
 // When C is a multiple of EPC (8 fp16 / bf16 elements, 4 fp32) A and B are
 // read in place, 16 bytes (EPC channels of one tap) at a time; otherwise
-// (GATHER: a network's first layer, C = 3) element by element (load_tile).
+// (GATHER: a network's first layer, C = 3, or an NCHW input, X_NCHW)
+// element by element (load_tile).
 //
 // A block computes a BM x BN output tile with WARPS_M x WARPS_N warps; a
 // warp computes a WM x WN patch as MI x NI mma fragments with fp32
@@ -95,8 +96,14 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
                     const int row = tid / 4 + i * (THREADS / 4);
                     const int ih = a_ih0[i] + r * (int)DH, iw = a_iw0[i] + s * (int)DW;
                     const bool ok = ke_ok && a_ok[i] && ih >= 0 && ih < H && iw >= 0 && iw < W;
+{{^X_NCHW}}
                     (({{T}} *)&a_s[(dst * BM + row) * 4 + (q ^ ((row >> 1) & 3))])[e] =
                         ok ? a_img[i][(ih * (int)W + iw) * (int)C + c] : {{T}}{};
+{{/X_NCHW}}
+{{#X_NCHW}}
+                    (({{T}} *)&a_s[(dst * BM + row) * 4 + (q ^ ((row >> 1) & 3))])[e] =
+                        ok ? a_img[i][(c * (int)H + ih) * (int)W + iw] : {{T}}{};   // x is NCHW
+{{/X_NCHW}}
                 }
                 if (++c == (int)C) {
                     c = 0;
@@ -213,12 +220,12 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 {{#SPLIT}}
 
     // Split-K: slot z of this tile's SPLITS slots of BM * BN floats, each
-    // thread's accumulators at [(mi, ni, e)][tid]; then one int per tile.
+    // thread's accumulators at [(mi, ni, e)][tid]; one counter per tile in the
+    // counters buffer.
     {
         const int SPLITS = {{SPLITS}};
         float *ws = (float *)p.{{WS}};
         const fg_i64 tile = (fg_i64)fg_bid_y() * fg_gdim_x() + fg_bid_x();
-        const fg_i64 ntiles = (fg_i64)fg_gdim_x() * fg_gdim_y();
         float *slot = ws + (tile * SPLITS + fg_bid_z()) * (fg_i64)(BM * BN);
         FG_UNROLL
         for (int mi = 0; mi < MI; mi++)
@@ -231,7 +238,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         fg_sync();
         FG_SHARED int last_block;
         if (tid == 0) {
-            int *count = (int *)(ws + ntiles * SPLITS * (fg_i64)(BM * BN)) + tile;
+            int *count = p.{{WSC}} + tile;
             const int arrived = fg_atomic_add_i32(count, 1);
             last_block = arrived == SPLITS - 1;
             if (last_block)

@@ -245,11 +245,11 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 {{#SPLIT}}
 
     // Split-K: this block's accumulators to slot `split` of its tile's
-    // SPLITS slots of BM * BN floats ([(mi, ni, e)][tid]), then the tile's
-    // counter; the last block to arrive adds the slots in split order.
+    // SPLITS slots of BM * BN floats ([(mi, ni, e)][tid]) in the workspace,
+    // the tile's counter in the counters buffer; the last block to arrive
+    // adds the slots in split order.
     {
         float *ws = (float *)p.{{WS}};
-        const fg_i64 tiles = (fg_i64)fg_gdim_x() * fg_gdim_y() * (fg_gdim_z() / SPLITS);
         const fg_i64 tile = (bt * fg_gdim_y() + fg_bid_y()) * fg_gdim_x() + fg_bid_x();
         float *slots = ws + tile * SPLITS * (fg_i64)(BM * BN);
         FG_UNROLL
@@ -264,7 +264,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         // the verdict goes through a_s[0] (no extra shared memory: every
         // thread is past its last tile, the barrier above saw to that)
         if (tid == 0) {
-            int *count = (int *)(ws + tiles * SPLITS * (fg_i64)(BM * BN)) + tile;
+            int *count = p.{{WSC}} + tile;
             const bool last = fg_atomic_add_i32(count, 1) == SPLITS - 1;
             if (last)
                 *count = 0;                      // zero again for the next launch

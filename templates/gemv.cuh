@@ -136,9 +136,9 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
     // each output (row m, column n0 + c) of the block: t = m * SLICE + c
 {{#SPLIT}}
     // this split's sums to its slot of the slice's SPLITS slots, then the
-    // slice's counter; the last block to arrive adds the slots in order
+    // slice's counter (the counters buffer); the last block to arrive adds
+    // the slots in order
     float *ws = (float *)p.{{WS}};
-    const fg_i64 slices = (fg_i64)fg_gdim_x() * (fg_gdim_z() / SPLITS);
     const fg_i64 slice = bt * fg_gdim_x() + fg_bid_x();
     float *slots = ws + slice * SPLITS * (fg_i64)(MR * SLICE);
 {{/SPLIT}}
@@ -152,7 +152,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
     fg_threadfence();                    // the slot is visible before the count
     fg_sync();
     if (tid == 0) {
-        int *count = (int *)(ws + slices * SPLITS * (fg_i64)(MR * SLICE)) + slice;
+        int *count = p.{{WSC}} + slice;
         const bool last = fg_atomic_add_i32(count, 1) == SPLITS - 1;
         if (last)
             *count = 0;                  // zero again for the next launch

@@ -45,17 +45,36 @@ FG_KERNEL(fg_k0_add_act, fg_params_fg_k0_add_act, 256)
     const fg_i64 nvec = vec_ok ? NUMEL / 8 : 0;
     for (fg_i64 q = first; q < nvec; q += stride) {
         const fg_i64 base = q * 8;
+        const fg_i64 b_c = base % 3;
+        const fg_i64 b_w = base / 3 % 5;
+        const fg_i64 b_h = base / (5 * 3) % 4;
+        const fg_i64 b_n = base / (4 * 5 * 3);
+        fg_i64 s_n = b_n;   // stepped along the vector
+        fg_i64 s_c = b_c;   // stepped along the vector
+        fg_i64 s_h = b_h;   // stepped along the vector
+        fg_i64 s_w = b_w;   // stepped along the vector
         float in_a[8];
         fg_load8(p.a + base, in_a);  // a: the output's shape and layout
         float in_b[8];
         float out[8];
         FG_UNROLL
         for (int j = 0; j < 8; j++) {
-            const fg_i64 i = base + j;
-            const fg_i64 c = i % 3;
-            const fg_i64 w = i / 3 % 5;
-            const fg_i64 h = i / (5 * 3) % 4;
-            const fg_i64 n = i / (4 * 5 * 3);
+            if (j > 0) {
+                if (++s_c == 3) {
+                    s_c = 0;
+                    if (++s_w == 5) {
+                        s_w = 0;
+                        if (++s_h == 4) {
+                            s_h = 0;
+                            ++s_n;
+                        }
+                    }
+                }
+            }
+            const fg_i64 n = s_n;
+            const fg_i64 c = s_c;
+            const fg_i64 h = s_h;
+            const fg_i64 w = s_w;
             in_b[j] = fg_load(p.b + c);  // b
             const float v = ((in_a[j]) + (in_b[j]));
             out[j] = fg_epilogue(p, v, n, c, h, w);

@@ -538,7 +538,8 @@ static void test_refusals(void **state)
         "nodes:\n  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1], groups: 2 } }\n"
         "  - { name: y, op: relu, inputs: [c] }\noutputs: [y]\n";
     check_refused(conv_c16, FG_DTYPE_BF16, FG_LAYOUT_NCHW,
-                  "conv2d_tc refused: x is NCHW (reads 8 channels at a time, so NHWC only)");
+                  "conv2d_tc refused: y is NCHW (weights are read as [K, R*S*C] and outputs stored 8 channels at a "
+                  "time: NHWC only; an NCHW input is gathered)");
     check_refused(conv_g2, FG_DTYPE_F16, FG_LAYOUT_NHWC, "conv2d_tc refused: groups 2 (one group only");
     fp32_exact = 1;
     check_refused(conv_c16, FG_DTYPE_F32, FG_LAYOUT_NHWC, "conv2d_tc refused: fp32 with precision exact (fp32 runs on "
@@ -546,7 +547,60 @@ static void test_refusals(void **state)
     fp32_exact = 0;
     /* with precision tf32 (parse_case adds it for fp32): NHWC only */
     check_refused(conv_c16, FG_DTYPE_F32, FG_LAYOUT_NCHW,
-                  "conv2d_tc refused: x is NCHW (reads 4 channels at a time, so NHWC only)");
+                  "conv2d_tc refused: y is NCHW (weights are read as [K, R*S*C] and outputs stored 4 channels at a "
+                  "time: NHWC only; an NCHW input is gathered)");
+}
+
+/* An NCHW graph (ONNX's layout): the layout pass stores the intermediate
+ * and the weights NHWC, so the first conv reads the NCHW input through the
+ * gather path on conv2d_tc and the second, writing the NCHW output, runs on
+ * the direct conv; with FUSEGEN_KEEP_LAYOUT=1 both are direct.  fp16, bf16
+ * and fp32 with tf32, through the executor against the reference. */
+static void test_nchw_graph(void **state)
+{
+    (void)state;
+    static const tc_case two = {"nchw_two_convs", "-",
+        "inputs: [{ name: x, shape: [2, 16, 9, 11] }]\n"
+        "weights:\n  - { name: w, shape: [24, 16, 3, 3] }\n" BN_WEIGHTS(24)
+        "  - { name: w2, shape: [8, 24, 1, 1] }\n"
+        "nodes:\n"
+        "  - { name: c, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n"
+        "  - { name: bn, op: batch_norm, inputs: [c, g, be, mu, v] }\n"
+        "  - { name: r, op: relu, inputs: [bn] }\n"
+        "  - { name: y, op: conv2d, inputs: [r, w2] }\n"
+        "outputs: [y]\n"};
+    static const fg_dtype dts[] = {FG_DTYPE_F16, FG_DTYPE_BF16, FG_DTYPE_F32};
+    for (int keep = 0; keep < 2; keep++) {
+        if (keep)
+            setenv("FUSEGEN_KEEP_LAYOUT", "1", 1);
+        fg_context *ctx = tu_ctx_shipped();
+        for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
+            fg_graph *g = parse_case(ctx, &two, dts[i], FG_LAYOUT_NCHW);
+            fg_plan *p = NULL;
+            assert_int_equal(fg_plan_build(ctx, g, &p), FG_OK);
+            assert_int_equal(p->ngroups, 2);
+            assert_string_equal(p->groups[0].template_name, keep ? "conv2d" : "conv2d_tc");
+            assert_string_equal(p->groups[1].template_name, "conv2d");
+            assert_int_equal(p->nhwc_acts, keep ? 0 : 3);   /* the outputs of c, bn and r */
+            fg_compile_options co = {.device = FG_DEVICE_EMU};
+            fg_exec *e = NULL;
+            fg_status st = fg_plan_compile(ctx, p, &co, &e);
+            if (st)
+                tu_dump_errors(ctx);
+            assert_int_equal(st, FG_OK);
+            const char *src = fg_exec_kernel_source(e, 0);
+            if (!keep && !strstr(src, "element gather (x is NCHW)"))
+                fail_msg("%s: the first kernel does not gather its NCHW input", fg_dtype_name(dts[i]));
+            print_message("  %s NCHW graph, %s: %s + %s\n", fg_dtype_name(dts[i]), keep ? "layouts kept" : "layout pass",
+                          p->groups[0].template_name, p->groups[1].template_name);
+            tu_exec_vs_reference(ctx, g, e, seed + i, tol_of(dts[i]));
+            fg_exec_free(e);
+            fg_plan_free(p);
+            fg_graph_free(g);
+        }
+        fg_context_free(ctx);
+    }
+    unsetenv("FUSEGEN_KEEP_LAYOUT");
 }
 
 int main(void)
@@ -558,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_every_tile),
         cmocka_unit_test(test_missing_wait_fails),
         cmocka_unit_test(test_split_k),
+        cmocka_unit_test(test_nchw_graph),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

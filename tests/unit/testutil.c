@@ -201,7 +201,7 @@ void tu_kargs_init(tu_kargs *a, const fg_kernel *k, const fg_graph *pg, const fg
     a->out_slot = -1;
     for (int j = 0; j < k->nparams; j++) {
         const fg_kparam *kp = &k->params[j];
-        if (kp->kind == FG_KPARAM_WORKSPACE) {   /* zeroed once, as the executor does */
+        if (kp->kind == FG_KPARAM_WORKSPACE || kp->kind == FG_KPARAM_COUNTERS) {   /* counters zeroed once */
             assert_true(kp->value > 0);
             a->bufs[j] = fg_xcalloc(1, (size_t)kp->value + 16);
             a->args[j] = (uint64_t)(uintptr_t)a->bufs[j];

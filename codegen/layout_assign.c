@@ -1,0 +1,60 @@
+/*
+ * layout_assign.c -- the planner's layout pass: which layout the tensors a
+ * plan stores for itself are kept in.
+ *
+ * The tensor-core convolutions (conv2d_tc, conv2d_wgmma) read an input
+ * pixel's channels and a weight row's (r, s, c) as contiguous runs and store
+ * channels side by side, so they take NHWC weights and outputs (and, but for
+ * conv2d_tc's gather path, NHWC inputs).  ONNX models and most YAML graphs
+ * are NCHW.  A graph's inputs and outputs are the caller's buffers and keep
+ * the layout the caller gave; everything else -- the intermediate
+ * activations and the weights -- is the plan's own, and its layout is free:
+ * every template addresses tensors through per-tensor offset functions, the
+ * executor packs weights by their layout once, and the host reference works
+ * on logical coordinates.  So when a graph has a dense convolution that
+ * could run on tensor cores (fp16 or bf16; fp32 with precision tf32) and is
+ * not NHWC, the plan's copy stores every rank-4 intermediate and weight NHWC,
+ * as cuDNN and TensorRT convert NCHW networks to channels-last for their
+ * tensor-core kernels.  The first convolution then reads the NCHW graph input
+ * through conv2d_tc's gather path, and a group writing an NCHW graph output
+ * takes a template that stores NCHW.
+ *
+ * FUSEGEN_KEEP_LAYOUT=1 turns the pass off (every tensor as the graph says).
+ * `--explain` prints what the pass changed (plan_print.c, `layout:`).
+ */
+#include "layout_assign.h"
+
+/* Nonzero when node nd is a dense convolution in a tensor-core dtype whose
+ * input or weights are not NHWC. */
+static int tc_conv_not_nhwc(const fg_graph *g, const fg_node *nd)
+{
+    if (nd->op->kind != FG_OPK_CONV2D || nd->folded || nd->ninputs < 2)
+        return 0;
+    if (fg_node_attr(nd, "groups") && fg_node_attr_int(nd, "groups", 0) != 1)
+        return 0;
+    const fg_tensor *x = &g->tensors[nd->inputs[0]], *w = &g->tensors[nd->inputs[1]];
+    if (x->rank != 4 || w->rank != 4)
+        return 0;
+    int tc_dtype = x->dtype == FG_DTYPE_F16 || x->dtype == FG_DTYPE_BF16 ||
+                   (x->dtype == FG_DTYPE_F32 && g->precision == FG_PRECISION_TF32);
+    return tc_dtype && (x->layout != FG_LAYOUT_NHWC || w->layout != FG_LAYOUT_NHWC);
+}
+
+void fg_layout_assign(const fg_context *ctx, fg_graph *g, int *acts, int *weights)
+{
+    *acts = *weights = 0;
+    if (ctx->env.keep_layout)
+        return;
+    int want = 0;
+    for (int n = 0; n < g->nnodes && !want; n++)
+        want = tc_conv_not_nhwc(g, &g->nodes[n]);
+    if (!want)
+        return;
+    for (int t = 0; t < g->ntensors; t++) {
+        fg_tensor *tt = &g->tensors[t];
+        if (tt->rank != 4 || tt->layout == FG_LAYOUT_NHWC || tt->is_input || tt->is_output)
+            continue;
+        tt->layout = FG_LAYOUT_NHWC;
+        ++*(tt->is_weight ? weights : acts);
+    }
+}

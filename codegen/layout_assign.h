@@ -1,0 +1,20 @@
+/*
+ * layout_assign.h -- the planner's layout pass (layout_assign.c): the
+ * intermediate activations and weights of a graph with tensor-core
+ * convolutions are stored NHWC; inputs and outputs keep their layout.
+ */
+#ifndef FG_LAYOUT_ASSIGN_H
+#define FG_LAYOUT_ASSIGN_H
+
+#include "context.h"
+#include "ir.h"
+
+/* On the plan's copy g (called by fg_plan_build after the rewrites, before
+ * matching): when g has a dense conv2d in fp16 / bf16 (fp32 with precision
+ * tf32) whose input or weights are not NHWC, and ctx does not keep layouts
+ * (FUSEGEN_KEEP_LAYOUT), every rank-4 tensor that is neither a graph input
+ * nor a graph output becomes NHWC.  *acts and *weights receive how many
+ * activations and weights changed (0 when none). */
+void fg_layout_assign(const fg_context *ctx, fg_graph *g, int *acts, int *weights);
+
+#endif /* FG_LAYOUT_ASSIGN_H */
