@@ -53,12 +53,7 @@ static void run_and_compare(fg_context *ctx, const fg_graph *g, const fg_plan *p
         assert_int_equal(st, FG_OK);
         fg_kernel_free(&K);
     }
-    fg_compile_options co = {.device = FG_DEVICE_EMU};
-    fg_exec *e = NULL;
-    fg_status st = fg_plan_compile(ctx, p, &co, &e);
-    if (st)
-        tu_dump_errors(ctx);
-    assert_int_equal(st, FG_OK);
+    fg_exec *e = tu_compile_emu(ctx, p);
     tu_exec_vs_reference(ctx, g, e, 1234, tol);
     fg_exec_free(e);
 }

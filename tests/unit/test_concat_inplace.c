@@ -354,12 +354,7 @@ static void run_case(fg_context *ctx, const char *text, const char *what, int wa
         fail_msg("%s: %d in place, %d eliminated, %d kernels (want %d, %d, %d)", what, views, elim, p->ngroups,
                  want_views, want_eliminated, want_kernels);
     }
-    fg_compile_options co = {.device = FG_DEVICE_EMU};
-    fg_exec *e = NULL;
-    fg_status st = fg_plan_compile(ctx, p, &co, &e);
-    if (st)
-        tu_dump_errors(ctx);
-    assert_int_equal(st, FG_OK);
+    fg_exec *e = tu_compile_emu(ctx, p);
     /* views sit inside their root, which is the only one with storage */
     for (int t = 0; t < g->ntensors; t++) {
         size_t off = 0;

@@ -64,12 +64,7 @@ static fg_exec *run_yaml(fg_context *ctx, const char *yaml, const char *tpl, dou
         fail();
     }
     assert_string_equal(p->groups[0].template_name, tpl);
-    fg_compile_options co = {.device = FG_DEVICE_EMU};
-    fg_exec *e = NULL;
-    fg_status st = fg_plan_compile(ctx, p, &co, &e);
-    if (st)
-        tu_dump_errors(ctx);
-    assert_int_equal(st, FG_OK);
+    fg_exec *e = tu_compile_emu(ctx, p);
     tu_exec_vs_reference(ctx, g, e, 4321, tol);
     *pp = p;
     *gp = g;

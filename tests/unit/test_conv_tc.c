@@ -582,12 +582,7 @@ static void test_nchw_graph(void **state)
             assert_string_equal(p->groups[0].template_name, keep ? "conv2d" : "conv2d_tc");
             assert_string_equal(p->groups[1].template_name, "conv2d");
             assert_int_equal(p->nhwc_acts, keep ? 0 : 3);   /* the outputs of c, bn and r */
-            fg_compile_options co = {.device = FG_DEVICE_EMU};
-            fg_exec *e = NULL;
-            fg_status st = fg_plan_compile(ctx, p, &co, &e);
-            if (st)
-                tu_dump_errors(ctx);
-            assert_int_equal(st, FG_OK);
+            fg_exec *e = tu_compile_emu(ctx, p);
             const char *src = fg_exec_kernel_source(e, 0);
             if (!keep && !strstr(src, "element gather (x is NCHW)"))
                 fail_msg("%s: the first kernel does not gather its NCHW input", fg_dtype_name(dts[i]));

@@ -213,17 +213,6 @@ static void run_vs_reference(const fg_graph *g, fg_exec *e, poke_fn poke, uint64
     free(ref);
 }
 
-static fg_exec *compile_emu(const fg_plan *p)
-{
-    fg_compile_options co = {.device = FG_DEVICE_EMU};
-    fg_exec *e = NULL;
-    fg_status st = fg_plan_compile(g_ctx, p, &co, &e);
-    if (st)
-        tu_dump_errors(g_ctx);
-    assert_int_equal(st, FG_OK);
-    return e;
-}
-
 /* Plans graph text to one matmul_softmax kernel, runs it, checks tolerance. */
 static void check_fused(const char *name, const char *text, fg_dtype d, poke_fn poke, int64_t want_nan)
 {
@@ -237,7 +226,7 @@ static void check_fused(const char *name, const char *text, fg_dtype d, poke_fn 
         strcmp(p->groups[0].template_name, "gemm_softmax"))
         fail_msg("%s: %d groups, first rule %s template %s (want one matmul_softmax / gemm_softmax)", name, p->ngroups,
                  p->groups[0].rule >= 0 ? g_ctx->rules[p->groups[0].rule]->name : "-", p->groups[0].template_name);
-    fg_exec *e = compile_emu(p);
+    fg_exec *e = tu_compile_emu(g_ctx, p);
     cmp_result r;
     run_vs_reference(g, e, poke, seed ^ fg_hash64(name, strlen(name)), &r);
     print_message("  %-40s %-5s rel_l2 %.2e (tolerance %.0e), NaN %" PRId64 " as the reference, mismatches %" PRId64
@@ -385,7 +374,7 @@ static void test_plans(void **state)
         for (int k = 0; k < p->ngroups; k++)
             assert_string_not_equal(p->groups[k].template_name, "gemm_softmax");
         if (NEGS[i].run) {
-            fg_exec *e = compile_emu(p);
+            fg_exec *e = tu_compile_emu(g_ctx, p);
             cmp_result r;
             run_vs_reference(g, e, NULL, 31 + i, &r);
             assert_int_equal(r.nan_ref + r.nan_mismatch + r.inf_mismatch, 0);

@@ -82,12 +82,7 @@ static void test_hooks_shape_kernels(void **state)
     assert_string_equal(tu_group_desc(ctx, p, "conv"), "conv_hooked:conv,r1");
     assert_string_equal(tu_group_desc(ctx, p, "mm"), "mm_hooked:mm,r2");
 
-    fg_compile_options co = {.device = FG_DEVICE_EMU};
-    fg_exec *e = NULL;
-    fg_status st = fg_plan_compile(ctx, p, &co, &e);
-    if (st)
-        tu_dump_errors(ctx);
-    assert_int_equal(st, FG_OK);
+    fg_exec *e = tu_compile_emu(ctx, p);
     assert_int_equal(fg_exec_kernel_count(e), 2);
     for (int k = 0; k < 2; k++) {
         const fg_kernel *K = fg_exec_kernel(e, k);
@@ -107,7 +102,7 @@ static void test_hooks_shape_kernels(void **state)
         fg_emit_opts eo = {.specialize = 1};
         assert_int_equal(fg_emit_group(ctx, p, k, &eo, &K), FG_OK);
         fg_jit_info info;
-        st = fg_jit_compile(ctx, &K, "sm_90", &info);
+        fg_status st = fg_jit_compile(ctx, &K, "sm_90", &info);
         if (st)
             tu_dump_errors(ctx);
         assert_int_equal(st, FG_OK);

@@ -93,6 +93,17 @@ const char *tu_group_desc(const fg_context *ctx, const fg_plan *p, const char *n
     return NULL;
 }
 
+struct fg_exec *tu_compile_emu(fg_context *ctx, const fg_plan *p)
+{
+    fg_compile_options co = {.device = FG_DEVICE_EMU};
+    fg_exec *e = NULL;
+    fg_status st = fg_plan_compile(ctx, p, &co, &e);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    return e;
+}
+
 void tu_exec_vs_reference(fg_context *ctx, const fg_graph *g, struct fg_exec *e, uint64_t seed, double tol)
 {
     double **ref = fg_xcalloc((size_t)g->ntensors + 1, sizeof *ref);

@@ -23,6 +23,9 @@ char *tu_vocab_dir(void);
 /* "rule:node1,node2" of the plan group holding node `name` ("-" for no rule);
  * fails the test when the node is in no group.  Static buffer. */
 const char *tu_group_desc(const fg_context *ctx, const fg_plan *p, const char *name);
+/* Compiles plan p for the emulation backend; a failure prints the
+ * context's errors and fails the test. */
+struct fg_exec *tu_compile_emu(fg_context *ctx, const fg_plan *p);
 /* Runs compiled plan e of source graph g once on seeded random inputs
  * (rounded to each input's dtype) with NaN-poisoned outputs, and asserts that
  * every output is within relative L2 `tol` of the host reference of g. */
