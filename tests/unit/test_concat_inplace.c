@@ -9,7 +9,9 @@
  * of a graph input and one of a graph output.  Outputs are poisoned with
  * NaN before the run and the concats' outputs are graph outputs, so a slice
  * no kernel writes fails the comparison.  The kernel that copies the inputs
- * left over compiles under NVRTC (sm_80, sm_90) with an empty log.
+ * left over compiles under NVRTC (sm_80, sm_90) with an empty log.  The
+ * cases keep the graphs' layouts (FUSEGEN_KEEP_LAYOUT=1); one DenseNet case
+ * runs with the planner's layout pass, where NHWC intermediates are copied.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -419,6 +421,17 @@ static void test_densenet(void **state)
         run_case(ctx, text, what, 7, 3, 8, cases[i].tol);
     }
     fg_context_free(ctx);
+    /* With the layout pass (the default; main() turns it off for the cases
+     * above), an fp16 NCHW graph with convolutions stores its intermediates
+     * NHWC, where channel slices are strided: every concat copies (11
+     * kernels), and the result is still right. */
+    unsetenv("FUSEGEN_KEEP_LAYOUT");
+    ctx = tu_ctx_shipped();
+    char text[sizeof dense_fmt + 16];
+    snprintf(text, sizeof text, dense_fmt, "fp16");
+    run_case(ctx, text, "densenet chain fp16, layout pass", 0, 0, 11, 5e-3);
+    fg_context_free(ctx);
+    setenv("FUSEGEN_KEEP_LAYOUT", "1", 1);
 }
 
 /* The kernels copying the inputs left over compile under NVRTC, specialized
@@ -481,5 +494,9 @@ int main(void)
         cmocka_unit_test(test_inception),
         cmocka_unit_test(test_nvrtc),
     };
+    /* Concat elimination is tested on the graphs' own layouts: without this
+     * the planner's layout pass would store the fp16 NCHW cases' intermediates
+     * NHWC (test_densenet shows that case too). */
+    setenv("FUSEGEN_KEEP_LAYOUT", "1", 1);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
