@@ -6,12 +6,12 @@
  * and fp32 when the graph's precision is tf32 (mma m16n8k8 on operands
  * rounded to tf32; exact fp32 never runs on tensor cores).  Operands are
  * copied 16 bytes at a time with cp.async when C is a multiple of 8 (fp16,
- * bf16) or 4 (fp32); any other C -- a network's first layer, RGB -- is
- * gathered element by element (GATHER), still on tensor cores.
- * fg_check_conv2d_tc says why it refuses anything else, and the planner
- * then gives the group to the direct conv2d template (NCHW included: a
- * gather path for NCHW would read elements a channel plane apart, so NCHW is
- * refused rather than made slow).  The weights need no re-layout: NHWC
+ * bf16) or 4 (fp32); any other C -- a network's first layer, RGB -- and an
+ * NCHW input (a graph's own: the planner's layout pass stores intermediates
+ * NHWC) are gathered element by element (GATHER, X_NCHW), still on tensor
+ * cores.  Weights and outputs must be NHWC.  fg_check_conv2d_tc says why it
+ * refuses anything else, and the planner then gives the group to the direct
+ * conv2d template.  The weights need no re-layout: NHWC
  * weights are stored [K, R, S, C], which is the GEMM's B with the reduction
  * index (r, s, c) contiguous, the same order as an input pixel's channels.
  *
