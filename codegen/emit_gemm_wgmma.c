@@ -1,13 +1,16 @@
 /*
  * emit_gemm_wgmma.c -- the gemm_wgmma template of the gemm family
- * (templates/gemm_wgmma.cuh): fp16 / bf16 matmuls on Hopper with wgmma from
+ * (templates/gemm_wgmma.cuh): fp16 / bf16 (and fp32 with precision tf32)
+ * matmuls on Hopper with wgmma from
  * shared-memory descriptors, TMA loads into a ring of stages completed on
  * mbarriers, one producer warpgroup and two consumer warpgroups
  * (docs/codegen.md, "gemm_wgmma").
  *
  * Selection is by capability: the target arch known to codegen (the context's
  * arch option, else $FUSEGEN_ARCH; the planner passes it in fg_tcand.arch) is
- * sm_90 / sm_90a, operands and output of one dtype, fp16 or bf16, A stored
+ * sm_90 / sm_90a, operands and output of one dtype, fp16 or bf16 (or fp32
+ * when the graph's precision is tf32: wgmma k8 on tf32, which reads B only
+ * K-major, so B stored [N, K]), A stored
  * [M, K] (K contiguous, as wgmma's A operand), B either way, K and N
  * multiples of 8 (16-byte rows for the tensor maps), batched only as
  * A [batch..., M, K] (contiguous) times a shared B, and a shape that gives
@@ -35,7 +38,7 @@
 #include "template.h"
 
 #define WG_BM 128             /* rows of a block tile: two consumer warpgroups of 64 */
-#define WG_BK 64              /* k per stage: 128 bytes of fp16 / bf16, one 128B swizzle row */
+#define WG_ROW 128            /* bytes of k per stage and row: one 128B swizzle row (64 fp16 / bf16, 32 tf32) */
 #define WG_STAGES 4           /* depth of the ring */
 #define WG_THREADS 384        /* a producer warpgroup and two consumer warpgroups */
 #define WG_TARGET_SMS 132     /* an H100 / H200 */
@@ -62,6 +65,24 @@ static int hopper_arch(const char *arch)
     const char *p = strncmp(arch, "sm_", 3) == 0 ? arch + 3 : strncmp(arch, "compute_", 8) == 0 ? arch + 8 : NULL;
     return p && (strcmp(p, "90") == 0 || strcmp(p, "90a") == 0);
 }
+
+/* Whether the wgmma path takes dtype dt under the graph's precision (fp32
+ * only as tf32, never exact); 0 with the reason. */
+static int wg_dtype_ok(const fg_graph *g, fg_dtype dt, const char *what, char *why, size_t whysz)
+{
+    if (dt == FG_DTYPE_F16 || dt == FG_DTYPE_BF16 || (dt == FG_DTYPE_F32 && g->precision == FG_PRECISION_TF32))
+        return 1;
+    if (dt == FG_DTYPE_F32)
+        snprintf(why, whysz, "fp32 with precision %s (fp32 runs on wgmma only with precision tf32)",
+                 fg_precision_name(g->precision));
+    else
+        snprintf(why, whysz, "%s (wgmma takes fp16, bf16 or tf32, one dtype)", what);
+    return 0;
+}
+
+/* Element bytes and k per stage of a dtype the path takes. */
+static int wg_eb(fg_dtype dt) { return dt == FG_DTYPE_F32 ? 4 : 2; }
+static int wg_bk(fg_dtype dt) { return WG_ROW / wg_eb(dt); }
 
 /* BN: 64 for narrow outputs, else 128 (256 by the tile hook). */
 static int default_bn(int64_t N) { return N <= 64 ? 64 : 128; }
@@ -92,9 +113,17 @@ static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char 
         snprintf(why, whysz, "the group's output %s is not the matmul's shape", O->name);
         return 0;
     }
-    if (A->dtype != Y->dtype || B->dtype != Y->dtype || (Y->dtype != FG_DTYPE_F16 && Y->dtype != FG_DTYPE_BF16)) {
-        snprintf(why, whysz, "operands %s and %s, output %s (wgmma takes fp16 or bf16, one dtype)",
-                 fg_dtype_name(A->dtype), fg_dtype_name(B->dtype), fg_dtype_name(Y->dtype));
+    char what[128];
+    snprintf(what, sizeof what, "operands %s and %s, output %s", fg_dtype_name(A->dtype), fg_dtype_name(B->dtype),
+             fg_dtype_name(Y->dtype));
+    if (A->dtype != Y->dtype || B->dtype != Y->dtype) {
+        snprintf(why, whysz, "%s (wgmma takes fp16, bf16 or tf32, one dtype)", what);
+        return 0;
+    }
+    if (!wg_dtype_ok(g, Y->dtype, what, why, whysz))
+        return 0;
+    if (Y->dtype == FG_DTYPE_F32 && !w->tb) {
+        snprintf(why, whysz, "B %s stored [K, N] (tf32 wgmma reads B K-major only: [N, K], trans_b)", B->name);
         return 0;
     }
     if (ta || w->d.a_vec || w->d.b_vec) {
@@ -135,13 +164,14 @@ static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char 
 }
 
 /* The GEMM a convolution is, or 0 with the reason: stride 1, groups 1;
- * input, output and the group's output NHWC; one dtype, fp16 or bf16; C and
+ * input, output and the group's output NHWC; one dtype, fp16 or bf16 (fp32
+ * with precision tf32); C and
  * K multiples of 8 (TMA's 16-byte rows).  A 1x1 kernel needs no padding
  * (the weights' layout does not matter: a 1x1 kernel is [K, C] in both);
  * an R x S kernel (taps) needs an output as large as the input (so a tap
  * shifts the rows of x viewed as [N*H*W, C] by a constant), any dilation,
- * NHWC weights ([K, R*S*C], K-major) and C a multiple of 64 (a k tile of
- * BK = 64 channels lies in one tap). */
+ * NHWC weights ([K, R*S*C], K-major) and C a multiple of BK (64 channels,
+ * 32 in tf32: a k tile lies in one tap). */
 static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char *why, size_t whysz)
 {
     const fg_node *nd = &g->nodes[anchor];
@@ -191,12 +221,15 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
                  fg_layout_name(nchw->layout));
         return 0;
     }
-    if (x->dtype != y->dtype || wt->dtype != y->dtype || o->dtype != y->dtype ||
-        (y->dtype != FG_DTYPE_F16 && y->dtype != FG_DTYPE_BF16)) {
-        snprintf(why, whysz, "input %s, weight %s, output %s (wgmma takes fp16 or bf16, one dtype)",
-                 fg_dtype_name(x->dtype), fg_dtype_name(wt->dtype), fg_dtype_name(o->dtype));
+    char what[128];
+    snprintf(what, sizeof what, "input %s, weight %s, output %s", fg_dtype_name(x->dtype), fg_dtype_name(wt->dtype),
+             fg_dtype_name(o->dtype));
+    if (x->dtype != y->dtype || wt->dtype != y->dtype || o->dtype != y->dtype) {
+        snprintf(why, whysz, "%s (wgmma takes fp16, bf16 or tf32, one dtype)", what);
         return 0;
     }
+    if (!wg_dtype_ok(g, y->dtype, what, why, whysz))
+        return 0;
     int64_t N = x->shape[0], C = x->shape[1], K = wt->shape[0];
     if (wt->shape[1] != C || y->shape[1] != K || memcmp(o->shape, y->shape, sizeof(int64_t) * 4) != 0 ||
         y->shape[2] != x->shape[2] || y->shape[3] != x->shape[3]) {
@@ -208,9 +241,9 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
         snprintf(why, whysz, "C %" PRId64 " or K %" PRId64 " not a multiple of 8 (TMA needs 16-byte rows)", C, K);
         return 0;
     }
-    if (w->taps && C % WG_BK) {
+    if (w->taps && C % wg_bk(y->dtype)) {
         snprintf(why, whysz, "C %" PRId64 " not a multiple of %d (a k tile of a %" PRId64 "x%" PRId64 " kernel lies "
-                 "in one tap)", C, WG_BK, R, S);
+                 "in one tap)", C, wg_bk(y->dtype), R, S);
         return 0;
     }
     w->c = C;
@@ -310,20 +343,24 @@ void fg_gemm_wgmma_describe(const fg_tcand *c, char *buf, size_t size)
     if (c->anchor < 0 || !wg_ok(c, &w, why, sizeof why))
         return;
     int bn = default_bn(w.d.N);
+    fg_dtype dt = c->g->tensors[c->g->nodes[c->anchor].output].dtype;
+    int bk = wg_bk(dt);
+    const char *mma = dt == FG_DTYPE_F32 ? "TMA + wgmma tf32" : "TMA + wgmma";
     if (w.conv) {
-        snprintf(buf, size, "tile %d x %d x %d, %d stages, TMA + wgmma, %s (%s: %" PRId64 " pixels, K %" PRId64
-                 ", C %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, WG_BK, WG_STAGES, c->arch,
+        snprintf(buf, size, "tile %d x %d x %d, %d stages, %s, %s (%s: %" PRId64 " pixels, K %" PRId64
+                 ", C %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, bk, WG_STAGES, mma, c->arch,
                  w.taps ? "implicit GEMM over shifted rows, padding rows zeroed" : "1x1 conv as a GEMM", w.rows,
                  w.d.N, w.c, wg_tiles(&w, bn), WG_TARGET_SMS);
         return;
     }
-    snprintf(buf, size, "tile %d x %d x %d, %d stages, TMA + wgmma, %s (M %" PRId64 " x batch %" PRId64 ", N %" PRId64
-             ", K %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, WG_BK, WG_STAGES, c->arch, w.d.M, w.d.batch,
+    snprintf(buf, size, "tile %d x %d x %d, %d stages, %s, %s (M %" PRId64 " x batch %" PRId64 ", N %" PRId64
+             ", K %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, bk, WG_STAGES, mma, c->arch, w.d.M, w.d.batch,
              w.d.N, w.d.K, wg_tiles(&w, bn), WG_TARGET_SMS);
 }
 
-/* Adds a tensor-map parameter over tensor t. */
-static const char *add_tmap(fg_emitter *em, const char *name, int t, int64_t dim0, int64_t dim1, int box0, int box1)
+/* Adds a tensor-map parameter over tensor t, of elements of eb bytes. */
+static const char *add_tmap(fg_emitter *em, const char *name, int t, int64_t dim0, int64_t dim1, int box0, int box1,
+                            int eb)
 {
     fg_kernel *k = em->k;
     if (k->nparams >= FG_MAX_KPARAMS || k->ntmaps >= FG_MAX_TMAPS) {
@@ -333,11 +370,11 @@ static const char *add_tmap(fg_emitter *em, const char *name, int t, int64_t dim
     fg_kparam_tmap *m = &k->tmaps[k->ntmaps];
     m->dim[0] = dim0;
     m->dim[1] = dim1;
-    m->row_stride = dim0 * 2;
+    m->row_stride = dim0 * eb;
     m->box[0] = box0;
     m->box[1] = box1;
     m->swizzle = 128;
-    m->elem_bytes = 2;
+    m->elem_bytes = eb;
     fg_kparam *kp = &k->params[k->nparams++];
     memset(kp, 0, sizeof *kp);
     kp->kind = FG_KPARAM_TMAP;
@@ -417,21 +454,22 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     if (v[0] != 64 && v[0] != 128 && v[0] != 256)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_n = %" PRId64 " (want 64, 128 or 256)", v[0]);
     int bn = (int)v[0];
-    int64_t stage_bytes = (int64_t)(WG_BM + bn) * WG_BK * 2;
+    fg_dtype dt = em->ot->dtype;
+    const int eb = wg_eb(dt), bk = wg_bk(dt);
+    int64_t stage_bytes = (int64_t)(WG_BM + bn) * WG_ROW;
     int nbar = w.taps ? 3 : 2;   /* mbarriers per stage: full, empty (, ready) */
     if (v[1] < 3 || v[1] > 5 || v[1] * stage_bytes + 1024 + 8 * nbar * v[1] > WG_SMEM_MAX)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: stages = %" PRId64 " (want 3 to 5 stages of %" PRId64
                            " bytes within %d bytes of shared memory)", v[1], stage_bytes, WG_SMEM_MAX);
     int stages = (int)v[1];
-    fg_dtype dt = em->ot->dtype;
     int trans_b = !w.tb;   /* wgmma's B N-major: B stored [K, N] */
 
     /* the operands as tensors (the executor's liveness, the header) and as tensor maps */
     fg_em_tensor(em, w.at, 0);
     fg_em_tensor(em, w.bt, 0);
-    const char *ma = add_tmap(em, "tmap_a", w.at, w.conv ? w.c : w.d.K, w.rows, WG_BK, WG_BM);
-    const char *mb = trans_b ? add_tmap(em, "tmap_b", w.bt, w.d.N, w.d.K, 64, WG_BK)
-                             : add_tmap(em, "tmap_b", w.bt, w.d.K, w.d.N, WG_BK, bn);
+    const char *ma = add_tmap(em, "tmap_a", w.at, w.conv ? w.c : w.d.K, w.rows, bk, WG_BM, eb);
+    const char *mb = trans_b ? add_tmap(em, "tmap_b", w.bt, w.d.N, w.d.K, 64, bk, eb)
+                             : add_tmap(em, "tmap_b", w.bt, w.d.K, w.d.N, bk, bn, eb);
     fg_em_shape(em, "MR", w.rows);
     if (!w.conv)
         fg_em_shape(em, "M", w.d.M);
@@ -452,6 +490,7 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     fg_buf_free(&t);
     fg_em_set(em, "BN", "%d", bn);
     fg_em_set(em, "STAGES", "%d", stages);
+    fg_em_set(em, "EB", "%d", eb);
     fg_em_set(em, "TB", "%d", trans_b);
     fg_em_set(em, "TAPS", "%d", w.taps);
     if (w.taps) {
@@ -465,7 +504,8 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
         fg_em_shape(em, "PT", w.pt);
         fg_em_shape(em, "PL", w.pl);
     }
-    fg_em_set(em, "WGMMA", "%s", dt == FG_DTYPE_BF16 ? "fg_wgmma_bf16" : "fg_wgmma_f16");
+    fg_em_set(em, "WGMMA", "%s", dt == FG_DTYPE_BF16 ? "fg_wgmma_bf16" : dt == FG_DTYPE_F32 ? "fg_wgmma_tf32"
+                                                                                       : "fg_wgmma_f16");
     fg_em_set(em, "PAIR", "%d", w.d.N % 2 == 0);
     fg_em_set(em, "MAXNREG", "%d", bn == 256);
     unsigned smem = (unsigned)(stages * stage_bytes + nbar * 8 * stages + 1024);   /* ring, barriers, realignment */
@@ -473,8 +513,8 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
 
     unsigned gm = (unsigned)((w.rows + WG_BM - 1) / WG_BM), gn = (unsigned)((w.d.N + bn - 1) / bn);
     fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages (%u bytes of shared memory), %d threads: a TMA "
-                  "producer warpgroup, two wgmma consumer warpgroups%s; sm_90a\n", WG_BM, bn, WG_BK, stages, smem,
-                  WG_THREADS, bn == 256 ? " (setmaxnreg 40 / 232)" : "");
+                  "producer warpgroup, two wgmma%s consumer warpgroups%s; sm_90a\n", WG_BM, bn, bk, stages, smem,
+                  WG_THREADS, dt == FG_DTYPE_F32 ? " tf32" : "", bn == 256 ? " (setmaxnreg 40 / 232)" : "");
     if (w.conv && w.taps)
         fg_buf_printf(&em->notes, "//   operands:  A = x as [N*H*W, C] (%" PRId64 " pixels, C %" PRId64 ") shifted "
                       "by each of the %" PRId64 " taps, padding rows zeroed by producer warps 1-3; B = w as [K, R*S*C] "

@@ -30,7 +30,7 @@ static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES"
                                          "SPLITS", "KT_SPLIT", "WARPS_M", "WARPS_N", "BATCH", "A", "B", "Y", "T",
                                          "VEC", "TF32", "PACK", "A_KROW", "B_KROW", "B_TF32_ELEM", "MMA", "SPLIT",
                                          "WS", "WSC", "EPI_ARGS", "PAIR", "EPI_ARGS1", NULL};
-static const char *const ph_gemm_wgmma[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BN", "STAGES", "SMEM_BYTES",
+static const char *const ph_gemm_wgmma[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BN", "EB", "STAGES", "SMEM_BYTES",
                                             "MAXNREG", "TMAP_A", "TB", "TMAP_B", "WGMMA", "BATCH", "EPI_ARGS",
                                             "PAIR", "EPI_ARGS1", "Y", "TAPS", NULL};
 static const char *const ph_gemv[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "MR", "SLICE", "VW", "WARPS",

@@ -52,9 +52,11 @@ static const fg_template builtins[] = {
     BUILTIN("conv2d_tc", "conv2d", KIND(FG_OPK_CONV2D), ALL_DTYPES, 20, tile_conv_tc, fg_check_conv2d_tc,
             fg_emit_conv2d_tc, "NHWC implicit-GEMM convolution on tensor cores, groups 1: fp16/bf16 (C % 8 == 0), "
             "fp32 with precision tf32 (C % 4 == 0); tile and split-K chosen per shape"),
-    BUILTIN("conv2d_wgmma", "conv2d", KIND(FG_OPK_CONV2D), HALF_DTYPES, 30, tile_gemm_wgmma, fg_check_conv2d_wgmma,
-            fg_emit_conv2d_wgmma, "1x1 NHWC convolution (stride 1, no padding, groups 1) as a GEMM on Hopper (sm_90a): "
-            "gemm_wgmma's kernel with the conv's epilogue; fp16/bf16, C and K multiples of 8, large shapes"),
+    BUILTIN("conv2d_wgmma", "conv2d", KIND(FG_OPK_CONV2D), HALF_DTYPES | (1u << FG_DTYPE_F32), 30, tile_gemm_wgmma,
+            fg_check_conv2d_wgmma, fg_emit_conv2d_wgmma,
+            "NHWC convolution (stride 1, groups 1; 1x1, or R x S with the output as large as the input) as an "
+            "implicit GEMM on Hopper (sm_90a): gemm_wgmma's kernel with the conv's epilogue; fp16/bf16, fp32 with "
+            "precision tf32, C and K multiples of 8, large shapes"),
     BUILTIN("gemm", "gemm", KIND(FG_OPK_MATMUL), 1u << FG_DTYPE_F32, 0, tile_gemm, fg_check_gemm, fg_emit_gemm,
             "fp32 GEMM on shared-memory tiles (SIMT)"),
     BUILTIN("gemm_tc", "gemm", KIND(FG_OPK_MATMUL), HALF_DTYPES | (1u << FG_DTYPE_F32), 10, tile_gemm_tc,
@@ -65,9 +67,11 @@ static const fg_template builtins[] = {
             fg_check_gemm_tc_splitk, fg_emit_gemm,
             "gemm_tc with the reduction split across blocks (M <= 16, or too few tiles to fill the SMs); "
             "deterministic fixed-order sum in a workspace, epilogue once"),
-    BUILTIN("gemm_wgmma", "gemm", KIND(FG_OPK_MATMUL), HALF_DTYPES, 20, tile_gemm_wgmma, fg_check_gemm_wgmma,
-            fg_emit_gemm, "GEMM on Hopper (sm_90a): wgmma from 128B-swizzled shared memory, TMA loads into a 4-stage "
-            "mbarrier ring, a producer and two consumer warpgroups; fp16/bf16, K and N multiples of 8, large shapes"),
+    BUILTIN("gemm_wgmma", "gemm", KIND(FG_OPK_MATMUL), HALF_DTYPES | (1u << FG_DTYPE_F32), 20, tile_gemm_wgmma,
+            fg_check_gemm_wgmma, fg_emit_gemm,
+            "GEMM on Hopper (sm_90a): wgmma from 128B-swizzled shared memory, TMA loads into a 4-stage mbarrier "
+            "ring, a producer and two consumer warpgroups; fp16/bf16, fp32 with precision tf32 (B stored [N, K]), "
+            "K and N multiples of 8, large shapes"),
     BUILTIN("gemv", "gemm", KIND(FG_OPK_MATMUL), 1u << FG_DTYPE_F32, 12, tile_gemv, fg_check_gemv, fg_emit_gemm,
             "exact fp32 GEMV / small-M GEMM (M <= 16): a block per column slice, K split across warps and, when "
             "the slices leave SMs idle, across blocks; fixed-order sums, epilogue once"),

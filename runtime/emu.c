@@ -235,7 +235,7 @@ typedef struct emu_tc {
     const fg_embedded_file *prelude;
 } emu_tc;
 
-static const char *const fixed_flags[] = {"-std=c++17", "-O1", "-g", "-fPIC", "-shared", "-Wall", "-Wextra",
+static const char *const fixed_flags[] = {"-std=c++17", "-O1", "-g1", "-fPIC", "-shared", "-Wall", "-Wextra",
                                           "-Wno-unused-parameter", "-Wno-unused-function"};
 
 void fg_emu_toolchain_free(void *tc)

@@ -61,13 +61,19 @@
 #endif
 #endif
 #ifdef FG_EMU_FIBER_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
 /* On x86-64 a few lines of assembly switch contexts without the signal-mask
  * system call that swapcontext() makes (about 20 times faster at barriers);
- * elsewhere, and under AddressSanitizer, ucontext does everything. */
-#if defined(__x86_64__) && !defined(FG_EMU_FIBER_ASAN) && !defined(FG_EMU_UCONTEXT_ONLY)
+ * elsewhere ucontext does everything.  Under AddressSanitizer the switches
+ * are announced as fiber switches either way, and a stack is unpoisoned
+ * before a thread starts on it and before it is unmapped (what ASan's
+ * swapcontext interceptor does: a block's threads exit without unwinding,
+ * leaving their frames' redzones in the shadow of a stack the next thread,
+ * or the next mapping there, reuses). */
+#if defined(__x86_64__) && !defined(FG_EMU_UCONTEXT_ONLY)
 #define FG_EMU_ASM_SWITCH 1
 /* Saves the callee-saved registers, MXCSR and the x87 control word on the
  * current stack, stores the stack pointer in *save, and resumes the context
@@ -864,7 +870,7 @@ static int warpgroup_of(fg_emu_sched *s, thread *t, const char *fn)
 
 static const char *wgmma_name(int kind)
 {
-    return kind == FG_EMU_WGMMA_BF16 ? "fg_wgmma_bf16" : "fg_wgmma_f16";
+    return kind == FG_EMU_WGMMA_BF16 ? "fg_wgmma_bf16" : kind == FG_EMU_WGMMA_TF32 ? "fg_wgmma_tf32" : "fg_wgmma_f16";
 }
 
 static void poison_floats(float *d, int n)
@@ -879,10 +885,12 @@ static void api_wgmma(int kind, int bn, int trans_b, uint64_t desc_a, uint64_t d
     fg_emu_sched *s = tls_sched;
     thread *t = s->cur;
     char msg[256];
-    if ((kind != FG_EMU_WGMMA_F16 && kind != FG_EMU_WGMMA_BF16) || bn < 8 || bn > 256 || bn % 8 ||
-        (trans_b != 0 && trans_b != 1) || !d)
+    if ((kind != FG_EMU_WGMMA_F16 && kind != FG_EMU_WGMMA_BF16 && kind != FG_EMU_WGMMA_TF32) || bn < 8 || bn > 256 ||
+        bn % 8 || (trans_b != 0 && trans_b != 1) || !d)
         api_fail("malformed wgmma call (prelude and runtime out of step)");
     const char *fn = wgmma_name(kind);
+    if (kind == FG_EMU_WGMMA_TF32 && trans_b)
+        api_fail("fg_wgmma_tf32: B must be K-major (wgmma transposes only 16-bit operands)");
     warpgroup_of(s, t, fn);
     if (!t->wg_fenced) {
         snprintf(msg, sizeof msg, "%s: no fg_wgmma_fence() before this thread's first wgmma", fn);
@@ -980,16 +988,27 @@ static const char *desc_invalid(uint64_t desc)
     return NULL;
 }
 
-/* Reads element (mn, k) of an operand from the async view into *v. */
-static int read_operand(fg_emu_sched *s, uint64_t desc, int mn, int k, int mn_major, int bf16, float *v)
+/* Reads element (mn, k) of an operand of wgmma kind `kind` from the async
+ * view into *v.  A tf32 element k is 4 bytes where the 16-bit elements 2k
+ * and 2k + 1 would be (a k8 tf32 step spans the 32 bytes of a k16 one); its
+ * low 13 mantissa bits are dropped: the tensor core reads only tf32's 10. */
+static int read_operand(fg_emu_sched *s, uint64_t desc, int mn, int k, int mn_major, int kind, float *v)
 {
-    uint64_t a = operand_addr(desc, mn, k, mn_major);
+    int tf32 = kind == FG_EMU_WGMMA_TF32;
+    uint64_t a = operand_addr(desc, mn, tf32 ? 2 * k : k, mn_major);
     size_t n = (size_t)(s->shared_end - s->shared_begin);
-    if (a + 2 > n)
+    if (a + (tf32 ? 4 : 2) > n)
         return -1;
+    if (tf32) {
+        uint32_t bits;
+        memcpy(&bits, s->view + a, 4);
+        bits &= ~(uint32_t)0x1fff;
+        memcpy(v, &bits, 4);
+        return 0;
+    }
     uint16_t h;
     memcpy(&h, s->view + a, 2);
-    *v = bf16 ? fg_emu_bf2f(h) : fg_emu_h2f(h);
+    *v = kind == FG_EMU_WGMMA_BF16 ? fg_emu_bf2f(h) : fg_emu_h2f(h);
     return 0;
 }
 
@@ -1004,8 +1023,9 @@ static void view_sync(fg_emu_sched *s)
     }
 }
 
-/* A hash (FNV-1a) of the bytes of op's A (64 x 16) and B (BN x 16) elements
- * in the async view, synced first; 0, or -1 when a descriptor cannot be
+/* A hash (FNV-1a) of the bytes of op's A (64 x 16) and B (BN x 16) 16-bit
+ * elements (the same 32 bytes per row as a tf32 op's 8) in the async view,
+ * synced first; 0, or -1 when a descriptor cannot be
  * emulated or an element lies outside shared memory (the land reports it). */
 static int operand_sig(fg_emu_sched *s, const wgop *op, uint64_t *sig)
 {
@@ -1051,16 +1071,16 @@ static int wgmma_land_one(fg_emu_sched *s, thread **T, int j, char *msg, size_t 
     if (!s->wgs_scratch)
         s->wgs_scratch = fg_xcalloc(1, sizeof *s->wgs_scratch);
     wgscratch *w = s->wgs_scratch;
-    int bf16 = op->kind == FG_EMU_WGMMA_BF16, bn = op->bn;
+    int kind = op->kind, bn = op->bn, nk = kind == FG_EMU_WGMMA_TF32 ? 8 : 16;
     for (int m = 0; m < 64; m++)
-        for (int k = 0; k < 16; k++)
-            if (read_operand(s, op->desc_a, m, k, 0, bf16, &w->a[m][k])) {
+        for (int k = 0; k < nk; k++)
+            if (read_operand(s, op->desc_a, m, k, 0, kind, &w->a[m][k])) {
                 snprintf(msg, msgsize, "%s: A element (%d, %d) lies outside shared memory", wgmma_name(op->kind), m, k);
                 return -1;
             }
     for (int n = 0; n < bn; n++)
-        for (int k = 0; k < 16; k++)
-            if (read_operand(s, op->desc_b, n, k, op->trans_b, bf16, &w->b[n][k])) {
+        for (int k = 0; k < nk; k++)
+            if (read_operand(s, op->desc_b, n, k, op->trans_b, kind, &w->b[n][k])) {
                 snprintf(msg, msgsize, "%s: B element (%d, %d) lies outside shared memory", wgmma_name(op->kind), k, n);
                 return -1;
             }
@@ -1074,8 +1094,8 @@ static int wgmma_land_one(fg_emu_sched *s, thread **T, int j, char *msg, size_t 
     }
     for (int m = 0; m < 64; m++)
         for (int n = 0; n < bn; n++) {
-            float acc = 0.0f;   /* products of 16-bit values are exact in float; sums in k order */
-            for (int k = 0; k < 16; k++)
+            float acc = 0.0f;   /* products of 16-bit and tf32 values are exact in float; sums in k order */
+            for (int k = 0; k < nk; k++)
                 acc += w->a[m][k] * w->b[n][k];
             w->c[m][n] += acc;
         }
@@ -1211,6 +1231,9 @@ static worker *worker_get(fg_emu_sched *s)
         s->workers[s->nused] = w;
     }
     s->nused++;
+#ifdef FG_EMU_FIBER_ASAN
+    __asan_unpoison_memory_region(w->stack, w->stacksize);
+#endif
 #ifdef FG_EMU_ASM_SWITCH
     /* A fresh stack as fg_emu_switch leaves it: control words, six zero
      * registers, then worker_main as the return address, placed so that
@@ -1279,6 +1302,11 @@ void fg_emu_sched_free(fg_emu_sched *s)
         return;
     for (int i = 0; i < MAX_THREADS; i++)
         if (s->workers[i]) {
+#ifdef FG_EMU_FIBER_ASAN
+            /* Clean shadow for whatever is mapped here next (dlopen maps
+             * without ASan seeing it). */
+            __asan_unpoison_memory_region(s->workers[i]->stack, s->workers[i]->stacksize);
+#endif
             munmap(s->workers[i]->map, s->workers[i]->mapsize);
             free(s->workers[i]);
         }

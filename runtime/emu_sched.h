@@ -75,7 +75,7 @@ typedef struct fg_emu_api {
 } fg_emu_api;
 
 /* wgmma operand types (same values in the prelude). */
-enum { FG_EMU_WGMMA_F16 = 1, FG_EMU_WGMMA_BF16 };
+enum { FG_EMU_WGMMA_F16 = 1, FG_EMU_WGMMA_BF16, FG_EMU_WGMMA_TF32 };
 
 typedef void (*fg_emu_entry)(const void *params);
 

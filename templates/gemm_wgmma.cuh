@@ -1,17 +1,19 @@
 // ---- template gemm_wgmma.cuh: matrix multiply on Hopper (sm_90a) -------------
-// Y = A (MR x K) * B (K x N), fp16 / bf16 operands, fp32 accumulation, with
+// Y = A (MR x K) * B (K x N), fp16 / bf16 operands (or fp32 read as tf32: EB,
+// the element bytes, 4; BK = 128 / EB elements either way), fp32 accumulation, with
 // wgmma.mma_async from shared-memory descriptors, TMA loads into a STAGES-deep
 // ring completed on mbarriers, and a warp-specialized schedule:
 //   - warpgroup 0 (threads 0..127) is the producer: thread 0 waits until a
 //     stage is empty, announces its bytes on the stage's full barrier and
 //     issues the TMA copies of A's and B's k tile into it;
 //   - warpgroups 1 and 2 are the consumers, 64 rows of the BM x BN tile
-//     each: wait until the stage is full, issue BK / 16 wgmma k16 steps,
+//     each: wait until the stage is full, issue four wgmma steps (k16, or
+//     k8 for tf32: 32 bytes of each row),
 //     commit, wait until at most one group is in flight (the previous
 //     stage's wgmmas are done) and release the previous stage on its empty
 //     barrier (one arrival per consumer warpgroup).
 // Tiles: A [BM rows][BK k], K contiguous, 128-byte rows with the 128B swizzle
-// (chunk j of row r at j ^ (r % 8)), one box of 64 x BM; B stored [N, K]
+// (chunk j of row r at j ^ (r % 8)), one box of BK x BM; B stored [N, K]
 // (TB 0): the same layout, [BN rows][BK]; B stored [K, N] (TB 1): BN / 64
 // boxes of [BK k rows][64 n], 128B swizzled, N-major for wgmma.  Out-of-range
 // elements are zero-filled by TMA; a box always signals its full size.
@@ -36,8 +38,8 @@
 FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
 {
 {{SHAPES}}
-    constexpr int BM = 128, BN = {{BN}}, BK = 64, STAGES = {{STAGES}};
-    constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+    constexpr int BM = 128, BN = {{BN}}, EB = {{EB}}, BK = 128 / EB, STAGES = {{STAGES}};
+    constexpr int A_BYTES = BM * BK * EB, B_BYTES = BN * BK * EB, STAGE_BYTES = A_BYTES + B_BYTES;
     FG_SHARED_DYN(fg_smem, {{SMEM_BYTES}});
     // the ring starts at the first 1024-byte aligned shared address (the
     // descriptor's address field is the shared address >> 4)
@@ -89,7 +91,7 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
                 fg_tma_load_2d(b_s, &p.{{TMAP_B}}, kt * BK, (int)n0, &full[s]);
 {{/TB}}
 {{#TB}}
-                constexpr int BOX_BYTES = 64 * BK * 2;   // one [BK][64 n] box of B
+                constexpr int BOX_BYTES = 64 * BK * EB;   // one [BK][64 n] box of B
                 FG_UNROLL
                 for (int j = 0; j < BN / 64; j++)
                     fg_tma_load_2d(b_s + j * BOX_BYTES, &p.{{TMAP_B}}, (int)n0 + 64 * j, kt * BK, &full[s]);
@@ -119,9 +121,9 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
                     const int ih = fh[j] + dh, iw = fw[j] + dw;
                     if (fok[j] && (ih < 0 || ih >= (int)H || iw < 0 || iw >= (int)W)) {
                         // a whole 128-byte row: the swizzle only permutes its chunks
-                        fg_chunk16 *const row = (fg_chunk16 *)(ring + s * STAGE_BYTES + (f + 96 * j) * (BK * 2));
+                        fg_chunk16 *const row = (fg_chunk16 *)(ring + s * STAGE_BYTES + (f + 96 * j) * (BK * EB));
                         FG_UNROLL
-                        for (int q = 0; q < BK * 2 / 16; q++)
+                        for (int q = 0; q < BK * EB / 16; q++)
                             row[q] = fg_chunk16{};
                     }
                 }
@@ -148,19 +150,19 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
 {{#TAPS}}
         fg_mbar_wait(&ready[s], (kt / STAGES) & 1);   // the padding rows are zero
 {{/TAPS}}
-        const unsigned char *const a_s = ring + s * STAGE_BYTES + c * (64 * BK * 2);
+        const unsigned char *const a_s = ring + s * STAGE_BYTES + c * (64 * BK * EB);
         const unsigned char *const b_s = ring + s * STAGE_BYTES + A_BYTES;
         fg_wgmma_fence();
         FG_UNROLL
-        for (int kk = 0; kk < BK / 16; kk++) {
-            // K-major, 128B swizzle: 8-row groups 1024 bytes apart, k16 = 32 bytes along the row
+        for (int kk = 0; kk < BK * EB / 32; kk++) {
+            // K-major, 128B swizzle: 8-row groups 1024 bytes apart, a k step (k16, tf32 k8) = 32 bytes along the row
             const fg_u64 da = fg_wgmma_desc(a_s + kk * 32, 128, 16, 1024);
 {{^TB}}
             const fg_u64 db = fg_wgmma_desc(b_s + kk * 32, 128, 16, 1024);
 {{/TB}}
 {{#TB}}
             // N-major, 128B swizzle: 64-column boxes 64 * BK * 2 bytes apart (leading), 8 k rows 1024 (stride)
-            const fg_u64 db = fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK * 2, 1024);
+            const fg_u64 db = fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK * EB, 1024);
 {{/TB}}
             {{WGMMA}}<BN, {{TB}}>(d, da, db, kt > 0 || kk > 0);
         }

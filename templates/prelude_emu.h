@@ -93,7 +93,7 @@ struct fg_emu_api {
     void (*wgmma_wait)(int n);
 };
 
-enum { FG_EMU_WGMMA_F16 = 1, FG_EMU_WGMMA_BF16 };
+enum { FG_EMU_WGMMA_F16 = 1, FG_EMU_WGMMA_BF16, FG_EMU_WGMMA_TF32 };
 
 static fg_emu_api *fg_emu_api_;
 
@@ -515,6 +515,18 @@ static inline void fg_wgmma_bf16(float (&d)[BN / 2], fg_u64 desc_a, fg_u64 desc_
     static_assert(BN >= 8 && BN <= 256 && BN % 8 == 0, "wgmma n is a multiple of 8 up to 256");
     static_assert(TRANS_B == 0 || TRANS_B == 1, "TRANS_B is 0 or 1");
     fg_emu_api_->wgmma(FG_EMU_WGMMA_BF16, BN, TRANS_B, desc_a, desc_b, accumulate, d);
+}
+
+/* D[64 x BN] = A[64 x 8] * B[8 x BN] (+ D) on tf32: operands are fp32 in
+ * shared memory (32 bytes per row and k step, as a k16 step of 16-bit ones),
+ * both K-major (TRANS_B 0 only: wgmma transposes only 16-bit operands), read
+ * as tf32 (the low 13 mantissa bits dropped); d as above. */
+template <int BN, int TRANS_B>
+static inline void fg_wgmma_tf32(float (&d)[BN / 2], fg_u64 desc_a, fg_u64 desc_b, int accumulate)
+{
+    static_assert(BN >= 8 && BN <= 256 && BN % 8 == 0, "wgmma n is a multiple of 8 up to 256");
+    static_assert(TRANS_B == 0, "tf32 wgmma reads B K-major only");
+    fg_emu_api_->wgmma(FG_EMU_WGMMA_TF32, BN, TRANS_B, desc_a, desc_b, accumulate, d);
 }
 
 /* setmaxnreg: registers are not emulated. */

@@ -15,7 +15,8 @@
  * counts that leave the last row tile partial, and H != W so that a swapped
  * (oh, ow) in the epilogue reads the wrong residual.  fp16 and bf16; inputs
  * are rounded to the dtype for the reference too; tolerances (relative L2):
- * fp16 5e-3, bf16 2e-2.
+ * fp16 5e-3, bf16 2e-2, tf32 (fp32 with precision tf32: wgmma k8, 32
+ * channels per k stage; a 1x1 and a 3x3 case) 5e-3.
  *
  * Selection: the template takes a 1x1, stride 1, unpadded NHWC conv for
  * sm_90 and wins over conv2d_tc; for sm_80, a 3x3 kernel, stride 2,
@@ -67,10 +68,11 @@ static fg_graph *conv_graph(fg_context *ctx, const char *name, const char *dtype
     int OH = H, OW = W;
     if (strstr(attrs, "stride: [2, 2]"))
         OH = (H + 1) / 2, OW = (W + 1) / 2;
+    int tf32 = strcmp(dtype, "tf32") == 0;   /* fp32 planned with precision tf32 */
     int n = snprintf(text, sizeof text,
-                     "graph: %s\nseed: 11\ndtype: %s\nlayout: %s\n"
+                     "graph: %s\nseed: 11\ndtype: %s\n%slayout: %s\n"
                      "inputs:\n  - { name: x, shape: [%d, %d, %d, %d] }\n",
-                     name, dtype, layout, N, C, H, W);
+                     name, tf32 ? "fp32" : dtype, tf32 ? "precision: tf32\n" : "", layout, N, C, H, W);
     if (residual)
         n += snprintf(text + n, sizeof text - (size_t)n, "  - { name: r, shape: [%d, %d, %d, %d] }\n", N, K, OH, OW);
     n += snprintf(text + n, sizeof text - (size_t)n, "weights:\n  - { name: w, shape: [%d, %d, %d, %d] }\n", K, C, R,
@@ -156,6 +158,11 @@ static const num_case num_cases[] = {
      "by each of the 9 taps", 3, 3, "padding: [0, 0, 2, 2]"},
     {"k1x3_bn_relu_bf16_2x66x64_64to64", "bf16", "conv_bn_act", 2, 66, 64, 64, 64, 1, 0, "by each of the 3 taps", 1,
      3, "padding: [0, 1]"},
+    /* tf32 (32 channels per k stage): a 1x1 conv with C 72 (a partial third stage), the residual add */
+    {"bn_add_relu_tf32_2x47x45_72to256", "tf32", "conv_bn_add_act", 2, 47, 45, 72, 256, 1, 1, "128 x 128 x 32"},
+    /* tf32 3x3, padding 1, C 96: three channel blocks per tap */
+    {"k3x3_bn_relu_tf32_2x65x65_96to64", "tf32", "conv_bn_act", 2, 65, 65, 96, 64, 1, 0, "by each of the 9 taps", 3,
+     3, "padding: [1, 1]"},
 };
 
 static void run_case(const num_case *c)

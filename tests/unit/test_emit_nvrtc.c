@@ -5,8 +5,10 @@
  * that the tensor-core template takes in fp16 / bf16 NHWC) compiles under
  * NVRTC for sm_80 and sm_90, for fp32 / fp16 / bf16 and NCHW / NHWC,
  * specialized and not, with an empty log: no errors and no warnings.
- * Identical sources are compiled once, through the JIT's own compile path
- * (fg_jit_compile_all on all cores, disk cache off).  No GPU needed.
+ * Sources identical up to the names taken from the graph (comments, the entry
+ * point, the parameter struct's fields; see normalized_source) are compiled
+ * once, through the JIT's own compile path (fg_jit_compile_all on all cores,
+ * disk cache off).  No GPU needed.
  *
  * The same cubins hold the no-local-memory structure check: every kernel
  * must have no stack frame and no local memory in
@@ -28,6 +30,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +110,93 @@ static int seen_add(seen *s, fg_hash128 h)
     return 1;
 }
 
+/* Kernel k's source with its comments, blank lines and the widths of blank
+ * runs dropped, and the names that come from the graph replaced by their
+ * position: the entry point and its parameter struct by @K and @P, the
+ * struct's fields (named after tensors) by @f0, @f1, ... ('@' is in no
+ * identifier, so no replacement equals a name that is kept).  Two kernels
+ * with the same normalized source differ in nothing NVRTC compiles but
+ * symbol names (ResNet-50's repeated bottlenecks), so the tier compiles one
+ * of them.  Returns a malloc'd string. */
+static char *normalized_source(const fg_kernel *k)
+{
+    char pname[96];
+    snprintf(pname, sizeof pname, "fg_params_%s", k->name);
+    /* The fields: "    <type> *<name>;" lines of "struct <pname> {". */
+    const char *fields[FG_MAX_KPARAMS + 8];
+    size_t flen[FG_MAX_KPARAMS + 8];
+    int nf = 0;
+    char open[128];
+    snprintf(open, sizeof open, "struct %s {\n", pname);
+    const char *q = strstr(k->source, open);
+    if (q) {
+        q += strlen(open);
+        while (*q && strncmp(q, "};", 2) != 0 && nf < (int)FG_COUNTOF(fields)) {
+            const char *semi = strchr(q, ';'), *eol = strchr(q, '\n');
+            if (!semi || !eol || semi > eol)
+                break;
+            const char *b = semi;
+            while (b > q && (isalnum((unsigned char)b[-1]) || b[-1] == '_'))
+                b--;
+            fields[nf] = b;
+            flen[nf++] = (size_t)(semi - b);
+            q = eol + 1;
+        }
+    }
+    size_t n = strlen(k->source), cap = n + 1, len = 0;
+    char *out = fg_xmalloc(cap);
+    for (const char *c = k->source; *c;) {
+        if (c[0] == '/' && c[1] == '/') {
+            c += strcspn(c, "\n");
+        } else if (c[0] == '/' && c[1] == '*') {
+            const char *e = strstr(c + 2, "*/");
+            c = e ? e + 2 : c + strlen(c);
+        } else if (*c == '"') {
+            const char *e = c + 1;
+            while (*e && *e != '"')
+                e += e[0] == '\\' && e[1] ? 2 : 1;
+            e += *e == '"';
+            if (len + (size_t)(e - c) + 1 > cap)
+                out = fg_xrealloc(out, cap = 2 * (len + (size_t)(e - c) + 1));
+            memcpy(out + len, c, (size_t)(e - c));
+            len += (size_t)(e - c);
+            c = e;
+        } else if (isalpha((unsigned char)*c) || *c == '_') {
+            const char *e = c;
+            while (isalnum((unsigned char)*e) || *e == '_')
+                e++;
+            size_t w = (size_t)(e - c);
+            char rep[16] = "";
+            if (w == strlen(k->name) && memcmp(c, k->name, w) == 0)
+                strcpy(rep, "@K");
+            else if (w == strlen(pname) && memcmp(c, pname, w) == 0)
+                strcpy(rep, "@P");
+            for (int i = 0; !rep[0] && i < nf; i++)
+                if (w == flen[i] && memcmp(c, fields[i], w) == 0)
+                    snprintf(rep, sizeof rep, "@f%d", i);
+            const char *src = rep[0] ? rep : c;
+            size_t m = rep[0] ? strlen(rep) : w;
+            if (len + m + 1 > cap)
+                out = fg_xrealloc(out, cap = 2 * (len + m + 1));
+            memcpy(out + len, src, m);
+            len += m;
+            c = e;
+        } else if (*c == ' ' || *c == '\t') {   /* a run of blanks: one, none at a line's ends */
+            c += strspn(c, " \t");
+            if (len && out[len - 1] != '\n' && *c != '\n' && *c)
+                out[len++] = ' ';
+        } else if (*c == '\n' && len && out[len - 1] == '\n') {   /* blank lines (a dropped comment's) */
+            c++;
+        } else {
+            out[len++] = *c++;
+        }
+        if (len + 1 > cap)
+            out = fg_xrealloc(out, cap *= 2);
+    }
+    out[len] = 0;
+    return out;
+}
+
 /* Whether kernel k is left out by $FUSEGEN_NVRTC_TEMPLATES (a comma-separated
  * list of template names; unset: nothing is left out). */
 static int filtered_out(const fg_kernel *k)
@@ -128,7 +218,7 @@ static int filtered_out(const fg_kernel *k)
 /* The distinct kernels to compile, and what each came from. */
 static fg_kernel *kernels;
 static char **origin;
-static int nkernels, kernels_cap, norigin, origin_cap, nfailed;
+static int nkernels, kernels_cap, norigin, origin_cap, nfailed, nemitted;
 
 /* Plans g with every tensor set to dtype d and layout l and compiles each new kernel. */
 static void compile_graph(fg_context *ctx, fg_graph *g, fg_dtype d, fg_layout l, int specialize, seen *s)
@@ -149,7 +239,11 @@ static void compile_graph(fg_context *ctx, fg_graph *g, fg_dtype d, fg_layout l,
         if (st != FG_OK)
             tu_dump_errors(ctx);
         assert_int_equal(st, FG_OK);
-        if (!filtered_out(&k) && seen_add(s, fg_hash128_of(k.source, strlen(k.source)))) {
+        char *norm = filtered_out(&k) ? NULL : normalized_source(&k);
+        int fresh = norm && seen_add(s, fg_hash128_of(norm, strlen(norm)));
+        free(norm);
+        nemitted += norm != NULL;
+        if (fresh) {
             fg_group_info gi;
             assert_int_equal(fg_plan_group_info(ctx, p, i, &gi), FG_OK);
             char what[256];
@@ -304,8 +398,8 @@ static void test_examples_compile(void **state)
     int ntc = 0;
     for (int i = 0; i < nkernels; i++)
         ntc += kernels[i].template_name && strcmp(kernels[i].template_name, "conv2d_tc") == 0;
-    printf("nvrtc: %d graphs + coverage, %d distinct kernels (%d conv2d_tc), %d compiles clean, %d with a warning or "
-           "no binary\n", graphs, nkernels, ntc, clean, nfailed);
+    printf("nvrtc: %d graphs + coverage, %d kernels emitted, %d distinct up to names (%d conv2d_tc), %d compiles "
+           "clean, %d with a warning or no binary\n", graphs, nemitted, nkernels, ntc, clean, nfailed);
     const char *only = getenv("FUSEGEN_NVRTC_TEMPLATES");
     if (only && *only)
         printf("only the kernels of templates %s (FUSEGEN_NVRTC_TEMPLATES)\n", only);

@@ -15,7 +15,10 @@
  * with a shared B (folded into rows), and the epilogues of the shipped gemm
  * rules: the gemm op's bias, add (N) / (1, N) / (M, 1) / (M, N) residual,
  * activations, and a BatchNorm folded into the matmul.  Inputs are rounded to the dtype for the
- * reference too; tolerances (relative L2): fp16 5e-3, bf16 2e-2.
+ * reference too; tolerances (relative L2): fp16 5e-3, bf16 2e-2, tf32 5e-3.
+ * TF32 (fp32 planned with precision tf32: wgmma k8, 32 fp32 k per stage)
+ * takes B stored [N, K] only, with BN 64, 128 and 256, batched A and a
+ * residual epilogue.
  *
  * Mutations: the kernel's source with its synchronization or addressing
  * broken -- no wait on the full barrier, no wgmma wait before a stage is
@@ -28,7 +31,8 @@
  *
  * Selection: the same shapes planned for sm_80, or with no arch known to the
  * planner, run on gemm_tc; too few tiles, K or N not a multiple of 8, A
- * stored [K, M] or fp32 do not take gemm_tc's place either; the reason is
+ * stored [K, M], exact fp32 or tf32 with B stored [K, N] do not take
+ * gemm_tc's (or gemm's) place either; the reason is
  * the template check's (what --explain prints).
  */
 #include <setjmp.h>
@@ -106,8 +110,10 @@ static void free_ctx(fg_context *ctx, char *dir)
 
 static fg_graph *parse(fg_context *ctx, const char *name, const char *dtype, const char *body)
 {
-    char text[4096];
-    snprintf(text, sizeof text, "graph: %s\nseed: 7\ndtype: %s\n%s", name, dtype, body);
+    char text[4096];   /* dtype "tf32": fp32 planned with precision tf32 */
+    int tf32 = strcmp(dtype, "tf32") == 0;
+    snprintf(text, sizeof text, "graph: %s\nseed: 7\ndtype: %s\n%s%s", name, tf32 ? "fp32" : dtype,
+             tf32 ? "precision: tf32\n" : "", body);
     fg_graph *g = NULL;
     fg_status st = fg_graph_parse(ctx, name, text, strlen(text), &g);
     if (st)
@@ -207,6 +213,26 @@ static const num_case num_cases[] = {
      "tile_n = 256", "128 x 256 x 64"},
     /* BN 64 with a [K, N] B of 40 columns (one box, mostly zero-filled), bf16 */
     {"narrow_bf16_bn64_kn_gelu_8450x40x40", "bf16", MLP(8450, 40, 40, gelu), NULL, "128 x 64 x 64"},
+    /* tf32 (fp32 operands, wgmma k8; B [N, K] only): 22 k stages of 32, the last partial; the gemm's bias */
+    {"nk_tf32_gemm_bias_1031x680x1032", "tf32",
+     "inputs: [{ name: a, shape: [1031, 680] }]\n"
+     "weights: [{ name: w, shape: [1032, 680] }, { name: b, shape: [1032] }]\n"
+     "nodes:\n  - { name: mm, op: gemm, inputs: [a, w, b], attrs: { trans_b: true } }\noutputs: [mm]\n",
+     NULL, "128 x 128 x 32"},
+    /* tf32, BN 64 (N 56), K 16 (half a stage), relu */
+    {"narrow_tf32_bn64_relu_8447x16x56", "tf32",
+     "inputs: [{ name: a, shape: [8447, 16] }]\n"
+     "weights: [{ name: w, shape: [56, 16] }, { name: b, shape: [56] }]\n"
+     "nodes:\n  - { name: mm, op: gemm, inputs: [a, w, b], attrs: { trans_b: true } }\n"
+     "  - { name: y, op: relu, inputs: [mm] }\noutputs: [y]\n",
+     NULL, "128 x 64 x 32"},
+    /* tf32, BN 256 by the tile hook, batched A, residual + gelu */
+    {"bn256_tf32_hook_batched_residual_gelu", "tf32",
+     "inputs: [{ name: a, shape: [2, 700, 72] }, { name: r, shape: [2, 700, 2056] }]\n"
+     "weights: [{ name: w, shape: [2056, 72] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_b: true } }\n"
+     "  - { name: s, op: add, inputs: [mm, r] }\n  - { name: y, op: gelu, inputs: [s] }\noutputs: [y]\n",
+     "tile_n = 256", "128 x 256 x 32"},
 };
 
 static void run_case(const num_case *c)
@@ -262,9 +288,17 @@ static const mutation mutations[] = {
     {"the producer does not wait for an empty stage", "fg_mbar_wait(&empty[s], ((kt / STAGES) & 1) ^ 1);", ""},
     {"A's stride byte offset 512", "fg_wgmma_desc(a_s + kk * 32, 128, 16, 1024)",
      "fg_wgmma_desc(a_s + kk * 32, 128, 16, 512)"},
-    {"B's leading byte offset half a box", "fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK * 2, 1024)",
+    {"B's leading byte offset half a box", "fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK * EB, 1024)",
      "fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK, 1024)"},
     {"the epilogue's column pairs crossed", "d[4 * j + 2 * h + 1], row, col + 1)", "d[4 * j + 2 * h], row, col + 1)"},
+};
+
+/* The same for tf32 (a [N, K] B): the k steps counted as 16-bit ones (half
+ * of each stage's k skipped), the fp32 operands issued as fp16. */
+static const mutation tf32_mutations[] = {
+    {"tf32 unmutated", NULL, NULL},
+    {"tf32: k steps of a 16-bit type", "kk < BK * EB / 32", "kk < BK / 16"},
+    {"tf32: operands issued as fp16", "fg_wgmma_tf32<", "fg_wgmma_f16<"},
 };
 
 /* Plans body for sm_90 and runs its gemm_wgmma kernel mutated by m
@@ -288,12 +322,21 @@ static void test_mutations(void **state)
     (void)state;
     /* [K, N] B (the N-major descriptor), 5 k stages: the 4-stage ring wraps */
     const char *body = MLP(1031, 320, 1032, relu);
-    for (size_t i = 0; i < sizeof mutations / sizeof *mutations; i++) {
-        double rel = run_mutated("fp16", body, &mutations[i]);
-        print_message("%-48s %s %.3e\n", mutations[i].what, rel < 0 ? "launch failed" : "rel_l2", rel);
-        if (i == 0 ? !(rel >= 0 && rel <= 5e-3) : rel >= 0 && rel <= 5e-2)
-            fail_msg("%s: rel_l2 %.3e", mutations[i].what, rel);
-    }
+    const char *tf32_body = "inputs: [{ name: a, shape: [1031, 200] }]\nweights: [{ name: w, shape: [1032, 200] }]\n"
+                            "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_b: true } }\n"
+                            "outputs: [mm]\n";
+    const struct { const char *dtype, *body; const mutation *m; size_t n; } sets[] = {
+        {"fp16", body, mutations, sizeof mutations / sizeof *mutations},
+        {"tf32", tf32_body, tf32_mutations, sizeof tf32_mutations / sizeof *tf32_mutations},
+    };
+    for (size_t si = 0; si < 2; si++)
+        for (size_t i = 0; i < sets[si].n; i++) {
+            const mutation *m = &sets[si].m[i];
+            double rel = run_mutated(sets[si].dtype, sets[si].body, m);
+            print_message("%-48s %s %.3e\n", m->what, rel < 0 ? "launch failed" : "rel_l2", rel);
+            if (i == 0 ? !(rel >= 0 && rel <= 5e-3) : rel >= 0 && rel <= 5e-2)
+                fail_msg("%s: rel_l2 %.3e", m->what, rel);
+        }
 }
 
 /* ---- selection --------------------------------------------------------------- */
@@ -311,7 +354,12 @@ static const sel_case sel_cases[] = {
     {"no arch known", NULL, "fp16", MLP(4096, 768, 3072, gelu), "gemm_tc", "target arch unknown"},
     {"too few tiles", "sm_90", "fp16", MLP(512, 768, 768, gelu), "gemm_tc", "24 tiles"},
     {"K not a multiple of 8", "sm_90", "fp16", MLP(4096, 766, 3072, gelu), "gemm_tc", "not a multiple of 8"},
-    {"fp32", "sm_90", "fp32", MLP(4096, 768, 3072, gelu), "gemm", "dtype fp32"},
+    {"fp32", "sm_90", "fp32", MLP(4096, 768, 3072, gelu), "gemm", "fp32 runs on wgmma only with precision tf32"},
+    {"tf32, B stored [N, K]", "sm_90", "tf32",
+     "inputs: [{ name: a, shape: [4096, 768] }]\nweights: [{ name: w, shape: [3072, 768] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_b: true } }\noutputs: [mm]\n",
+     "gemm_wgmma", NULL},
+    {"tf32, B stored [K, N]", "sm_90", "tf32", MLP(4096, 768, 3072, gelu), "gemm_tc", "K-major only"},
     {"A stored [K, M]", "sm_90", "bf16",
      "inputs: [{ name: a, shape: [768, 4096] }]\nweights: [{ name: w, shape: [768, 3072] }]\n"
      "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_a: true } }\noutputs: [mm]\n",

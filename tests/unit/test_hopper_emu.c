@@ -9,7 +9,8 @@
  * - wgmma m64nNk16 (N 64, 128, 256; B K-major and N-major; f16 and bf16;
  *   with and without accumulating into initial values) on TMA-loaded,
  *   128B-swizzled operands against a double-precision matmul, through the
- *   register fragment of D as the ISA draws it;
+ *   register fragment of D as the ISA draws it; m64nNk8 on tf32 (N 64 and
+ *   256, K-major fp32 operands whose low 13 mantissa bits are dropped);
  * - a 3-stage producer / consumer ring (full and empty mbarriers, 32B
  *   swizzle, K = 16 x 12, wait_group 1; one and two consumer warpgroups),
  *   and generic stores published to wgmma by fence.proxy.async (no-swizzle
@@ -530,6 +531,121 @@ static void test_wgmma_gemm(void **state)
     fg_context_free(ctx);
 }
 
+/* ---- wgmma on tf32: D[64 x BN] = A[64 x K] * B[BN x K]^T, fp32 operands ----
+ * Both K-major (tf32 has no transpose), 128B swizzle: a k tile is 32 fp32
+ * (128 bytes) per row, A box 32 x 64, B box 32 x BN, four k8 steps 32 bytes
+ * apart.  The ISA reads a .tf32 operand's 32 bits and uses its 19 high ones:
+ * the host reference truncates each operand to tf32 (sign, 8 exponent and
+ * 10 mantissa bits), computes in double, and bounds the fp32 summation. */
+static const char *src_tf32 =
+    "#include \"fusegen_prelude.cuh\"\n"
+    "struct P_tf32 { float *out; fg_i64 k, bn; fg_tmap ma, mb; };\n"
+    "template <int BN>\n"
+    "FG_DEVICE void gemm_tf32(const P_tf32 &p, unsigned char *sa, unsigned char *sb, fg_mbar *bar)\n"
+    "{\n"
+    "    const unsigned t = fg_linear_tid();\n"
+    "    float d[BN / 2];\n"
+    "    fg_wgmma_fence();\n"
+    "    const int ktiles = (int)((p.k + 31) / 32);\n"
+    "    for (int kt = 0; kt < ktiles; kt++) {\n"
+    "        if (t == 0) {\n"
+    "            fg_mbar_arrive_expect_tx(bar, 64 * 128 + BN * 128);\n"
+    "            fg_tma_load_2d(sa, &p.ma, kt * 32, 0, bar);\n"
+    "            fg_tma_load_2d(sb, &p.mb, kt * 32, 0, bar);\n"
+    "        }\n"
+    "        fg_mbar_wait(bar, (unsigned)kt & 1);\n"
+    "        fg_wgmma_fence();\n"
+    "        for (int ks = 0; ks < 4; ks++)\n"
+    "            fg_wgmma_tf32<BN, 0>(d, fg_wgmma_desc(sa + ks * 32, 128, 16, 1024),\n"
+    "                                 fg_wgmma_desc(sb + ks * 32, 128, 16, 1024), kt > 0 || ks > 0);\n"
+    "        fg_wgmma_commit();\n"
+    "        fg_wgmma_wait<0>();\n"
+    "        fg_sync();\n"
+    "    }\n"
+    "    for (int i = 0; i < BN / 2; i++) {\n"
+    "        const unsigned w = t / 32, l = t % 32;\n"
+    "        p.out[(16 * w + l / 4 + 8 * ((i / 2) % 2)) * BN + 8 * (i / 4) + 2 * (l % 4) + i % 2] = d[i];\n"
+    "    }\n"
+    "}\n"
+    "FG_KERNEL(wg_tf32, P_tf32, 128)\n"
+    "{\n"
+    "    FG_SHARED_DYN(smem, 64 * 128 + 256 * 128);\n"
+    "    FG_SHARED fg_mbar bar;\n"
+    "    if (fg_linear_tid() == 0) {\n"
+    "        fg_mbar_init(&bar, 1);\n"
+    "        fg_fence_mbar_init();\n"
+    "    }\n"
+    "    fg_sync();\n"
+    "    if (p.bn == 64)\n"
+    "        gemm_tf32<64>(p, smem, smem + 64 * 128, &bar);\n"
+    "    else\n"
+    "        gemm_tf32<256>(p, smem, smem + 64 * 128, &bar);\n"
+    "}\n";
+
+/* A random fp32 value of magnitude 2^-4 .. 2^1 with all 23 mantissa bits
+ * random; *tv is its tf32 value (the low 13 bits dropped). */
+static float rnd_f32(double *tv)
+{
+    uint32_t sign = rnd() & 1, e = 123 + rnd() % 5, m = rnd() & 0x7fffff;
+    uint32_t bits = sign << 31 | e << 23 | m;
+    float f;
+    memcpy(&f, &bits, 4);
+    *tv = (sign ? -1.0 : 1.0) * ldexp(1.0 + (double)(m >> 13) / 1024.0, (int)e - 127);
+    return f;
+}
+
+static void test_wgmma_tf32(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_empty();
+    fg_kernel k;
+    kbuild(ctx, &k, "wg_tf32", src_tf32, 128, GEMM_SLOTS);
+    const int cases[][2] = {{128, 64}, {72, 256}};   /* K (72: a partial k tile, zero-filled), BN */
+    for (size_t ci = 0; ci < 2; ci++) {
+        int K = cases[ci][0], BN = cases[ci][1];
+        float *a = aligned_alloc(16, sizeof(float) * 64 * (size_t)K), *b = aligned_alloc(16, sizeof(float) * BN * K);
+        double *av = malloc(sizeof(double) * 64 * (size_t)K), *bv = malloc(sizeof(double) * BN * (size_t)K);
+        float *out = malloc(sizeof(float) * 64 * (size_t)BN);
+        for (int i = 0; i < 64 * K; i++)
+            a[i] = rnd_f32(&av[i]);
+        for (int i = 0; i < BN * K; i++)
+            b[i] = rnd_f32(&bv[i]);
+        uint64_t args[GEMM_SLOTS];
+        memset(args, 0, sizeof args);
+        args[0] = P(out), args[1] = (uint64_t)K, args[2] = (uint64_t)BN;
+        fg_tmap_desc ma = map2d(a, 4, (uint64_t)K, 64, (uint64_t)K * 4, 32, 64, FG_TMAP_SWIZZLE_128B);
+        fg_tmap_desc mb = map2d(b, 4, (uint64_t)K, (uint64_t)BN, (uint64_t)K * 4, 32, (unsigned)BN,
+                                FG_TMAP_SWIZZLE_128B);
+        put_map(args + 8, &ma);
+        put_map(args + 24, &mb);
+        expect_ok(ctx, fg_emu_launch(ctx, &k, args));
+        double worst = 0, worst_full = 0;   /* against tf32 operands; against the fp32 ones */
+        for (int m = 0; m < 64; m++)
+            for (int n = 0; n < BN; n++) {
+                double want = 0, full = 0, mag = 0;
+                for (int kk = 0; kk < K; kk++) {
+                    want += av[m * K + kk] * bv[n * K + kk];
+                    full += (double)a[m * K + kk] * (double)b[n * K + kk];
+                    mag += fabs(av[m * K + kk] * bv[n * K + kk]);
+                }
+                double bound = 4.0 * (K + 2) * ldexp(1.0, -24) * mag + 1e-30, got = out[m * BN + n];
+                double r = isnan(got) ? INFINITY : fabs(got - want) / bound;
+                worst = r > worst ? r : worst;
+                r = fabs(got - full) / bound;
+                worst_full = r > worst_full ? r : worst_full;
+            }
+        print_message("tf32 K %d N %d: error %.3g of the fp32 bound (%.3g against unrounded operands)\n", K, BN,
+                      worst, worst_full);
+        if (!(worst <= 1.0))
+            fail_msg("tf32 K %d N %d: error %.3g of the fp32 bound", K, BN, worst);
+        /* the operands were read as tf32, not as fp32: far off the unrounded product */
+        assert_true(worst_full > 4.0);
+        free(a), free(b), free(av), free(bv), free(out);
+    }
+    fg_emu_release(&k);
+    fg_context_free(ctx);
+}
+
 /* ---- a 3-stage ring: one producer thread (the warp after the consumers),
  * ncons (1 or 2) consumer warpgroups ----
  * D[64 ncons x 128] = C + A[64 ncons x 192] * B[192 x 128] (f16, B N-major),
@@ -714,6 +830,7 @@ int main(void)
         cmocka_unit_test(test_tmap_encode),
         cmocka_unit_test(test_tma_box),
         cmocka_unit_test(test_wgmma_gemm),
+        cmocka_unit_test(test_wgmma_tf32),
         cmocka_unit_test(test_ring),
         cmocka_unit_test(test_proxy_fence),
     };

@@ -12,7 +12,8 @@
  * convolutions (conv2d_wgmma, NHWC, ResNet-50's stage 2 at batch 32: the 1x1
  * conv3 with BN + residual add + relu, and the 3x3 conv2 with BN + relu,
  * whose producer warpgroup also zeroes padding rows) are compiled and
- * checked the same way.
+ * checked the same way, and in tf32 (fp32 with precision tf32) a [N, K] gemm
+ * and the 3x3 conv, whose HGMMA must read TF32 operands.
  *
  * nvdisasm and cuobjdump as in test_gemm_sass.c (the toolkit or pip);
  * without them the test is skipped and says so ("SASS check NOT RUN").
@@ -131,6 +132,22 @@ static const sass_case cases[] = {
     /* ResNet-50 s2 conv2, batch 32: 3x3 conv 128 -> 128 on 28 x 28, padding 1, folded BN, relu (taps) */
     {"conv3x3_bn_relu_32x28x28", "bf16",
      "layout: NHWC\n"
+     "inputs: [{ name: x, shape: [32, 128, 28, 28] }]\n"
+     "weights: [{ name: w, shape: [128, 128, 3, 3] }, { name: g, shape: [128], init: positive },\n"
+     "          { name: be, shape: [128] }, { name: mu, shape: [128] }, { name: var, shape: [128], init: positive }]\n"
+     "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [conv, g, be, mu, var] }\n"
+     "  - { name: y, op: relu, inputs: [bn] }\noutputs: [y]\n",
+     NULL, "conv2d_wgmma"},
+    /* tf32 (fp32 planned with precision tf32): a [N, K] gemm and the 3x3 conv */
+    {"tf32_gemm_nk_bias_2048x4096x4096", "fp32",
+     "precision: tf32\n"
+     "inputs: [{ name: a, shape: [2048, 4096] }]\n"
+     "weights: [{ name: w, shape: [4096, 4096] }, { name: b, shape: [4096] }]\n"
+     "nodes:\n  - { name: mm, op: gemm, inputs: [a, w, b], attrs: { trans_b: true } }\noutputs: [mm]\n",
+     NULL},
+    {"tf32_conv3x3_bn_relu_32x28x28", "fp32",
+     "precision: tf32\nlayout: NHWC\n"
      "inputs: [{ name: x, shape: [32, 128, 28, 28] }]\n"
      "weights: [{ name: w, shape: [128, 128, 3, 3] }, { name: g, shape: [128], init: positive },\n"
      "          { name: be, shape: [128] }, { name: mu, shape: [128] }, { name: var, shape: [128], init: positive }]\n"
@@ -266,7 +283,11 @@ static void test_wgmma_sass(void **state)
         }
         printf("%-32s %-5s %4ld %6ld %5d %7d %5d %4d %4d %5ld %5ld  %s, %u bytes dynamic shared\n", cases[i].name,
                cases[i].dtype, reg, shared, hgmma, utmaldg, syncs, ldl, stl, stack, local, tile, ks[i].smem);
-        if (!hgmma || !utmaldg || !syncs || ldl || stl || stack != 0 || local != 0) {
+        /* fp32 cases run wgmma on tf32: HGMMA.64xNx8.F32.TF32 */
+        int tf32_ok = strcmp(cases[i].dtype, "fp32") != 0 || textcount(sass, ".TF32") > 0;
+        if (!tf32_ok)
+            fprintf(stderr, "%s: no HGMMA on TF32 operands in the SASS\n", cases[i].name);
+        if (!hgmma || !utmaldg || !syncs || ldl || stl || stack != 0 || local != 0 || !tf32_ok) {
             fprintf(stderr, "%s: HGMMA %d, UTMALDG %d, SYNCS %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
                     cases[i].name, hgmma, utmaldg, syncs, ldl, stl, stack, local, res);
             failures++;
