@@ -604,12 +604,20 @@ static void test_wgmma_tf32(void **state)
     for (size_t ci = 0; ci < 2; ci++) {
         int K = cases[ci][0], BN = cases[ci][1];
         float *a = aligned_alloc(16, sizeof(float) * 64 * (size_t)K), *b = aligned_alloc(16, sizeof(float) * BN * K);
-        double *av = malloc(sizeof(double) * 64 * (size_t)K), *bv = malloc(sizeof(double) * BN * (size_t)K);
         float *out = malloc(sizeof(float) * 64 * (size_t)BN);
-        for (int i = 0; i < 64 * K; i++)
-            a[i] = rnd_f32(&av[i]);
-        for (int i = 0; i < BN * K; i++)
-            b[i] = rnd_f32(&bv[i]);
+        /* gemm_check's operand values: tv the tf32 ones, fv the unrounded fp32 ones (av[m][k], bv[k][n]) */
+        gemm_data tv = {.m = 64, .k = K, .bn = BN}, fv = tv;
+        tv.av = malloc(sizeof(double) * 64 * (size_t)K), tv.bv = malloc(sizeof(double) * BN * (size_t)K);
+        fv.av = malloc(sizeof(double) * 64 * (size_t)K), fv.bv = malloc(sizeof(double) * BN * (size_t)K);
+        for (int i = 0; i < 64 * K; i++) {
+            a[i] = rnd_f32(&tv.av[i]);
+            fv.av[i] = a[i];
+        }
+        for (int n = 0; n < BN; n++)   /* B stored [BN][K] */
+            for (int kk = 0; kk < K; kk++) {
+                b[n * K + kk] = rnd_f32(&tv.bv[kk * BN + n]);
+                fv.bv[kk * BN + n] = b[n * K + kk];
+            }
         uint64_t args[GEMM_SLOTS];
         memset(args, 0, sizeof args);
         args[0] = P(out), args[1] = (uint64_t)K, args[2] = (uint64_t)BN;
@@ -619,28 +627,15 @@ static void test_wgmma_tf32(void **state)
         put_map(args + 8, &ma);
         put_map(args + 24, &mb);
         expect_ok(ctx, fg_emu_launch(ctx, &k, args));
-        double worst = 0, worst_full = 0;   /* against tf32 operands; against the fp32 ones */
-        for (int m = 0; m < 64; m++)
-            for (int n = 0; n < BN; n++) {
-                double want = 0, full = 0, mag = 0;
-                for (int kk = 0; kk < K; kk++) {
-                    want += av[m * K + kk] * bv[n * K + kk];
-                    full += (double)a[m * K + kk] * (double)b[n * K + kk];
-                    mag += fabs(av[m * K + kk] * bv[n * K + kk]);
-                }
-                double bound = 4.0 * (K + 2) * ldexp(1.0, -24) * mag + 1e-30, got = out[m * BN + n];
-                double r = isnan(got) ? INFINITY : fabs(got - want) / bound;
-                worst = r > worst ? r : worst;
-                r = fabs(got - full) / bound;
-                worst_full = r > worst_full ? r : worst_full;
-            }
+        double worst = gemm_check(&tv, out, 0), worst_full = gemm_check(&fv, out, 0);
         print_message("tf32 K %d N %d: error %.3g of the fp32 bound (%.3g against unrounded operands)\n", K, BN,
                       worst, worst_full);
         if (!(worst <= 1.0))
             fail_msg("tf32 K %d N %d: error %.3g of the fp32 bound", K, BN, worst);
         /* the operands were read as tf32, not as fp32: far off the unrounded product */
         assert_true(worst_full > 4.0);
-        free(a), free(b), free(av), free(bv), free(out);
+        free(a), free(b), free(out);
+        free(tv.av), free(tv.bv), free(fv.av), free(fv.bv);
     }
     fg_emu_release(&k);
     fg_context_free(ctx);
