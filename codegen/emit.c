@@ -126,12 +126,20 @@ static void params_struct(fg_emitter *em, fg_buf *b)
             snprintf(decl, sizeof decl, "int *%s;", kp->name);
             fg_buf_printf(b, "    %-36s // %" PRId64 " counters (zeroed; left at zero)\n", decl, kp->value / 4);
         } else if (kp->kind == FG_KPARAM_TMAP) {
-            char decl[128];
+            char decl[128], dims[160] = "", box[160] = "", steps[160] = "";
             const fg_kparam_tmap *m = &em->k->tmaps[kp->value];
+            int strided = 0;
+            for (int x = 0; x < m->rank; x++) {
+                size_t n = strlen(dims), nb = strlen(box), ns = strlen(steps);
+                snprintf(dims + n, sizeof dims - n, "%s%" PRId64, x ? " x " : "", m->dim[x]);
+                snprintf(box + nb, sizeof box - nb, "%s%d", x ? " x " : "", m->box[x]);
+                snprintf(steps + ns, sizeof steps - ns, "%s%d", x ? " x " : "", m->estride[x]);
+                strided |= m->estride[x] != 1;
+            }
             snprintf(decl, sizeof decl, "fg_tmap %s;", kp->name);
-            fg_buf_printf(b, "    %-36s // tensor map of %s: %" PRId64 " x %" PRId64 ", box %d x %d, swizzle %d\n",
-                          decl, em->g->tensors[kp->tensor].name, m->dim[0], m->dim[1], m->box[0], m->box[1],
-                          m->swizzle);
+            fg_buf_printf(b, "    %-36s // tensor map of %s: %s, box %s%s%s, swizzle %d\n", decl,
+                          em->g->tensors[kp->tensor].name, dims, box, strided ? ", element steps " : "",
+                          strided ? steps : "", m->swizzle);
         } else {
             char decl[128];
             snprintf(decl, sizeof decl, "fg_i64 %s;", kp->name);

@@ -42,15 +42,18 @@ typedef struct fg_kparam {
     char name[48];          /* field name in the params struct */
 } fg_kparam;
 
-/* A tensor map parameter (FG_KPARAM_TMAP): the 2-D view of its tensor that
- * runtime/tmap.h's fg_tmap_desc describes, all but the base address, which
- * the executor adds at launch. */
+/* A tensor map parameter (FG_KPARAM_TMAP): the view of its tensor that
+ * runtime/tmap.h's fg_tmap_desc describes (rank 1..4 here, axis 0
+ * contiguous), all but the base address, which the executor adds at launch. */
+#define FG_KTMAP_MAX_RANK 4
 typedef struct fg_kparam_tmap {
-    int64_t dim[2];         /* elements along the contiguous axis, rows */
-    int64_t row_stride;     /* bytes between rows */
-    int box[2];             /* box extent per axis */
-    int swizzle;            /* 0, 32, 64 or 128 (bytes) */
-    int elem_bytes;         /* 2 or 4 */
+    int rank;                               /* axes */
+    int64_t dim[FG_KTMAP_MAX_RANK];         /* elements along each axis */
+    int64_t stride[FG_KTMAP_MAX_RANK - 1];  /* bytes between indices of axes 1.. */
+    int box[FG_KTMAP_MAX_RANK];             /* box extent per axis (elements traversed) */
+    int estride[FG_KTMAP_MAX_RANK];         /* traversal step per axis (1: every element) */
+    int swizzle;                            /* 0, 32, 64 or 128 (bytes) */
+    int elem_bytes;                         /* 2 or 4 */
 } fg_kparam_tmap;
 
 #define FG_MAX_TMAPS 4

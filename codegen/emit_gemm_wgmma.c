@@ -54,7 +54,12 @@ typedef struct wg_geom {
     int64_t oh, ow;      /* conv: the output's height and width (= the input's when taps) */
     int taps;            /* conv: an R x S kernel with R*S > 1 (TAPS in the template) */
     int64_t c, s;        /* conv: input channels, kernel width */
-    int64_t dh, dw, pt, pl;   /* conv with taps: dilation, top and left padding */
+    int64_t dh, dw, pt, pl;   /* conv with taps or pixel tiles: dilation, top and left padding */
+    int pix;             /* conv: pixel tiles (PIX): any stride, padding and output size */
+    int64_t ni, h, wd;   /* conv: images, the input's height and width */
+    int64_t sh, sw;      /* conv: stride */
+    int tw, th, tn;      /* pixel tiles: a tile of BM output pixels is tn images x th rows x tw columns */
+    int64_t mtiles;      /* tiles along the rows (pixels) */
 } wg_geom;
 
 /* Nonzero when arch (sm_90, sm_90a, compute_90, compute_90a) is a Hopper target. */
@@ -84,22 +89,50 @@ static int wg_dtype_ok(const fg_graph *g, fg_dtype dt, const char *what, char *w
 static int wg_eb(fg_dtype dt) { return dt == FG_DTYPE_F32 ? 4 : 2; }
 static int wg_bk(fg_dtype dt) { return WG_ROW / wg_eb(dt); }
 
-/* BN: 64 for narrow outputs, else 128 (256 by the tile hook). */
-static int default_bn(int64_t N) { return N <= 64 ? 64 : 128; }
+static int64_t wg_tiles(const wg_geom *w, int bn) { return w->mtiles * ((w->d.N + bn - 1) / bn); }
 
-static int64_t wg_tiles(const wg_geom *w, int bn) { return ((w->rows + WG_BM - 1) / WG_BM) * ((w->d.N + bn - 1) / bn); }
+/* BN: 64 for narrow outputs, and where 128 would leave more than half the
+ * SMs idle (ResNet-50's last stage at batch 32); else 128 (256 by the tile
+ * hook). */
+static int default_bn(const wg_geom *w)
+{
+    return w->d.N <= 64 || wg_tiles(w, 128) < WG_MIN_TILES ? 64 : 128;
+}
+
+/* The pixel tile of a PIX conv: tn x th x tw = BM output pixels (powers of
+ * two), each box extent within TMA's 256 (tw * sw, th * sh), covering the
+ * ni x oh x ow output with the fewest padded pixels; ties go to wider
+ * rows. */
+static void pix_tile(wg_geom *w)
+{
+    int64_t best = -1;
+    for (int tw = 1; tw <= WG_BM; tw *= 2)
+        for (int th = 1; tw * th <= WG_BM; th *= 2) {
+            int tn = WG_BM / (tw * th);
+            if (tw * w->sw > 256 || th * w->sh > 256)
+                continue;
+            int64_t cw = (w->ow + tw - 1) / tw, ch = (w->oh + th - 1) / th, cn = (w->ni + tn - 1) / tn;
+            int64_t cost = cw * ch * cn;   /* tiles of BM pixels */
+            if (best < 0 || cost <= best) {
+                best = cost;
+                w->tw = tw;
+                w->th = th;
+                w->tn = tn;
+            }
+        }
+    w->mtiles = best;
+}
 
 static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char *why, size_t whysz)
 {
     const fg_node *nd = &g->nodes[anchor];
+    memset(w, 0, sizeof *w);
     w->at = nd->inputs[0];
     w->bt = nd->inputs[1];
     int ta = fg_node_attr(nd, "trans_a") && fg_node_attr_int(nd, "trans_a", 0) != 0;
     w->tb = fg_node_attr(nd, "trans_b") && fg_node_attr_int(nd, "trans_b", 0) != 0;
     const fg_tensor *A = &g->tensors[w->at], *B = &g->tensors[w->bt], *Y = &g->tensors[nd->output];
     const fg_tensor *O = &g->tensors[out];
-    w->conv = w->taps = 0;
-    w->oh = w->ow = w->c = w->s = 0;
     if (!fg_matmul_geom(A, B, ta, w->tb, &w->d, why, whysz))
         return 0;
     const fg_tensor *ts[] = {A, B, Y, O};
@@ -152,6 +185,7 @@ static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char 
         }
     }
     w->rows = w->d.M * w->d.batch;
+    w->mtiles = (w->rows + WG_BM - 1) / WG_BM;
     if (w->rows >= (int64_t)1 << 31 || w->d.N >= (int64_t)1 << 31 || w->d.K >= (int64_t)1 << 31) {
         snprintf(why, whysz, "a dimension reaches 2^31 (TMA coordinates are 32-bit)");
         return 0;
@@ -163,15 +197,21 @@ static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char 
     return 1;
 }
 
-/* The GEMM a convolution is, or 0 with the reason: stride 1, groups 1;
- * input, output and the group's output NHWC; one dtype, fp16 or bf16 (fp32
- * with precision tf32); C and
- * K multiples of 8 (TMA's 16-byte rows).  A 1x1 kernel needs no padding
- * (the weights' layout does not matter: a 1x1 kernel is [K, C] in both);
- * an R x S kernel (taps) needs an output as large as the input (so a tap
- * shifts the rows of x viewed as [N*H*W, C] by a constant), any dilation,
- * NHWC weights ([K, R*S*C], K-major) and C a multiple of BK (64 channels,
- * 32 in tf32: a k tile lies in one tap). */
+/* The GEMM a convolution is, or 0 with the reason: groups 1; input,
+ * output and the group's output NHWC; one dtype, fp16 or bf16 (fp32 with
+ * precision tf32); C and K multiples of 8 (TMA's 16-byte rows).  Three
+ * ways to read the input, the first that applies:
+ *   - a 1x1 kernel, stride 1, no padding: x viewed as [N*H*W, C] is A (the
+ *     weights' layout does not matter: a 1x1 kernel is [K, C] in both);
+ *   - taps: an R x S kernel, stride 1, an output as large as the input, so
+ *     a tap shifts the rows of that view by a constant (padding rows zeroed
+ *     in shared memory);
+ *   - pixel tiles (pix): anything else with strides up to 8 (TMA's element
+ *     stride): a tile is a tn x th x tw block of output pixels, and each k
+ *     tile one 4-D TMA box of x [N, H, W, C] stepping by the stride, its
+ *     start moved by the tap and the padding (outside the image: zeros).
+ * An R x S kernel needs NHWC weights ([K, R*S*C], K-major) and C a multiple
+ * of BK (64 channels, 32 in tf32: a k tile lies in one tap). */
 static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char *why, size_t whysz)
 {
     const fg_node *nd = &g->nodes[anchor];
@@ -190,22 +230,15 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
     int64_t pb[2], pe[2];
     fg_node_pads(nd, pb, pe);
     int64_t R = wt->shape[2], S = wt->shape[3];
-    w->taps = R * S > 1;
-    if (fg_node_attr_int(nd, "stride", 0) != 1 || fg_node_attr_int(nd, "stride", 1) != 1) {
-        snprintf(why, whysz, "stride %" PRId64 "x%" PRId64 " (the rows of A are shifted input pixels only with "
-                 "stride 1)", fg_node_attr_int(nd, "stride", 0), fg_node_attr_int(nd, "stride", 1));
-        return 0;
-    }
-    if (!w->taps && (pb[0] || pb[1] || pe[0] || pe[1])) {
-        snprintf(why, whysz, "padding %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 " (a 1x1 kernel needs none)",
-                 pb[0], pb[1], pe[0], pe[1]);
-        return 0;
-    }
-    if (w->taps && (y->shape[2] != x->shape[2] || y->shape[3] != x->shape[3])) {
-        snprintf(why, whysz, "a %" PRId64 "x%" PRId64 " kernel with padding %" PRId64 ", %" PRId64 ", %" PRId64
-                 ", %" PRId64 " gives %" PRId64 "x%" PRId64 " from %" PRId64 "x%" PRId64 " (taps need the output as "
-                 "large as the input)", R, S, pb[0], pb[1], pe[0], pe[1], y->shape[2], y->shape[3], x->shape[2],
-                 x->shape[3]);
+    int rs = R * S > 1;
+    w->sh = fg_node_attr_int(nd, "stride", 0);
+    w->sw = fg_node_attr_int(nd, "stride", 1);
+    int stride1 = w->sh == 1 && w->sw == 1, padded = pb[0] || pb[1] || pe[0] || pe[1];
+    int same = y->shape[2] == x->shape[2] && y->shape[3] == x->shape[3];
+    w->taps = rs && stride1 && same;
+    w->pix = !w->taps && (rs || !stride1 || padded);
+    if (w->pix && (w->sh > 8 || w->sw > 8)) {
+        snprintf(why, whysz, "stride %" PRId64 "x%" PRId64 " (TMA steps at most 8 elements)", w->sh, w->sw);
         return 0;
     }
     if (groups != 1) {
@@ -214,7 +247,7 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
     }
     const fg_tensor *nchw = x->layout != FG_LAYOUT_NHWC ? x : y->layout != FG_LAYOUT_NHWC ? y
                           : o->layout != FG_LAYOUT_NHWC ? o : NULL;
-    if (!nchw && w->taps && wt->layout != FG_LAYOUT_NHWC)
+    if (!nchw && rs && wt->layout != FG_LAYOUT_NHWC)
         nchw = wt;
     if (nchw) {
         snprintf(why, whysz, "%s is %s (the GEMM view needs NHWC activations)", nchw->name,
@@ -231,8 +264,7 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
     if (!wg_dtype_ok(g, y->dtype, what, why, whysz))
         return 0;
     int64_t N = x->shape[0], C = x->shape[1], K = wt->shape[0];
-    if (wt->shape[1] != C || y->shape[1] != K || memcmp(o->shape, y->shape, sizeof(int64_t) * 4) != 0 ||
-        y->shape[2] != x->shape[2] || y->shape[3] != x->shape[3]) {
+    if (wt->shape[1] != C || y->shape[1] != K || y->shape[0] != N || memcmp(o->shape, y->shape, sizeof(int64_t) * 4)) {
         snprintf(why, whysz, "input %s, weight %s and output %s do not agree (or the group's output %s is not the "
                  "conv's shape)", x->name, wt->name, y->name, o->name);
         return 0;
@@ -241,7 +273,7 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
         snprintf(why, whysz, "C %" PRId64 " or K %" PRId64 " not a multiple of 8 (TMA needs 16-byte rows)", C, K);
         return 0;
     }
-    if (w->taps && C % wg_bk(y->dtype)) {
+    if (rs && C % wg_bk(y->dtype)) {
         snprintf(why, whysz, "C %" PRId64 " not a multiple of %d (a k tile of a %" PRId64 "x%" PRId64 " kernel lies "
                  "in one tap)", C, wg_bk(y->dtype), R, S);
         return 0;
@@ -252,6 +284,9 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
     w->dw = fg_node_attr_int(nd, "dilation", 1);
     w->pt = pb[0];
     w->pl = pb[1];
+    w->ni = N;
+    w->h = x->shape[2];
+    w->wd = x->shape[3];
     w->oh = y->shape[2];
     w->ow = y->shape[3];
     w->rows = N * w->oh * w->ow;
@@ -260,12 +295,17 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
     w->d.K = R * S * C;
     w->d.batch = 1;
     w->d.nbatch = 0;
-    if (w->rows >= (int64_t)1 << 31 || K >= (int64_t)1 << 31 || w->d.K >= (int64_t)1 << 31) {
+    if (w->pix)
+        pix_tile(w);
+    else
+        w->mtiles = (w->rows + WG_BM - 1) / WG_BM;
+    if (w->rows >= (int64_t)1 << 31 || N * w->h * w->wd >= (int64_t)1 << 31 || K >= (int64_t)1 << 31 ||
+        w->d.K >= (int64_t)1 << 31) {
         snprintf(why, whysz, "a dimension reaches 2^31 (TMA coordinates are 32-bit)");
         return 0;
     }
-    if ((w->rows + WG_BM - 1) / WG_BM > 65535) {   /* grid y */
-        snprintf(why, whysz, "%" PRId64 " pixels exceed the grid", w->rows);
+    if (w->mtiles > 65535) {   /* grid y */
+        snprintf(why, whysz, "%" PRId64 " tiles of %d pixels exceed the grid", w->mtiles, WG_BM);
         return 0;
     }
     return 1;
@@ -299,16 +339,16 @@ static int wg_ok(const fg_tcand *c, wg_geom *w, char *why, size_t whysz)
     }
     if (!wg_anchor_geometry(c->g, c->anchor, c->g->nodes[c->nodes[c->nnodes - 1]].output, w, why, whysz))
         return 0;
-    int64_t tiles = wg_tiles(w, default_bn(w->d.N));
+    int64_t tiles = wg_tiles(w, default_bn(w));
     if (w->rows < WG_BM || tiles < WG_MIN_TILES) {
         if (w->conv)
             snprintf(why, whysz, "%" PRId64 " pixels x K %" PRId64 " is %" PRId64 " tiles of %d x %d (wants %d pixels "
-                     "and %d tiles, half of %d SMs)", w->rows, w->d.N, tiles, WG_BM, default_bn(w->d.N), WG_BM,
+                     "and %d tiles, half of %d SMs)", w->rows, w->d.N, tiles, WG_BM, default_bn(w), WG_BM,
                      WG_MIN_TILES, WG_TARGET_SMS);
         else
             snprintf(why, whysz, "M %" PRId64 " x N %" PRId64 " (batch %" PRId64 ") is %" PRId64 " tiles of %d x %d "
                      "(wants M >= %d and %d tiles, half of %d SMs)", w->d.M, w->d.N, w->d.batch, tiles, WG_BM,
-                     default_bn(w->d.N), WG_BM, WG_MIN_TILES, WG_TARGET_SMS);
+                     default_bn(w), WG_BM, WG_MIN_TILES, WG_TARGET_SMS);
         return 0;
     }
     return 1;
@@ -342,14 +382,20 @@ void fg_gemm_wgmma_describe(const fg_tcand *c, char *buf, size_t size)
     buf[0] = 0;
     if (c->anchor < 0 || !wg_ok(c, &w, why, sizeof why))
         return;
-    int bn = default_bn(w.d.N);
+    int bn = default_bn(&w);
     fg_dtype dt = c->g->tensors[c->g->nodes[c->anchor].output].dtype;
     int bk = wg_bk(dt);
     const char *mma = dt == FG_DTYPE_F32 ? "TMA + wgmma tf32" : "TMA + wgmma";
     if (w.conv) {
+        char how[160];
+        if (w.pix)
+            snprintf(how, sizeof how, "implicit GEMM over pixel tiles of %d x %d x %d, one strided TMA box per tap",
+                     w.tn, w.th, w.tw);
+        else
+            snprintf(how, sizeof how, "%s",
+                     w.taps ? "implicit GEMM over shifted rows, padding rows zeroed" : "1x1 conv as a GEMM");
         snprintf(buf, size, "tile %d x %d x %d, %d stages, %s, %s (%s: %" PRId64 " pixels, K %" PRId64
-                 ", C %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, bk, WG_STAGES, mma, c->arch,
-                 w.taps ? "implicit GEMM over shifted rows, padding rows zeroed" : "1x1 conv as a GEMM", w.rows,
+                 ", C %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, bk, WG_STAGES, mma, c->arch, how, w.rows,
                  w.d.N, w.c, wg_tiles(&w, bn), WG_TARGET_SMS);
         return;
     }
@@ -358,21 +404,29 @@ void fg_gemm_wgmma_describe(const fg_tcand *c, char *buf, size_t size)
              w.d.N, w.d.K, wg_tiles(&w, bn), WG_TARGET_SMS);
 }
 
-/* Adds a tensor-map parameter over tensor t, of elements of eb bytes. */
-static const char *add_tmap(fg_emitter *em, const char *name, int t, int64_t dim0, int64_t dim1, int box0, int box1,
-                            int eb)
+/* Adds a tensor-map parameter over tensor t, of elements of eb bytes:
+ * rank axes, dims dim (axis 0 contiguous, the others packed inside each
+ * other), box extents box, element steps estride (NULL: 1). */
+static const char *add_tmap(fg_emitter *em, const char *name, int t, int rank, const int64_t *dim, const int *box,
+                            const int *estride, int eb)
 {
     fg_kernel *k = em->k;
-    if (k->nparams >= FG_MAX_KPARAMS || k->ntmaps >= FG_MAX_TMAPS) {
+    if (k->nparams >= FG_MAX_KPARAMS || k->ntmaps >= FG_MAX_TMAPS || rank > FG_KTMAP_MAX_RANK) {
         fg_em_fail(em, "too many kernel parameters");
         return "?";
     }
     fg_kparam_tmap *m = &k->tmaps[k->ntmaps];
-    m->dim[0] = dim0;
-    m->dim[1] = dim1;
-    m->row_stride = dim0 * eb;
-    m->box[0] = box0;
-    m->box[1] = box1;
+    memset(m, 0, sizeof *m);
+    m->rank = rank;
+    int64_t stride = eb;
+    for (int i = 0; i < rank; i++) {
+        m->dim[i] = dim[i];
+        if (i > 0)
+            m->stride[i - 1] = stride;
+        stride *= dim[i];
+        m->box[i] = box[i];
+        m->estride[i] = estride ? estride[i] : 1;
+    }
     m->swizzle = 128;
     m->elem_bytes = eb;
     fg_kparam *kp = &k->params[k->nparams++];
@@ -384,15 +438,39 @@ static const char *add_tmap(fg_emitter *em, const char *name, int t, int64_t dim
     return kp->name;
 }
 
-/* The text that turns the row `grow` of the folded output into the batch
- * coordinates yb<i> and the matrix row `row` (a conv: into the pixel's n,
- * oh, ow). */
-static void batch_rows(fg_emitter *em, const wg_geom *w, fg_buf *b)
+/* A 2-D tensor map: dim0 x dim1 elements, boxes of box0 x box1. */
+static const char *add_tmap2(fg_emitter *em, const char *name, int t, int64_t dim0, int64_t dim1, int box0, int box1,
+                             int eb)
+{
+    const int64_t dim[2] = {dim0, dim1};
+    const int box[2] = {box0, box1};
+    return add_tmap(em, name, t, 2, dim, box, NULL, eb);
+}
+
+/* The text that turns row r of the block's tile into the row `grow` of the
+ * folded output, skips rows past the output, and recovers the batch
+ * coordinates yb<i> and the matrix row `row` (a conv: the pixel's n, oh,
+ * ow; pixel tiles: the pixel first, then its row). */
+static void tile_rows(fg_emitter *em, const wg_geom *w, fg_buf *b)
 {
     const fg_matmul_geom_t *d = &w->d;
-    if (w->conv) {   /* the row is the output pixel (n, oh, ow) of an NHWC image */
+    if (w->conv) {
         fg_em_shape(em, "OH", w->oh);
         fg_em_shape(em, "OW", w->ow);
+    }
+    if (w->pix) {   /* the tile is tn x th x tw pixels from (nb0, oh0, ow0) */
+        fg_em_shape(em, "NI", w->ni);
+        fg_buf_put(b, "        const fg_i64 n = nb0 + r / (TW * TH), oh = oh0 + r / TW % TH, ow = ow0 + r % TW;   "
+                      "// the output pixel\n"
+                      "        if (n >= NI || oh >= OH || ow >= OW)\n"
+                      "            continue;\n"
+                      "        const fg_i64 grow = (n * OH + oh) * OW + ow;   // its row of Y [N*OH*OW, K]\n");
+        return;
+    }
+    fg_buf_put(b, "        const fg_i64 grow = m0 + r;\n"
+                  "        if (grow >= MR)\n"
+                  "            continue;\n");
+    if (w->conv) {   /* the row is the output pixel (n, oh, ow) of an NHWC image */
         fg_buf_put(b, "        const fg_i64 ow = grow % OW, oh = grow / OW % OH, n = grow / (OW * OH);   "
                       "// the output pixel\n");
         return;
@@ -447,7 +525,7 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
         return fg_em_error(em, FG_ERR_UNSUPPORTED, "template %s cannot run %s '%s': %s", em->grp->template_name,
                            what, em->g->nodes[a].name, why);
     const char *keys[] = {"tile_n", "stages"};
-    int64_t v[2] = {default_bn(w.d.N), WG_STAGES};
+    int64_t v[2] = {default_bn(&w), WG_STAGES};
     fg_status st = fg_em_tile_params(em, keys, 2, v);
     if (st != FG_OK)
         return st;
@@ -467,10 +545,19 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     /* the operands as tensors (the executor's liveness, the header) and as tensor maps */
     fg_em_tensor(em, w.at, 0);
     fg_em_tensor(em, w.bt, 0);
-    const char *ma = add_tmap(em, "tmap_a", w.at, w.conv ? w.c : w.d.K, w.rows, bk, WG_BM, eb);
-    const char *mb = trans_b ? add_tmap(em, "tmap_b", w.bt, w.d.N, w.d.K, 64, bk, eb)
-                             : add_tmap(em, "tmap_b", w.bt, w.d.K, w.d.N, bk, bn, eb);
-    fg_em_shape(em, "MR", w.rows);
+    const char *ma;
+    if (w.pix) {   /* x [N, H, W, C] as a 4-D map; a box of tn x th x tw pixels, stepping by the stride */
+        const int64_t dim[4] = {w.c, w.wd, w.h, w.ni};
+        const int box[4] = {bk, (int)(w.tw * w.sw), (int)(w.th * w.sh), w.tn};
+        const int step[4] = {1, (int)w.sw, (int)w.sh, 1};
+        ma = add_tmap(em, "tmap_a", w.at, 4, dim, box, step, eb);
+    } else {
+        ma = add_tmap2(em, "tmap_a", w.at, w.conv ? w.c : w.d.K, w.rows, bk, WG_BM, eb);
+    }
+    const char *mb = trans_b ? add_tmap2(em, "tmap_b", w.bt, w.d.N, w.d.K, 64, bk, eb)
+                             : add_tmap2(em, "tmap_b", w.bt, w.d.K, w.d.N, bk, bn, eb);
+    if (!w.pix)
+        fg_em_shape(em, "MR", w.rows);
     if (!w.conv)
         fg_em_shape(em, "M", w.d.M);
     fg_em_shape(em, "N", w.d.N);
@@ -479,8 +566,8 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     fg_em_set(em, "TMAP_B", "%s", mb);
     fg_em_set(em, "Y", "%s", fg_em_tensor(em, em->out, 1));
     fg_buf t = {0};
-    batch_rows(em, &w, &t);
-    fg_em_set(em, "BATCH", "%s", t.s ? t.s : "");
+    tile_rows(em, &w, &t);
+    fg_em_set(em, "ROW", "%s", t.s ? t.s : "");
     fg_buf_free(&t);
     epi_args(&w, "col", &t);
     fg_em_set(em, "EPI_ARGS", "%s", t.s);
@@ -493,6 +580,22 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     fg_em_set(em, "EB", "%d", eb);
     fg_em_set(em, "TB", "%d", trans_b);
     fg_em_set(em, "TAPS", "%d", w.taps);
+    fg_em_set(em, "PIX", "%d", w.pix);
+    if (w.pix) {
+        fg_em_shape(em, "C", w.c);
+        fg_em_shape(em, "S", w.s);
+        fg_em_shape(em, "SH", w.sh);
+        fg_em_shape(em, "SW", w.sw);
+        fg_em_shape(em, "DH", w.dh);
+        fg_em_shape(em, "DW", w.dw);
+        fg_em_shape(em, "PT", w.pt);
+        fg_em_shape(em, "PL", w.pl);
+        fg_em_shape(em, "TILES_W", (w.ow + w.tw - 1) / w.tw);
+        fg_em_shape(em, "TILES_H", (w.oh + w.th - 1) / w.th);
+        fg_em_set(em, "TW", "%d", w.tw);
+        fg_em_set(em, "TH", "%d", w.th);
+        fg_em_set(em, "TN", "%d", w.tn);
+    }
     if (w.taps) {
         const fg_tensor *x = &em->g->tensors[w.at];
         fg_em_shape(em, "C", w.c);
@@ -511,11 +614,17 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     unsigned smem = (unsigned)(stages * stage_bytes + nbar * 8 * stages + 1024);   /* ring, barriers, realignment */
     fg_em_set(em, "SMEM_BYTES", "%u", smem);
 
-    unsigned gm = (unsigned)((w.rows + WG_BM - 1) / WG_BM), gn = (unsigned)((w.d.N + bn - 1) / bn);
+    unsigned gm = (unsigned)w.mtiles, gn = (unsigned)((w.d.N + bn - 1) / bn);
     fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages (%u bytes of shared memory), %d threads: a TMA "
                   "producer warpgroup, two wgmma%s consumer warpgroups%s; sm_90a\n", WG_BM, bn, bk, stages, smem,
                   WG_THREADS, dt == FG_DTYPE_F32 ? " tf32" : "", bn == 256 ? " (setmaxnreg 40 / 232)" : "");
-    if (w.conv && w.taps)
+    if (w.pix)
+        fg_buf_printf(&em->notes, "//   operands:  A = tiles of %d x %d x %d output pixels (images x rows x columns), "
+                      "each k tile one 4-D TMA box of x [N, H, W, C] stepping by the stride %" PRId64 "x%" PRId64
+                      ", moved by the tap (%" PRId64 " taps) and the padding, zeros outside the image; B = w as "
+                      "[K, R*S*C] (K-major), Y [N*OH*OW, K]: an implicit-GEMM conv; 128B swizzle\n", w.tn, w.th, w.tw,
+                      w.sh, w.sw, w.d.K / w.c);
+    else if (w.conv && w.taps)
         fg_buf_printf(&em->notes, "//   operands:  A = x as [N*H*W, C] (%" PRId64 " pixels, C %" PRId64 ") shifted "
                       "by each of the %" PRId64 " taps, padding rows zeroed by producer warps 1-3; B = w as [K, R*S*C] "
                       "(K-major), Y [N*H*W, K]: an implicit-GEMM conv; 128B swizzle\n", w.rows, w.c, w.d.K / w.c);

@@ -79,9 +79,11 @@ typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32
                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-/* cuTensorMapEncodeTiled of a 2-D description: 16-bit elements as fp16 (TMA
- * copies bytes: fp16 and bf16 alike), 32-bit as fp32; out-of-range elements
- * zero (no NaN fill), L2 promotion of 128 bytes. */
+/* cuTensorMapEncodeTiled of a description of rank 1..5 with its element
+ * strides: 16-bit elements as fp16 (TMA copies bytes: fp16 and bf16
+ * alike), 32-bit as fp32; out-of-range elements zero (no NaN fill), L2
+ * promotion of 128 bytes.  The driver checks the rest and its refusal is
+ * reported with the call. */
 static fg_status cuda_tensormap_encode(fg_context *ctx, const fg_tmap_desc *d, void *out128)
 {
     fg_status st = fg_cuda_init(ctx);
@@ -91,19 +93,30 @@ static fg_status cuda_tensormap_encode(fg_context *ctx, const fg_tmap_desc *d, v
     if (!encode)
         return fg_diag_error(ctx, FG_ERR_NO_DEVICE, FG_NOLOC,
                              "the CUDA driver lacks cuTensorMapEncodeTiled (TMA kernels need a CUDA 12 driver)");
-    if (!d || (d->elem_bytes != 2 && d->elem_bytes != 4) || d->box[0] < 1 || d->box[0] > 256 || d->box[1] < 1 ||
-        d->box[1] > 256 || d->row_stride % 16 || d->base % 16)
-        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "tensor map refused: element size, box (1..256), base or "
-                             "row stride (16-byte multiples) out of range");
+    int ok = d && (d->elem_bytes == 2 || d->elem_bytes == 4) && d->rank >= 1 && d->rank <= FG_TMAP_MAX_RANK &&
+             d->base % 16 == 0;
+    for (unsigned i = 0; ok && i < d->rank; i++)
+        ok = d->box[i] >= 1 && d->box[i] <= 256 && d->estride[i] >= 1 && d->estride[i] <= 8 &&
+             (i == 0 || d->stride[i - 1] % 16 == 0);
+    if (!ok)
+        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "tensor map refused: element size, rank (1..5), box "
+                             "(1..256), element stride (1..8), base or strides (16-byte multiples) out of range");
     CUtensorMapSwizzle sw = d->swizzle == FG_TMAP_SWIZZLE_128B  ? CU_TENSOR_MAP_SWIZZLE_128B
                             : d->swizzle == FG_TMAP_SWIZZLE_64B ? CU_TENSOR_MAP_SWIZZLE_64B
                             : d->swizzle == FG_TMAP_SWIZZLE_32B ? CU_TENSOR_MAP_SWIZZLE_32B
                                                                 : CU_TENSOR_MAP_SWIZZLE_NONE;
-    cuuint64_t dim[2] = {d->dim[0], d->dim[1]}, stride[1] = {d->row_stride};
-    cuuint32_t box[2] = {d->box[0], d->box[1]}, estride[2] = {1, 1};
+    cuuint64_t dim[FG_TMAP_MAX_RANK], stride[FG_TMAP_MAX_RANK - 1];
+    cuuint32_t box[FG_TMAP_MAX_RANK], estride[FG_TMAP_MAX_RANK];
+    for (unsigned i = 0; i < d->rank; i++) {
+        dim[i] = d->dim[i];
+        box[i] = d->box[i];
+        estride[i] = d->estride[i];
+        if (i > 0)
+            stride[i - 1] = d->stride[i - 1];
+    }
     return CU_CHECK(ctx, encode((CUtensorMap *)out128,
                                 d->elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                                2, (void *)(uintptr_t)d->base, dim, stride, box, estride,
+                                d->rank, (void *)(uintptr_t)d->base, dim, stride, box, estride,
                                 CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }

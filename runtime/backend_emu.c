@@ -30,8 +30,8 @@ static fg_status emu_launch(fg_context *ctx, const fg_kernel *k, const uint64_t 
     return fg_emu_launch(ctx, k, slots);
 }
 
-/* The emulated tensor map (emu_tmap.c), as fg_tma_load_2d in the emulation
- * prelude reads it. */
+/* The emulated tensor map (emu_tmap.c), as fg_tma_load_2d / _4d in the
+ * emulation prelude read it. */
 static fg_status emu_tensormap_encode(fg_context *ctx, const fg_tmap_desc *d, void *out128)
 {
     if (fg_emu_tmap_encode(d, out128) == 0)

@@ -799,25 +799,39 @@ static void api_mbar_wait(void *bar, unsigned parity)
     }
 }
 
-static void api_tma_load_2d(void *dst, const void *map, int c0, int c1, void *bar)
+/* cp.async.bulk.tensor.<rank>d of the box at coordinates c[0..rank) (tmap.h):
+ * reads it now, element by element along axis 0 in 16-byte chunks, the
+ * landed elements packed axis 0 fastest, out-of-range ones zero; lands it
+ * when the barrier is waited on. */
+static void api_tma_load(void *dst, const void *map, int rank, const int *coord, void *bar)
 {
     fg_emu_sched *s = tls_sched;
-    char msg[300];
+    char msg[300], fn[32];
+    snprintf(fn, sizeof fn, "fg_tma_load_%dd", rank);
     fg_tmap_desc d;
-    if (fg_emu_tmap_decode(map, &d) != 0)
-        api_fail("fg_tma_load_2d: the tensor map was not written by fg_emu_tmap_encode (or its bytes were changed)");
-    mbar *b = mbar_lookup(s, bar, "fg_tma_load_2d");
-    size_t inner = (size_t)d.box[0] * d.elem_bytes, bytes = inner * d.box[1];
+    if (fg_emu_tmap_decode(map, &d) != 0) {
+        snprintf(msg, sizeof msg, "%s: the tensor map was not written by fg_emu_tmap_encode (or its bytes were changed)",
+                 fn);
+        api_fail(msg);
+    }
+    if ((unsigned)rank != d.rank) {
+        snprintf(msg, sizeof msg, "%s: the tensor map has rank %u", fn, d.rank);
+        api_fail(msg);
+    }
+    mbar *b = mbar_lookup(s, bar, fn);
+    size_t inner = (size_t)d.box[0] * d.elem_bytes, rows = 1;
+    for (unsigned i = 1; i < d.rank; i++)
+        rows *= fg_tmap_box_count(&d, i);
+    size_t bytes = inner * rows;
     unsigned long align = d.swizzle ? 8ul * (unsigned long)d.swizzle : 128ul;
     if (!in_shared(s, dst, bytes)) {
-        snprintf(msg, sizeof msg, "fg_tma_load_2d: the %zu-byte box does not fit in shared memory at the destination",
-                 bytes);
+        snprintf(msg, sizeof msg, "%s: the %zu-byte box does not fit in shared memory at the destination", fn, bytes);
         api_fail(msg);
     }
     if (soff(s, dst) % align) {
-        snprintf(msg, sizeof msg,
-                 "fg_tma_load_2d: the shared destination (offset 0x%lx) is not %lu-byte aligned (%s)", soff(s, dst),
-                 align, d.swizzle ? "a swizzled box starts its pattern at the destination" : "cp.async.bulk.tensor");
+        snprintf(msg, sizeof msg, "%s: the shared destination (offset 0x%lx) is not %lu-byte aligned (%s)", fn,
+                 soff(s, dst), align,
+                 d.swizzle ? "a swizzled box starts its pattern at the destination" : "cp.async.bulk.tensor");
         api_fail(msg);
     }
     tmacopy *c = fg_xcalloc(1, sizeof *c + bytes);   /* zero: the out-of-bounds fill */
@@ -825,21 +839,36 @@ static void api_tma_load_2d(void *dst, const void *map, int c0, int c1, void *ba
     c->bytes = bytes;
     const unsigned char *base = (const unsigned char *)(uintptr_t)d.base;
     unsigned per_chunk = 16 / d.elem_bytes;
-    for (unsigned r = 0; r < d.box[1]; r++) {
-        int64_t y = (int64_t)c1 + r;
-        if (y < 0 || y >= (int64_t)d.dim[1])
-            continue;
-        const unsigned char *row = base + (uint64_t)y * d.row_stride;
-        for (size_t j = 0; j < inner / 16; j++) {   /* 16-byte chunks stay whole under the swizzle */
-            unsigned char *out = c->data + fg_emu_tmap_swizzle(r * inner + j * 16, d.swizzle);
-            int64_t x0 = (int64_t)c0 + (int64_t)(j * per_chunk);
-            if (x0 >= 0 && x0 + per_chunk <= (int64_t)d.dim[0]) {
-                memcpy(out, row + (uint64_t)x0 * d.elem_bytes, 16);
-                continue;
+    unsigned idx[FG_TMAP_MAX_RANK] = {0};   /* the row's landed index along axes 1.. */
+    for (size_t r = 0; r < rows; r++) {
+        /* the row's global coordinates along axes 1..: c + index * estride */
+        int inside = 1;
+        uint64_t off = 0;
+        for (unsigned i = 1; i < d.rank; i++) {
+            int64_t y = (int64_t)coord[i] + (int64_t)idx[i] * d.estride[i];
+            if (y < 0 || y >= (int64_t)d.dim[i])
+                inside = 0;
+            else
+                off += (uint64_t)y * d.stride[i - 1];
+        }
+        if (inside) {
+            const unsigned char *row = base + off;
+            for (size_t j = 0; j < inner / 16; j++) {   /* 16-byte chunks stay whole under the swizzle */
+                unsigned char *out = c->data + fg_emu_tmap_swizzle(r * inner + j * 16, d.swizzle);
+                int64_t x0 = (int64_t)coord[0] + (int64_t)(j * per_chunk);
+                if (x0 >= 0 && x0 + per_chunk <= (int64_t)d.dim[0]) {
+                    memcpy(out, row + (uint64_t)x0 * d.elem_bytes, 16);
+                    continue;
+                }
+                for (unsigned e = 0; e < per_chunk; e++)
+                    if (x0 + e >= 0 && x0 + e < (int64_t)d.dim[0])
+                        memcpy(out + e * d.elem_bytes, row + (uint64_t)(x0 + e) * d.elem_bytes, d.elem_bytes);
             }
-            for (unsigned e = 0; e < per_chunk; e++)
-                if (x0 + e >= 0 && x0 + e < (int64_t)d.dim[0])
-                    memcpy(out + e * d.elem_bytes, row + (uint64_t)(x0 + e) * d.elem_bytes, d.elem_bytes);
+        }
+        for (unsigned i = 1; i < d.rank; i++) {   /* the next row: axis 1 fastest */
+            if (++idx[i] < fg_tmap_box_count(&d, i))
+                break;
+            idx[i] = 0;
         }
     }
     if (b->tail)
@@ -1271,7 +1300,7 @@ fg_emu_sched *fg_emu_sched_new(size_t stack_bytes)
     s->api.mbar_init = api_mbar_init;
     s->api.mbar_arrive = api_mbar_arrive;
     s->api.mbar_wait = api_mbar_wait;
-    s->api.tma_load_2d = api_tma_load_2d;
+    s->api.tma_load = api_tma_load;
     s->api.fence_proxy_async = api_fence_proxy_async;
     s->api.wgmma = api_wgmma;
     s->api.wgmma_fence = api_wgmma_fence;

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FG_EMU_API_VERSION 3
+#define FG_EMU_API_VERSION 4
 
 /* Warp collective operations (same values in the prelude). */
 enum {
@@ -59,9 +59,10 @@ typedef struct fg_emu_api {
     void (*mbar_init)(void *bar, unsigned count);
     void (*mbar_arrive)(void *bar, int expect, unsigned tx);
     void (*mbar_wait)(void *bar, unsigned parity);
-    /* TMA: reads the box now, lands it (and signals its bytes on bar) only
-     * when the barrier is waited on. */
-    void (*tma_load_2d)(void *dst, const void *map, int c0, int c1, void *bar);
+    /* TMA: reads the box of a rank-`rank` map at coordinates coord now,
+     * lands it (and signals its bytes on bar) only when the barrier is
+     * waited on. */
+    void (*tma_load)(void *dst, const void *map, int rank, const int *coord, void *bar);
     /* fence.proxy.async: generic shared-memory writes become visible to
      * later async-proxy reads (wgmma operands). */
     void (*fence_proxy_async)(void);

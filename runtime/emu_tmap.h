@@ -13,41 +13,49 @@
  * emulated copy instead of being followed.
  *
  * Shared-memory layout of a loaded box (docs/emulation.md, "Hopper
- * primitives"): row r of the box starts at byte r * box[0] * elem_bytes;
+ * primitives"): the landed elements packed, axis 0 fastest (tmap.h); row r
+ * of the box (its r-th run along axis 0) starts at byte
+ * r * box[0] * elem_bytes;
  * with a swizzle of S bytes (32, 64, 128) box[0] * elem_bytes must equal S
  * and the byte at offset o is stored at fg_emu_tmap_swizzle(o, S).
  */
 #ifndef FG_EMU_TMAP_H
 #define FG_EMU_TMAP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tmap.h"
 
-/* "FGTMAPE1": bump the last character when the layout changes (and in the
+/* "FGTMAPE2": bump the last character when the layout changes (and in the
  * prelude's mirror). */
-#define FG_EMU_TMAP_MAGIC 0x314550414d544746ull
+#define FG_EMU_TMAP_MAGIC 0x324550414d544746ull
 
 typedef struct fg_emu_tmap {
-    uint64_t magic;          /* FG_EMU_TMAP_MAGIC */
-    uint64_t base;           /* host address of element (0, 0) */
-    uint64_t dim[2];         /* elements along the contiguous axis, rows */
-    uint64_t row_stride;     /* bytes between rows */
-    uint32_t elem_bytes;     /* 2 or 4 */
-    uint32_t box[2];         /* box extent per axis */
-    uint32_t swizzle;        /* 0, 32, 64 or 128 (the span in bytes) */
-    uint64_t check;          /* fg_emu_tmap_check_word of the fields above */
-    uint64_t reserved[8];    /* zero */
+    uint64_t magic;                          /* FG_EMU_TMAP_MAGIC */
+    uint64_t base;                           /* host address of element (0, ...) */
+    uint64_t dim[FG_TMAP_MAX_RANK];          /* elements per axis, axis 0 contiguous */
+    uint64_t stride[FG_TMAP_MAX_RANK - 1];   /* bytes between indices of axes 1.. */
+    uint32_t elem_bytes;                     /* 2 or 4 */
+    uint32_t swizzle;                        /* 0, 32, 64 or 128 (the span in bytes) */
+    uint16_t box[FG_TMAP_MAX_RANK];          /* box extent per axis */
+    uint8_t rank;                            /* 1..5 */
+    uint8_t estride[FG_TMAP_MAX_RANK];       /* traversal step per axis */
+    uint64_t check;                          /* fg_emu_tmap_check_word of the 112 bytes above */
+    uint64_t reserved;                       /* zero */
 } fg_emu_tmap;
 
 _Static_assert(sizeof(fg_emu_tmap) == FG_TMAP_BYTES, "the emulated tensor map is 128 bytes, like the device's");
+_Static_assert(offsetof(fg_emu_tmap, check) == 112, "the check word covers the fields before it, no padding");
 
-/* Why d is not a valid 2-D tensor map (a constant sentence), or NULL when it
- * is: elem_bytes 2 or 4; base non-zero and 16-byte aligned; dim[0] and
- * dim[1] in 1..2^32; row_stride a multiple of 16 below 2^40 and, when there
- * is more than one row, at least dim[0] * elem_bytes; box[0] and box[1] in
- * 1..256 with box[0] * elem_bytes a multiple of 16; swizzle NONE, 32B, 64B
- * or 128B, and with a swizzle box[0] * elem_bytes equal to its span. */
+/* Why d is not a valid tensor map (a constant sentence), or NULL when it
+ * is: elem_bytes 2 or 4; rank 1..5; base non-zero and 16-byte aligned; each
+ * dim in 1..2^32; each stride a multiple of 16 below 2^40 and, where the
+ * axis has more than one index, at least the extent of the axes inside it
+ * (stride[0] >= dim[0] * elem_bytes, stride[i] >= stride[i - 1] * dim[i]);
+ * each box extent in 1..256 with box[0] * elem_bytes a multiple of 16; each
+ * estride in 1..8 and estride[0] 1; swizzle NONE, 32B, 64B or 128B, and
+ * with a swizzle box[0] * elem_bytes equal to its span. */
 const char *fg_emu_tmap_invalid(const fg_tmap_desc *d);
 
 /* Writes the emulation tensor map of d into out128 (128 bytes; the device's

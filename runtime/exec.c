@@ -625,6 +625,24 @@ static uint64_t tensor_addr(const fg_exec *e, int t)
  * bytes with their alignment padding. */
 #define ARG_WORDS (FG_MAX_KPARAMS + FG_MAX_TMAPS * (FG_TMAP_PARAM_BYTES / 8 + 8) + 8)
 
+fg_tmap_desc fg_exec_tmap_desc(const fg_kparam_tmap *m, uint64_t base)
+{
+    fg_tmap_desc d;
+    memset(&d, 0, sizeof d);
+    d.base = base;
+    d.elem_bytes = (unsigned)m->elem_bytes;
+    d.rank = m->rank >= 1 && m->rank <= FG_KTMAP_MAX_RANK ? (unsigned)m->rank : 0;   /* 0: refused by the backend */
+    for (unsigned i = 0; i < d.rank; i++) {
+        d.dim[i] = (uint64_t)m->dim[i];
+        d.box[i] = (unsigned)m->box[i];
+        d.estride[i] = (unsigned)m->estride[i];
+        if (i > 0)
+            d.stride[i - 1] = (uint64_t)m->stride[i - 1];
+    }
+    d.swizzle = (fg_tmap_swizzle)m->swizzle;
+    return d;
+}
+
 /* Lays out K's argument bytes in slots as its params struct (fg_kparam_layout):
  * tensor addresses, the workspace, scalars, and each tensor map encoded by the
  * backend over its tensor's address for this run. */
@@ -641,11 +659,7 @@ static fg_status pack_slots(const fg_exec *e, const fg_kernel *K, uint64_t *slot
             if (p->value < 0 || p->value >= K->ntmaps || !e->be->tensormap_encode)
                 return fg_diag_error(e->ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel %s: tensor map %s cannot be encoded "
                                      "on the %s backend", K->name, p->name, e->be->name);
-            const fg_kparam_tmap *m = &K->tmaps[p->value];
-            fg_tmap_desc d = {.base = tensor_addr(e, p->tensor), .elem_bytes = (unsigned)m->elem_bytes,
-                              .dim = {(uint64_t)m->dim[0], (uint64_t)m->dim[1]}, .row_stride = (uint64_t)m->row_stride,
-                              .box = {(unsigned)m->box[0], (unsigned)m->box[1]},
-                              .swizzle = (fg_tmap_swizzle)m->swizzle};
+            fg_tmap_desc d = fg_exec_tmap_desc(&K->tmaps[p->value], tensor_addr(e, p->tensor));
             fg_status st = e->be->tensormap_encode(e->ctx, &d, (char *)slots + off[j]);
             if (st)
                 return fg_diag_error(e->ctx, st, FG_NOLOC, "kernel %s: the tensor map %s of tensor '%s' (%s)", K->name,

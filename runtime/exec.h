@@ -18,6 +18,7 @@
 #define FG_EXEC_H
 
 #include "emit.h"
+#include "tmap.h"
 
 #define FG_EXEC_ALIGN 256
 #define FG_EXEC_GUARD 64
@@ -46,6 +47,10 @@ typedef struct fg_arena {
 size_t fg_arena_alloc(fg_arena *a, size_t bytes);
 void fg_arena_release(fg_arena *a, size_t off, size_t bytes);
 void fg_arena_free(fg_arena *a);
+
+/* The tensor map that kernel parameter description m (emit.h) makes over
+ * the tensor at device address base. */
+fg_tmap_desc fg_exec_tmap_desc(const fg_kparam_tmap *m, uint64_t base);
 
 /* Internal queries used by `fusegen run` and the tests. */
 struct fg_exec;

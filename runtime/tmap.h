@@ -10,20 +10,24 @@
  * reads (fg_emu_tmap_encode, runtime/emu_tmap.c; mirrored in
  * templates/prelude_emu.h).
  *
- * The view is 2-D and row-major: dim[0] elements along the contiguous axis,
- * dim[1] rows, row_stride bytes between rows.  A copy moves one box of
- * box[0] x box[1] elements whose first element is at coordinates (c0, c1);
- * elements outside [0, dim) read as zero.  With a swizzle the box's inner
- * extent (box[0] * elem_bytes) must not exceed the swizzle span and the
- * 16-byte chunks of each row of the box are permuted in shared memory as
- * the PTX ISA's swizzle modes say.
+ * The view has rank 1 to 5 (FG_TMAP_MAX_RANK), axis 0 contiguous: dim[i]
+ * elements along axis i, stride[i - 1] bytes between consecutive indices of
+ * axis i >= 1 (the driver's globalStrides).  A copy traverses a box of
+ * box[i] elements along each axis from the coordinates (c0, c1, ...) of its
+ * first element, taking every estride[i]-th (the driver's elementStrides,
+ * 1 to 8; estride[0] is 1, as TMA has no stride along the contiguous axis),
+ * so ceil(box[i] / estride[i]) elements of axis i land in shared memory,
+ * packed, axis 0 fastest.  Elements outside [0, dim) read as zero.  With a
+ * swizzle the box's inner extent (box[0] * elem_bytes) must not exceed the
+ * swizzle span and the 16-byte chunks of each row of the box (one axis-0
+ * run) are permuted in shared memory as the PTX ISA's swizzle modes say.
  */
 #ifndef FG_TMAP_H
 #define FG_TMAP_H
 
 #include <stdint.h>
 
-enum { FG_TMAP_BYTES = 128, FG_TMAP_ALIGN = 64 };
+enum { FG_TMAP_BYTES = 128, FG_TMAP_ALIGN = 64, FG_TMAP_MAX_RANK = 5 };
 
 typedef enum fg_tmap_swizzle {
     FG_TMAP_SWIZZLE_NONE = 0,
@@ -33,12 +37,21 @@ typedef enum fg_tmap_swizzle {
 } fg_tmap_swizzle;
 
 typedef struct fg_tmap_desc {
-    uint64_t base;          /* device address of element (0, 0); 16-byte aligned */
-    unsigned elem_bytes;    /* 2 (fp16 / bf16) or 4 (fp32 / tf32) */
-    uint64_t dim[2];        /* elements along the contiguous axis, rows */
-    uint64_t row_stride;    /* bytes between rows; a multiple of 16 */
-    unsigned box[2];        /* box extent per axis, each 1..256 */
+    uint64_t base;                              /* device address of element (0, ...); 16-byte aligned */
+    unsigned elem_bytes;                        /* 2 (fp16 / bf16) or 4 (fp32 / tf32) */
+    unsigned rank;                              /* axes, 1..FG_TMAP_MAX_RANK */
+    uint64_t dim[FG_TMAP_MAX_RANK];             /* elements along each axis, axis 0 contiguous */
+    uint64_t stride[FG_TMAP_MAX_RANK - 1];      /* bytes between indices of axes 1..rank-1; multiples of 16 */
+    unsigned box[FG_TMAP_MAX_RANK];             /* elements traversed per axis, each 1..256 */
+    unsigned estride[FG_TMAP_MAX_RANK];         /* traversal step per axis, 1..8 (estride[0] 1) */
     fg_tmap_swizzle swizzle;
 } fg_tmap_desc;
+
+/* Elements of axis i that a copy of d lands: ceil(box[i] / estride[i]). */
+static inline unsigned fg_tmap_box_count(const fg_tmap_desc *d, unsigned i)
+{
+    unsigned e = d->estride[i] ? d->estride[i] : 1;
+    return (d->box[i] + e - 1) / e;
+}
 
 #endif /* FG_TMAP_H */

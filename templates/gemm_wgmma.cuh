@@ -32,6 +32,15 @@
 // the stage, zero those rows with generic stores, fence them for the async
 // proxy (wgmma) and arrive on the stage's ready barrier, which the
 // consumers wait for as well.
+// Pixel tiles (conv2d_wgmma, PIX: any stride up to 8, padding, output
+// size): the block's BM rows are TN images x TH output rows x TW output
+// columns from (nb0, oh0, ow0), tile row r = (image * TH + row) * TW +
+// column; k tile kt is tap kt / CT (CT = ceil(C / BK) channel tiles) at
+// channel (kt % CT) BK, one 4-D TMA box of x [N, H, W, C] at (channel,
+// ow0 SW - PL + s DW, oh0 SH - PT + r DH, nb0) of BK x TW SW x TH SH x TN
+// elements stepping by (1, SW, SH, 1): exactly the tile's input pixels
+// under the tap, in tile-row order, zeros where they fall outside the image
+// (the padding) or past C.
 // The ring lives in dynamic shared memory (FG_SHARED_DYN: the launch's
 // fg_kernel.smem bytes on the device, a static array in emulation), from its
 // first 1024-byte aligned address (the 128B swizzle pattern's repeat).
@@ -52,7 +61,15 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
 
     const int tid = (int)fg_tid_x();
     const int wg = tid / 128;
+{{^PIX}}
     const fg_i64 m0 = (fg_i64)fg_bid_y() * BM;
+{{/PIX}}
+{{#PIX}}
+    constexpr int TW = {{TW}}, TH = {{TH}}, TN = {{TN}};   // the pixel tile: TN x TH x TW = BM
+    const int by = (int)fg_bid_y();
+    const int ow0 = by % (int)TILES_W * TW, oh0 = by / (int)TILES_W % (int)TILES_H * TH;
+    const int nb0 = by / (int)(TILES_W * TILES_H) * TN;
+{{/PIX}}
     const fg_i64 n0 = (fg_i64)fg_bid_x() * BN;
     const int KT = (int)((K + BK - 1) / BK);
     if (tid == 0) {
@@ -79,9 +96,17 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
                 unsigned char *const a_s = ring + s * STAGE_BYTES;
                 unsigned char *const b_s = a_s + A_BYTES;
                 fg_mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
+{{#PIX}}
+                const int CT = (int)((C + BK - 1) / BK);   // channel tiles per tap
+                const int tap = kt / CT, cb = kt % CT;
+                fg_tma_load_4d(a_s, &p.{{TMAP_A}}, cb * BK, ow0 * (int)SW - (int)PL + tap % (int)S * (int)DW,
+                               oh0 * (int)SH - (int)PT + tap / (int)S * (int)DH, nb0, &full[s]);
+{{/PIX}}
+{{^PIX}}
 {{^TAPS}}
                 fg_tma_load_2d(a_s, &p.{{TMAP_A}}, kt * BK, (int)m0, &full[s]);
 {{/TAPS}}
+{{/PIX}}
 {{#TAPS}}
                 const int tap = kt / (int)(C / BK), cb = kt % (int)(C / BK);
                 const int shift = (tap / (int)S * (int)DH - (int)PT) * (int)W + tap % (int)S * (int)DW - (int)PL;
@@ -177,10 +202,8 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
     const int w = (tid % 128) / 32, l = tid % 32;
     FG_UNROLL
     for (int h = 0; h < 2; h++) {
-        const fg_i64 grow = m0 + c * 64 + w * 16 + l / 4 + 8 * h;
-        if (grow >= MR)
-            continue;
-{{BATCH}}
+        const int r = c * 64 + w * 16 + l / 4 + 8 * h;   // the row of the tile
+{{ROW}}
         FG_UNROLL
         for (int j = 0; j < BN / 8; j++) {
             const fg_i64 col = n0 + 8 * j + 2 * (l % 4);

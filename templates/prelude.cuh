@@ -335,7 +335,10 @@ FG_DEVICE int fg_atomic_add_i32(int *p, int v) { return atomicAdd(p, v); }
 //     thread): cp.async.bulk.tensor of the box at element (c0 along the
 //     contiguous axis, c1 rows) into smem_dst (1024-byte aligned for a 128B
 //     swizzle), zero fill outside the tensor, the full box's bytes signalled
-//     as complete_tx on b.  fg_fence_proxy_async: this thread's generic
+//     as complete_tx on b.  fg_tma_load_4d: the same over a rank-4 map,
+//     coordinates from the contiguous axis out; with element strides the
+//     landed elements are packed (ceil(box / estride) per axis, runtime/
+//     tmap.h).  fg_fence_proxy_async: this thread's generic
 //     shared-memory writes are ordered before later async-proxy accesses.
 //   wgmma (all 128 threads of a warpgroup, converged): fg_wgmma_desc packs the
 //     shared-memory matrix descriptor (start >> 4 in bits 0-13, leading byte
@@ -395,6 +398,13 @@ FG_DEVICE void fg_tma_load_2d(void *smem_dst, const fg_tmap *m, int c0, int c1, 
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                  "[%0], [%1, {%2, %3}], [%4];" ::"r"(fg_smem_addr(smem_dst)),
                  "l"(m), "r"(c0), "r"(c1), "r"(fg_smem_addr(b))
+                 : "memory");
+}
+FG_DEVICE void fg_tma_load_4d(void *smem_dst, const fg_tmap *m, int c0, int c1, int c2, int c3, fg_mbar *b)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(fg_smem_addr(smem_dst)),
+                 "l"(m), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(fg_smem_addr(b))
                  : "memory");
 }
 FG_DEVICE void fg_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }

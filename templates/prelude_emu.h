@@ -43,7 +43,7 @@ struct fg_bf16 { unsigned short bits; };
 
 /* ---- the runtime interface (mirror of runtime/emu_sched.h) ---- */
 
-#define FG_EMU_API_VERSION 3
+#define FG_EMU_API_VERSION 4
 
 enum {
     FG_EMU_WOP_SHFL_XOR = 1,
@@ -85,7 +85,7 @@ struct fg_emu_api {
     void (*mbar_init)(void *bar, unsigned count);
     void (*mbar_arrive)(void *bar, int expect, unsigned tx);
     void (*mbar_wait)(void *bar, unsigned parity);
-    void (*tma_load_2d)(void *dst, const void *map, int c0, int c1, void *bar);
+    void (*tma_load)(void *dst, const void *map, int rank, const int *coord, void *bar);
     void (*fence_proxy_async)(void);
     void (*wgmma)(int kind, int bn, int trans_b, fg_u64 desc_a, fg_u64 desc_b, int accumulate, float *d);
     void (*wgmma_fence)(void);
@@ -127,7 +127,7 @@ extern "C" __attribute__((visibility("default"))) void fg_emu_shared_range(char 
 #define FG_UNROLL
 #define FG_UNROLL_BY(n)
 /* On the device: a const kernel parameter whose address may be taken (the
- * tensor maps fg_tma_load_2d reads); nothing here. */
+ * tensor maps fg_tma_load_2d / _4d read); nothing here. */
 #ifndef __grid_constant__
 #define __grid_constant__
 #endif
@@ -427,16 +427,18 @@ struct alignas(64) fg_tmap { fg_u64 w[16]; };
 /* The layout runtime/emu_tmap.c writes into an fg_tmap (mirror of struct
  * fg_emu_tmap in runtime/emu_tmap.h; the runtime reads it). */
 struct fg_emu_tmap_layout {
-    fg_u64 magic;              /* "FGTMAPE1" */
-    fg_u64 base;               /* host address of element (0, 0) */
-    fg_u64 dim[2];             /* contiguous elements, rows */
-    fg_u64 row_stride;         /* bytes */
-    fg_u32 elem_bytes, box[2], swizzle;
+    fg_u64 magic;              /* "FGTMAPE2" */
+    fg_u64 base;               /* host address of element (0, ...) */
+    fg_u64 dim[5];             /* elements per axis, axis 0 contiguous */
+    fg_u64 stride[4];          /* bytes between indices of axes 1.. */
+    fg_u32 elem_bytes, swizzle;
+    unsigned short box[5];
+    unsigned char rank, estride[5];
     fg_u64 check;              /* over the fields above */
-    fg_u64 reserved[8];
+    fg_u64 reserved;
 };
 static_assert(sizeof(fg_emu_tmap_layout) == sizeof(fg_tmap), "the emulated tensor map is 128 bytes");
-#define FG_EMU_TMAP_MAGIC 0x314550414d544746ull
+#define FG_EMU_TMAP_MAGIC 0x324550414d544746ull
 
 /* Where byte `offset` of a box loaded with a swizzle of `span` bytes (32,
  * 64, 128; anything else: none) lies in shared memory: the 16-byte chunk
@@ -458,13 +460,23 @@ static inline void fg_mbar_arrive(fg_mbar *b) { fg_emu_api_->mbar_arrive(b, 0, 0
 static inline void fg_mbar_arrive_expect_tx(fg_mbar *b, unsigned bytes) { fg_emu_api_->mbar_arrive(b, 1, bytes); }
 static inline void fg_mbar_wait(fg_mbar *b, unsigned parity) { fg_emu_api_->mbar_wait(b, parity); }
 
-static inline void fg_tma_load_2d(void *smem_dst, const fg_tmap *m, int c0, int c1, fg_mbar *b)
+static inline void fg_emu_tma_load(void *smem_dst, const fg_tmap *m, int rank, const int *c, fg_mbar *b)
 {
     fg_u64 magic;
     memcpy(&magic, m, sizeof magic);
     if (magic != FG_EMU_TMAP_MAGIC)
-        fg_emu_api_->fail("fg_tma_load_2d: not a tensor map for emulation (encode it with fg_emu_tmap_encode)");
-    fg_emu_api_->tma_load_2d(smem_dst, m, c0, c1, b);
+        fg_emu_api_->fail("fg_tma_load: not a tensor map for emulation (encode it with fg_emu_tmap_encode)");
+    fg_emu_api_->tma_load(smem_dst, m, rank, c, b);
+}
+static inline void fg_tma_load_2d(void *smem_dst, const fg_tmap *m, int c0, int c1, fg_mbar *b)
+{
+    const int c[2] = {c0, c1};
+    fg_emu_tma_load(smem_dst, m, 2, c, b);
+}
+static inline void fg_tma_load_4d(void *smem_dst, const fg_tmap *m, int c0, int c1, int c2, int c3, fg_mbar *b)
+{
+    const int c[4] = {c0, c1, c2, c3};
+    fg_emu_tma_load(smem_dst, m, 4, c, b);
 }
 
 static inline void fg_fence_proxy_async() { fg_emu_api_->fence_proxy_async(); }

@@ -57,7 +57,21 @@ static fg_context *arch_ctx(const char *arch)
     return ctx;
 }
 
-/* The graph `name` of one dtype and layout, with a 1x1 conv `conv` of C -> K
+/* The values of attribute `key: [a, b(, c, d)]` in attrs into v (n of
+ * them), or def when absent. */
+static void attr_ints(const char *attrs, const char *key, int *v, int n, int def)
+{
+    for (int i = 0; i < n; i++)
+        v[i] = def;
+    const char *s = strstr(attrs, key);
+    if (!s)
+        return;
+    int got = sscanf(s + strlen(key), ": [%d, %d, %d, %d]", &v[0], &v[1], &v[2], &v[3]);
+    if (got == 2 && n == 4)   /* padding [top, left]: the same at the ends */
+        v[2] = v[0], v[3] = v[1];
+}
+
+/* The graph `name` of one dtype and layout, with a conv `conv` of C -> K
  * channels on an N x H x W input (attrs: the conv's extra attributes, R x S
  * its kernel) followed by a BatchNorm, optionally a residual add of input r,
  * and relu. */
@@ -65,9 +79,12 @@ static fg_graph *conv_graph(fg_context *ctx, const char *name, const char *dtype
                             int W, int C, int K, int R, int S, const char *attrs, int bn, int residual)
 {
     char text[4096];
-    int OH = H, OW = W;
-    if (strstr(attrs, "stride: [2, 2]"))
-        OH = (H + 1) / 2, OW = (W + 1) / 2;
+    int sd[4], pad[4], dil[4];
+    attr_ints(attrs, "stride", sd, 2, 1);
+    attr_ints(attrs, "padding", pad, 4, 0);
+    attr_ints(attrs, "dilation", dil, 2, 1);
+    int OH = (H + pad[0] + pad[2] - dil[0] * (R - 1) - 1) / sd[0] + 1;
+    int OW = (W + pad[1] + pad[3] - dil[1] * (S - 1) - 1) / sd[1] + 1;
     int tf32 = strcmp(dtype, "tf32") == 0;   /* fp32 planned with precision tf32 */
     int n = snprintf(text, sizeof text,
                      "graph: %s\nseed: 11\ndtype: %s\n%slayout: %s\n"
@@ -163,6 +180,31 @@ static const num_case num_cases[] = {
     /* tf32 3x3, padding 1, C 96: three channel blocks per tap */
     {"k3x3_bn_relu_tf32_2x65x65_96to64", "tf32", "conv_bn_act", 2, 65, 65, 96, 64, 1, 0, "by each of the 9 taps", 3,
      3, "padding: [1, 1]"},
+    /* pixel tiles (4-D TMA boxes stepping by the stride): ResNet's strided 3x3, 66 x 66 outputs in tiles of 2 x 8
+     * x 8 pixels, the last tile of each image's rows and columns partial */
+    {"k3x3_s2_bn_relu_f16_2x131x131_64to64", "fp16", "conv_bn_act", 2, 131, 131, 64, 64, 1, 0,
+     "tiles of 2 x 8 x 8 output pixels", 3, 3, "stride: [2, 2], padding: [1, 1]"},
+    /* the strided 1x1 (ResNet's downsample) with the residual add; C 72: the second k tile past C reads zeros */
+    {"k1x1_s2_bn_add_relu_bf16_2x93x91_72to136", "bf16", "conv_bn_add_act", 2, 93, 91, 72, 136, 1, 1,
+     "stepping by the stride 2x2", 1, 1, "stride: [2, 2]"},
+    /* stride 2 with dilation 2, padding 2, C 128 (two channel tiles per tap), the conv's own bias, residual add */
+    {"k3x3_s2_d2_add_relu_bf16_1x129x127_128to136", "bf16", "conv_add_act", 1, 129, 127, 128, 136, 0, 1,
+     "(9 taps)", 3, 3, "stride: [2, 2], padding: [2, 2], dilation: [2, 2]"},
+    /* stride 1 without padding: the output is smaller than the input, so no shifted rows */
+    {"k3x3_valid_bn_relu_f16_2x67x69_64to64", "fp16", "conv_bn_act", 2, 67, 69, 64, 64, 1, 0,
+     "stepping by the stride 1x1", 3, 3, "padding: [0, 0]"},
+    /* a padded 1x1 conv: its border pixels see only zeros (the bias alone) */
+    {"k1x1_pad1_bn_relu_f16_2x65x63_64to64", "fp16", "conv_bn_act", 2, 65, 63, 64, 64, 1, 0, "(1 taps)", 1, 1,
+     "padding: [1, 1]"},
+    /* strides 2 x 1 with a 1x3 kernel: different steps along the two axes */
+    {"k1x3_s2x1_bn_relu_bf16_2x131x66_64to64", "bf16", "conv_bn_act", 2, 131, 66, 64, 64, 1, 0,
+     "stepping by the stride 2x1", 1, 3, "stride: [2, 1], padding: [0, 1]"},
+    /* a 2x2 stride-2 patchify conv on 3 images, K 136 */
+    {"k2x2_s2_bn_relu_f16_3x106x98_64to136", "fp16", "conv_bn_act", 3, 106, 98, 64, 136, 1, 0, "(4 taps)", 2, 2,
+     "stride: [2, 2]"},
+    /* tf32 strided 3x3: two channel tiles of 32 per tap */
+    {"k3x3_s2_bn_relu_tf32_2x131x129_64to64", "tf32", "conv_bn_act", 2, 131, 129, 64, 64, 1, 0, "128 x 64 x 32", 3, 3,
+     "stride: [2, 2], padding: [1, 1]"},
 };
 
 static void run_case(const num_case *c)
@@ -224,23 +266,46 @@ static const mutation mutations[] = {
      "tap % (int)S * (int)DW;\n                fg_tma_load_2d"},
 };
 
+/* Pixel tiles: the box's start, the tile's pixel order or the stride
+ * broken must fail. */
+static const mutation pix_mutations[] = {
+    {"unmutated", NULL, NULL},
+    {"the box's column start ignores the padding", "ow0 * (int)SW - (int)PL + tap", "ow0 * (int)SW + tap"},
+    {"the box's row start ignores the stride", "oh0 * (int)SH - (int)PT", "oh0 - (int)PT"},
+    {"the box does not move to the tile's images", ", nb0, &full[s]);", ", 0, &full[s]);"},
+    {"the epilogue's pixel rows misread", "oh = oh0 + r / TW % TH", "oh = oh0 + r % TH"},
+    {"the tap's row and column swapped", "tap % (int)S * (int)DW,", "tap / (int)S * (int)DW,"},
+};
+
+/* Runs each mutation of table m (n entries, the first unmutated) on the
+ * conv2d_wgmma plan of g: the unmutated source within 5e-3, every other a
+ * launch error or rel L2 above 5e-2. */
+static void run_mutations(fg_context *ctx, fg_graph *g, const mutation *m, size_t n)
+{
+    fg_plan *p = plan(ctx, g);
+    assert_string_equal(p->groups[0].template_name, "conv2d_wgmma");
+    for (size_t i = 0; i < n; i++) {
+        double rel = tu_mutated_rel_l2(ctx, p, g, m[i].from, m[i].to, 99);
+        print_message("%-46s %s %.3e\n", m[i].what, rel < 0 ? "launch failed" : "rel_l2", rel);
+        if (i == 0 ? !(rel >= 0 && rel <= 5e-3) : rel >= 0 && rel <= 5e-2)
+            fail_msg("%s: rel_l2 %.3e", m[i].what, rel);
+    }
+    fg_plan_free(p);
+}
+
 static void test_mutations(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof mutations / sizeof *mutations; i++) {
-        fg_context *ctx = arch_ctx("sm_90");
-        /* 8 images of 23 x 23 (a sixth of the pixels on the border), K 136: 68 tiles */
-        fg_graph *g = conv_graph(ctx, "mut", "fp16", "NHWC", 8, 23, 23, 64, 136, 3, 3, "padding: [1, 1]", 1, 0);
-        fg_plan *p = plan(ctx, g);
-        assert_string_equal(p->groups[0].template_name, "conv2d_wgmma");
-        double rel = tu_mutated_rel_l2(ctx, p, g, mutations[i].from, mutations[i].to, 99);
-        print_message("%-46s %s %.3e\n", mutations[i].what, rel < 0 ? "launch failed" : "rel_l2", rel);
-        if (i == 0 ? !(rel >= 0 && rel <= 5e-3) : rel >= 0 && rel <= 5e-2)
-            fail_msg("%s: rel_l2 %.3e", mutations[i].what, rel);
-        fg_plan_free(p);
-        fg_graph_free(g);
-        fg_context_free(ctx);
-    }
+    fg_context *ctx = arch_ctx("sm_90");
+    /* 8 images of 23 x 23 (a sixth of the pixels on the border), K 136: 68 tiles */
+    fg_graph *g = conv_graph(ctx, "mut", "fp16", "NHWC", 8, 23, 23, 64, 136, 3, 3, "padding: [1, 1]", 1, 0);
+    run_mutations(ctx, g, mutations, sizeof mutations / sizeof *mutations);
+    fg_graph_free(g);
+    /* pixel tiles: 8 images of 45 x 45, stride 2, padding 1 -> 23 x 23, K 136: 72 tiles */
+    g = conv_graph(ctx, "mut_pix", "fp16", "NHWC", 8, 45, 45, 64, 136, 3, 3, "stride: [2, 2], padding: [1, 1]", 1, 0);
+    run_mutations(ctx, g, pix_mutations, sizeof pix_mutations / sizeof *pix_mutations);
+    fg_graph_free(g);
+    fg_context_free(ctx);
 }
 
 /* ---- selection ----------------------------------------------------------- */
@@ -262,14 +327,17 @@ static const sel_case sel_cases[] = {
     {"3x3", "sm_90", "NHWC", 2, 65, 65, 64, 64, 3, 3, "stride: [1, 1], padding: [1, 1]", "conv2d_wgmma", NULL},
     {"3x3 C 32", "sm_90", "NHWC", 2, 65, 65, 32, 64, 3, 3, "stride: [1, 1], padding: [1, 1]", "conv2d_tc",
      "C 32 not a multiple of 64"},
-    {"3x3 unpadded", "sm_90", "NHWC", 2, 67, 67, 64, 64, 3, 3, "stride: [1, 1], padding: [0, 0]", "conv2d_tc",
-     "gives 65x65 from 67x67"},
-    {"3x3 stride 2", "sm_90", "NHWC", 2, 130, 130, 64, 64, 3, 3, "stride: [2, 2], padding: [1, 1]", "conv2d_tc",
-     "stride 2x2"},
-    {"stride 2", "sm_90", "NHWC", 2, 130, 130, 256, 64, 1, 1, "stride: [2, 2], padding: [0, 0]", "conv2d_tc",
-     "stride 2x2"},
-    {"padded 1x1", "sm_90", "NHWC", 2, 63, 63, 256, 64, 1, 1, "stride: [1, 1], padding: [1, 1]", "conv2d_tc",
-     "padding 1, 1, 1, 1 (a 1x1 kernel needs none)"},
+    {"3x3 unpadded", "sm_90", "NHWC", 2, 67, 67, 64, 64, 3, 3, "stride: [1, 1], padding: [0, 0]", "conv2d_wgmma",
+     NULL},
+    {"3x3 stride 2", "sm_90", "NHWC", 2, 130, 130, 64, 64, 3, 3, "stride: [2, 2], padding: [1, 1]", "conv2d_wgmma",
+     NULL},
+    {"stride 2", "sm_90", "NHWC", 2, 130, 130, 256, 64, 1, 1, "stride: [2, 2], padding: [0, 0]", "conv2d_wgmma", NULL},
+    {"padded 1x1", "sm_90", "NHWC", 2, 65, 65, 256, 64, 1, 1, "stride: [1, 1], padding: [1, 1]", "conv2d_wgmma",
+     NULL},
+    {"3x3 stride 2 C 32", "sm_90", "NHWC", 2, 130, 130, 32, 64, 3, 3, "stride: [2, 2], padding: [1, 1]", "conv2d_tc",
+     "C 32 not a multiple of 64"},
+    {"stride 9", "sm_90", "NHWC", 2, 580, 580, 64, 64, 1, 1, "stride: [9, 9]", "conv2d_tc",
+     "stride 9x9 (TMA steps at most 8 elements)"},
     {"NCHW", "sm_90", "NCHW", 2, 65, 65, 256, 64, 1, 1, ONE, "conv2d", "is NCHW"},
     {"C 12", "sm_90", "NHWC", 2, 65, 65, 12, 64, 1, 1, ONE, "conv2d_tc", "not a multiple of 8"},
     {"too few tiles", "sm_90", "NHWC", 2, 14, 14, 256, 64, 1, 1, ONE, "conv2d_tc", "4 tiles of 128 x 64"},

@@ -352,7 +352,9 @@ static const sel_case sel_cases[] = {
     {"sm_90a too", "sm_90a", "bf16", MLP(4096, 768, 3072, gelu), "gemm_wgmma", NULL},
     {"sm_80", "sm_80", "fp16", MLP(4096, 768, 3072, gelu), "gemm_tc", "target arch sm_80"},
     {"no arch known", NULL, "fp16", MLP(4096, 768, 3072, gelu), "gemm_tc", "target arch unknown"},
-    {"too few tiles", "sm_90", "fp16", MLP(512, 768, 768, gelu), "gemm_tc", "24 tiles"},
+    {"too few tiles", "sm_90", "fp16", MLP(512, 768, 768, gelu), "gemm_tc", "48 tiles of 128 x 64"},
+    /* 48 tiles of 128 x 128, 96 of 128 x 64: BN 64 fills the GPU */
+    {"BN 64 for enough tiles", "sm_90", "fp16", MLP(1024, 768, 768, gelu), "gemm_wgmma", NULL},
     {"K not a multiple of 8", "sm_90", "fp16", MLP(4096, 766, 3072, gelu), "gemm_tc", "not a multiple of 8"},
     {"fp32", "sm_90", "fp32", MLP(4096, 768, 3072, gelu), "gemm", "fp32 runs on wgmma only with precision tf32"},
     {"tf32, B stored [N, K]", "sm_90", "tf32",

@@ -6,6 +6,11 @@
  * - TMA 2-D box loads with each swizzle mode, inside and across the tensor's
  *   bounds, byte for byte against the swizzle formula (chunk bits 4..6 XOR
  *   row bits 7..9, masked to the span) and zero fill;
+ * - TMA 4-D box loads with element strides (cuTensorMapEncodeTiled's
+ *   elementStrides: ceil(box / stride) elements of each axis land, packed,
+ *   from the start coordinate in steps of the stride), negative and
+ *   past-the-end coordinates on every axis, against the definition; a map
+ *   of the wrong rank is refused;
  * - wgmma m64nNk16 (N 64, 128, 256; B K-major and N-major; f16 and bf16;
  *   with and without accumulating into initial values) on TMA-loaded,
  *   128B-swizzled operands against a double-precision matmul, through the
@@ -106,12 +111,51 @@ static fg_tmap_desc map2d(const void *base, unsigned eb, uint64_t d0, uint64_t d
     memset(&d, 0, sizeof d);
     d.base = P(base);
     d.elem_bytes = eb;
+    d.rank = 2;
     d.dim[0] = d0;
     d.dim[1] = d1;
-    d.row_stride = stride;
+    d.stride[0] = stride;
     d.box[0] = b0;
     d.box[1] = b1;
+    d.estride[0] = d.estride[1] = 1;
     d.swizzle = sw;
+    return d;
+}
+
+/* A 4-D map: dims d0..d3 (d0 contiguous), strides s1 (axis 1) and s2 (axis
+ * 2) in bytes, axis 3 packed after axis 2; box b0 x b1 x b2 x b3; element
+ * steps e1, e2, e3 (axis 0: 1); no swizzle unless set after. */
+static fg_tmap_desc map4d(const void *base, unsigned eb, uint64_t d0, uint64_t d1, uint64_t d2, uint64_t d3,
+                          uint64_t s1, uint64_t s2, unsigned b0, unsigned b1, unsigned b2, unsigned b3, unsigned e1,
+                          unsigned e2, unsigned e3)
+{
+    fg_tmap_desc d;
+    memset(&d, 0, sizeof d);
+    d.base = P(base);
+    d.elem_bytes = eb;
+    d.rank = 4;
+    const uint64_t dim[4] = {d0, d1, d2, d3};
+    const unsigned box[4] = {b0, b1, b2, b3}, es[4] = {1, e1, e2, e3};
+    for (int i = 0; i < 4; i++) {
+        d.dim[i] = dim[i];
+        d.box[i] = box[i];
+        d.estride[i] = es[i];
+    }
+    d.stride[0] = s1;
+    d.stride[1] = s2;
+    d.stride[2] = s2 * d2;
+    return d;
+}
+
+static fg_tmap_desc with_rank(fg_tmap_desc d, unsigned rank)
+{
+    d.rank = rank;
+    return d;
+}
+
+static fg_tmap_desc with_estride(fg_tmap_desc d, int axis, unsigned e)
+{
+    d.estride[axis] = e;
     return d;
 }
 
@@ -194,6 +238,12 @@ static void test_tmap_encode(void **state)
         {map2d(buf, 2, 64, 16, 128, 32, 8, FG_TMAP_SWIZZLE_128B), "swizzle span"},
         {map2d(buf, 4, 64, 16, 256, 16, 8, FG_TMAP_SWIZZLE_32B), "swizzle span"},
         {map2d(buf, 2, 64, 16, 128, 64, 8, (fg_tmap_swizzle)48), "NONE, 32B"},
+        {with_rank(map2d(buf, 2, 64, 16, 128, 64, 8, FG_TMAP_SWIZZLE_NONE), 0), "rank"},
+        {with_rank(map2d(buf, 2, 64, 16, 128, 64, 8, FG_TMAP_SWIZZLE_NONE), 6), "rank"},
+        {with_estride(map2d(buf, 2, 64, 16, 128, 64, 8, FG_TMAP_SWIZZLE_NONE), 1, 9), "element stride"},
+        {with_estride(map2d(buf, 2, 64, 16, 128, 64, 8, FG_TMAP_SWIZZLE_NONE), 1, 0), "element stride"},
+        {with_estride(map2d(buf, 2, 64, 16, 128, 64, 8, FG_TMAP_SWIZZLE_NONE), 0, 2), "1 along axis 0"},
+        {map4d(buf, 2, 64, 8, 8, 2, 128, 512, 64, 8, 8, 1, 1, 1, 1), "shorter than the axes inside"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         memset(out, 0x5a, sizeof out);
@@ -318,6 +368,101 @@ static void test_tma_box(void **state)
         args[9] ^= 16;
         expect_error(ctx, fg_emu_launch(ctx, &k, args), "not written by fg_emu_tmap_encode", NULL);
     }
+    fg_emu_release(&k);
+    fg_context_free(ctx);
+}
+
+/* ---- TMA: a 4-D box with element strides ----
+ * The box at (c0, c1, c2, c3) of a map over an [d3][d2][d1][d0] tensor of
+ * 2-byte elements lands in tile (128B swizzle when span is 128); flags 1:
+ * load it with fg_tma_load_2d instead (a map of the wrong rank). */
+static const char *src_tma4 =
+    "#include \"fusegen_prelude.cuh\"\n"
+    "struct P_tma4 { unsigned char *out; fg_i64 c0, c1, c2, c3, bytes, flags, pad; fg_tmap map; };\n"
+    "FG_KERNEL(tma4, P_tma4, 128)\n"
+    "{\n"
+    "    alignas(1024) FG_SHARED unsigned char tile[32768];\n"
+    "    FG_SHARED fg_mbar bar;\n"
+    "    const unsigned t = fg_linear_tid();\n"
+    "    if (t == 0) {\n"
+    "        fg_mbar_init(&bar, 1);\n"
+    "        fg_fence_mbar_init();\n"
+    "    }\n"
+    "    fg_sync();\n"
+    "    if (t == 0) {\n"
+    "        fg_mbar_arrive_expect_tx(&bar, (unsigned)p.bytes);\n"
+    "        if (p.flags & 1)\n"
+    "            fg_tma_load_2d(tile, &p.map, (int)p.c0, (int)p.c1, &bar);\n"
+    "        else\n"
+    "            fg_tma_load_4d(tile, &p.map, (int)p.c0, (int)p.c1, (int)p.c2, (int)p.c3, &bar);\n"
+    "    }\n"
+    "    fg_mbar_wait(&bar, 0);\n"
+    "    for (fg_i64 i = t; i < p.bytes; i += fg_bdim_x())\n"
+    "        p.out[i] = tile[i];\n"
+    "}\n";
+
+enum { TMA4_SLOTS = 8 + 16 };
+
+static void test_tma_box_4d(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_empty();
+    fg_kernel k;
+    kbuild(ctx, &k, "tma4", src_tma4, 128, TMA4_SLOTS);
+    /* an NHWC-like tensor: 3 images x 11 rows x 13 columns x 40 channels of 2 bytes, channel rows padded to 96 bytes */
+    enum { D0 = 40, D1 = 13, D2 = 11, D3 = 3, S1 = 96, S2 = S1 * D1 };
+    static _Alignas(16) unsigned char g[S2 * D2 * D3];
+    for (size_t i = 0; i < sizeof g; i++)
+        g[i] = (unsigned char)(rnd() | 1);   /* never 0: zero fill is visible */
+    static unsigned char out[32768];
+    struct {
+        unsigned b0, b1, b2, b3, e1, e2, e3, span;
+        int c0, c1, c2, c3;
+    } cases[] = {
+        {64, 8, 4, 2, 2, 2, 1, 128, 0, -1, -1, 0},      /* a stride-2 conv's tile: padding above and left */
+        {64, 16, 8, 2, 2, 2, 1, 128, 8, 5, 3, 1},       /* past the last column, row and image */
+        {32, 12, 6, 3, 3, 2, 1, 0, -8, -2, 7, -1},      /* steps 3 and 2, before the first channel and image */
+        {16, 7, 5, 4, 1, 1, 1, 0, 24, 9, -3, 0},        /* unit steps, partial steps past the ends */
+        {64, 5, 9, 1, 4, 3, 1, 128, 0, 2, 1, 2},        /* a box not a multiple of its step: ceil(5/4), ceil(9/3) */
+        {64, 2, 2, 32, 2, 2, 1, 128, 0, 0, 0, -16},     /* 32 images, most outside */
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        __typeof__(cases[0]) c = cases[ci];
+        unsigned n1 = (c.b1 + c.e1 - 1) / c.e1, n2 = (c.b2 + c.e2 - 1) / c.e2, n3 = (c.b3 + c.e3 - 1) / c.e3;
+        size_t inner = (size_t)c.b0 * 2, bytes = inner * n1 * n2 * n3;
+        assert_true(bytes <= sizeof out);
+        uint64_t args[TMA4_SLOTS] = {P(out), (uint64_t)(int64_t)c.c0, (uint64_t)(int64_t)c.c1,
+                                     (uint64_t)(int64_t)c.c2, (uint64_t)(int64_t)c.c3, bytes, 0};
+        fg_tmap_desc d = map4d(g, 2, D0, D1, D2, D3, S1, S2, c.b0, c.b1, c.b2, c.b3, c.e1, c.e2, c.e3);
+        d.swizzle = (fg_tmap_swizzle)c.span;
+        put_map(args + 8, &d);
+        memset(out, 0xee, sizeof out);
+        expect_ok(ctx, fg_emu_launch(ctx, &k, args));
+        size_t row = 0;
+        for (unsigned i3 = 0; i3 < n3; i3++)
+            for (unsigned i2 = 0; i2 < n2; i2++)
+                for (unsigned i1 = 0; i1 < n1; i1++, row++) {
+                    long y1 = c.c1 + (long)i1 * c.e1, y2 = c.c2 + (long)i2 * c.e2, y3 = c.c3 + (long)i3 * c.e3;
+                    for (unsigned e = 0; e < c.b0; e++) {
+                        long x = (long)c.c0 + e;
+                        int inside = x >= 0 && x < D0 && y1 >= 0 && y1 < D1 && y2 >= 0 && y2 < D2 && y3 >= 0 &&
+                                     y3 < D3;
+                        for (unsigned b = 0; b < 2; b++) {
+                            size_t o = row * inner + e * 2 + b;
+                            unsigned char want = inside ? g[y3 * S2 * D2 + y2 * S2 + y1 * S1 + x * 2 + b] : 0;
+                            unsigned char got = out[isa_swizzle(o, c.span)];
+                            if (got != want)
+                                fail_msg("case %zu: box (%u, %u, %u, %u) byte %u: %02x, want %02x", ci, i3, i2, i1, e,
+                                         b, got, want);
+                        }
+                    }
+                }
+    }
+    /* a 4-D map read by a 2-D copy */
+    fg_tmap_desc d = map4d(g, 2, D0, D1, D2, D3, S1, S2, 64, 8, 4, 2, 2, 2, 1);
+    uint64_t args[TMA4_SLOTS] = {P(out), 0, 0, 0, 0, 128 * 4 * 2 * 2, 1};
+    put_map(args + 8, &d);
+    expect_error(ctx, fg_emu_launch(ctx, &k, args), "fg_tma_load_2d: the tensor map has rank 4", NULL);
     fg_emu_release(&k);
     fg_context_free(ctx);
 }
@@ -823,6 +968,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tmap_encode),
+        cmocka_unit_test(test_tma_box_4d),
         cmocka_unit_test(test_tma_box),
         cmocka_unit_test(test_wgmma_gemm),
         cmocka_unit_test(test_wgmma_tf32),

@@ -13,7 +13,10 @@
  * conv3 with BN + residual add + relu, and the 3x3 conv2 with BN + relu,
  * whose producer warpgroup also zeroes padding rows) are compiled and
  * checked the same way, and in tf32 (fp32 with precision tf32) a [N, K] gemm
- * and the 3x3 conv, whose HGMMA must read TF32 operands.
+ * and the 3x3 conv, whose HGMMA must read TF32 operands.  Two strided
+ * convolutions (stage 3's 3x3 stride-2 conv2, stage 4's 1x1 stride-2
+ * downsample: pixel tiles) must load their input with 4-D TMA boxes
+ * (UTMALDG.4D).
  *
  * nvdisasm and cuobjdump as in test_gemm_sass.c (the toolkit or pip);
  * without them the test is skipped and says so ("SASS check NOT RUN").
@@ -138,6 +141,26 @@ static const sass_case cases[] = {
      "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w], attrs: { padding: [1, 1] } }\n"
      "  - { name: bn, op: batch_norm, inputs: [conv, g, be, mu, var] }\n"
      "  - { name: y, op: relu, inputs: [bn] }\noutputs: [y]\n",
+     NULL, "conv2d_wgmma"},
+    /* ResNet-50 s3 conv2, batch 32: 3x3 stride 2 conv 256 -> 256 from 28 x 28, padding 1, folded BN, relu
+     * (pixel tiles: 4-D TMA boxes stepping by the stride) */
+    {"conv3x3_s2_bn_relu_32x28x28", "fp16",
+     "layout: NHWC\n"
+     "inputs: [{ name: x, shape: [32, 256, 28, 28] }]\n"
+     "weights: [{ name: w, shape: [256, 256, 3, 3] }, { name: g, shape: [256], init: positive },\n"
+     "          { name: be, shape: [256] }, { name: mu, shape: [256] }, { name: var, shape: [256], init: positive }]\n"
+     "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w], attrs: { stride: [2, 2], padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [conv, g, be, mu, var] }\n"
+     "  - { name: y, op: relu, inputs: [bn] }\noutputs: [y]\n",
+     NULL, "conv2d_wgmma"},
+    /* ResNet-50 s4 downsample, batch 32: 1x1 stride 2 conv 1024 -> 2048 from 14 x 14, folded BN (bf16) */
+    {"conv1x1_s2_bn_32x14x14", "bf16",
+     "layout: NHWC\n"
+     "inputs: [{ name: x, shape: [32, 1024, 14, 14] }]\n"
+     "weights: [{ name: w, shape: [2048, 1024, 1, 1] }, { name: g, shape: [2048], init: positive },\n"
+     "          { name: be, shape: [2048] }, { name: mu, shape: [2048] }, { name: var, shape: [2048], init: positive }]\n"
+     "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w], attrs: { stride: [2, 2] } }\n"
+     "  - { name: y, op: batch_norm, inputs: [conv, g, be, mu, var] }\noutputs: [y]\n",
      NULL, "conv2d_wgmma"},
     /* tf32 (fp32 planned with precision tf32): a [N, K] gemm and the 3x3 conv */
     {"tf32_gemm_nk_bias_2048x4096x4096", "fp32",
@@ -287,7 +310,11 @@ static void test_wgmma_sass(void **state)
         int tf32_ok = strcmp(cases[i].dtype, "fp32") != 0 || textcount(sass, ".TF32") > 0;
         if (!tf32_ok)
             fprintf(stderr, "%s: no HGMMA on TF32 operands in the SASS\n", cases[i].name);
-        if (!hgmma || !utmaldg || !syncs || ldl || stl || stack != 0 || local != 0 || !tf32_ok) {
+        /* strided convs (pixel tiles) load A as 4-D boxes: UTMALDG.4D */
+        int pix_ok = !strstr(cases[i].name, "_s2_") || textcount(sass, "UTMALDG.4D") > 0;
+        if (!pix_ok)
+            fprintf(stderr, "%s: no 4-D TMA load (UTMALDG.4D) in the SASS\n", cases[i].name);
+        if (!hgmma || !utmaldg || !syncs || ldl || stl || stack != 0 || local != 0 || !tf32_ok || !pix_ok) {
             fprintf(stderr, "%s: HGMMA %d, UTMALDG %d, SYNCS %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
                     cases[i].name, hgmma, utmaldg, syncs, ldl, stl, stack, local, res);
             failures++;

@@ -15,6 +15,7 @@
 #include "cuda_tools.h"
 #include "emu.h"
 #include "emu_tmap.h"
+#include "exec.h"
 #include "jit.h"
 #include "reference.h"
 #include "tensor_convert.h"
@@ -339,9 +340,7 @@ double tu_mutated_rel_l2(fg_context *ctx, const fg_plan *p, const fg_graph *src,
             if (k.params[i].kind == FG_KPARAM_TENSOR && k.params[i].tensor == kp->tensor)
                 base = (uint64_t)(uintptr_t)bufs[i];
         const fg_kparam_tmap *t = &k.tmaps[kp->value];
-        fg_tmap_desc d = {.base = base, .elem_bytes = (unsigned)t->elem_bytes,
-                          .dim = {(uint64_t)t->dim[0], (uint64_t)t->dim[1]}, .row_stride = (uint64_t)t->row_stride,
-                          .box = {(unsigned)t->box[0], (unsigned)t->box[1]}, .swizzle = (fg_tmap_swizzle)t->swizzle};
+        fg_tmap_desc d = fg_exec_tmap_desc(t, base);
         assert_int_equal(fg_emu_tmap_encode(&d, (char *)args + off[j]), 0);
     }
     assert_true(out_slot >= 0);
