@@ -448,7 +448,8 @@ static const char *add_tmap2(fg_emitter *em, const char *name, int t, int64_t di
 }
 
 /* The text that turns row r of the block's tile into the row `grow` of the
- * folded output, skips rows past the output, and recovers the batch
+ * folded output, `live` (the row lies inside the output: the epilogue reads
+ * and stores nothing for other rows), and recovers the batch
  * coordinates yb<i> and the matrix row `row` (a conv: the pixel's n, oh,
  * ow; pixel tiles: the pixel first, then its row). */
 static void tile_rows(fg_emitter *em, const wg_geom *w, fg_buf *b)
@@ -462,14 +463,12 @@ static void tile_rows(fg_emitter *em, const wg_geom *w, fg_buf *b)
         fg_em_shape(em, "NI", w->ni);
         fg_buf_put(b, "        const fg_i64 n = nb0 + r / (TW * TH), oh = oh0 + r / TW % TH, ow = ow0 + r % TW;   "
                       "// the output pixel\n"
-                      "        if (n >= NI || oh >= OH || ow >= OW)\n"
-                      "            continue;\n"
+                      "        const bool live = n < NI && oh < OH && ow < OW;\n"
                       "        const fg_i64 grow = (n * OH + oh) * OW + ow;   // its row of Y [N*OH*OW, K]\n");
         return;
     }
     fg_buf_put(b, "        const fg_i64 grow = m0 + r;\n"
-                  "        if (grow >= MR)\n"
-                  "            continue;\n");
+                  "        const bool live = grow < MR;\n");
     if (w->conv) {   /* the row is the output pixel (n, oh, ow) of an NHWC image */
         fg_buf_put(b, "        const fg_i64 ow = grow % OW, oh = grow / OW % OH, n = grow / (OW * OH);   "
                       "// the output pixel\n");
@@ -609,7 +608,6 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     }
     fg_em_set(em, "WGMMA", "%s", dt == FG_DTYPE_BF16 ? "fg_wgmma_bf16" : dt == FG_DTYPE_F32 ? "fg_wgmma_tf32"
                                                                                        : "fg_wgmma_f16");
-    fg_em_set(em, "PAIR", "%d", w.d.N % 2 == 0);
     fg_em_set(em, "MAXNREG", "%d", bn == 256);
     unsigned smem = (unsigned)(stages * stage_bytes + nbar * 8 * stages + 1024);   /* ring, barriers, realignment */
     fg_em_set(em, "SMEM_BYTES", "%u", smem);

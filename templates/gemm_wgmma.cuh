@@ -21,7 +21,8 @@
 // batch * M rows; the epilogue recovers the batch coordinates from the row.
 // The epilogue runs on the accumulator fragments (d[i]: row 16 w + l / 4 +
 // 8 ((i / 2) % 2), column 8 (i / 4) + 2 (l % 4) + i % 2), guarded at the
-// edges, pairs of columns stored together.
+// edges; each quad transposes its row's values so that a lane stores eight
+// consecutive columns with one 16-byte store (below).
 // Taps (conv2d_wgmma with an R x S kernel, TAPS): stride 1 and an output as
 // large as the input, so the input pixel under tap (r, s) of output pixel m
 // is row m + (r DH - PT) W + s DW - PL of x viewed as [N*H*W, C]: k tile kt
@@ -198,30 +199,49 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
     }
     fg_wgmma_wait<0>();
 
-    // ---- epilogue from the accumulator fragments ----
-    const int w = (tid % 128) / 32, l = tid % 32;
+    // ---- epilogue from the accumulator fragments, stored 16 bytes at a time ----
+    // A quad (lanes 4 i .. 4 i + 3) holds one row of the tile: lane q has the
+    // column pair 2 q of every n8 block j.  Per four blocks 4 g .. 4 g + 3 each
+    // lane runs the epilogue on its four pairs, the quad transposes them (two
+    // exchange steps, lane q swapping with q ^ m the pair slots whose bit m
+    // differs from its own), and lane q stores block 4 g + q's eight columns
+    // with one 16-byte store (two for fp32).  Every lane takes part in the
+    // shuffles; rows and blocks past the output compute nothing and store
+    // nothing.  N is a multiple of 8 (the emitter checks), so a block lies
+    // wholly inside or outside the output and its store is 16-byte aligned.
+    const int w = (tid % 128) / 32, l = tid % 32, q = l % 4;
     FG_UNROLL
     for (int h = 0; h < 2; h++) {
         const int r = c * 64 + w * 16 + l / 4 + 8 * h;   // the row of the tile
 {{ROW}}
         FG_UNROLL
-        for (int j = 0; j < BN / 8; j++) {
-            const fg_i64 col = n0 + 8 * j + 2 * (l % 4);
-            if (col >= N)
-                continue;
-            const float v0 = fg_epilogue(p, d[4 * j + 2 * h], {{EPI_ARGS}});
-{{#PAIR}}
-            // N is even: column col + 1 exists and the pair is 4-byte aligned
-            const float v1 = fg_epilogue(p, d[4 * j + 2 * h + 1], {{EPI_ARGS1}});
-            fg_store2(p.{{Y}} + grow * N + col, v0, v1);
-{{/PAIR}}
-{{^PAIR}}
-            fg_store(p.{{Y}} + grow * N + col, v0);
-            if (col + 1 < N) {
-                const float v1 = fg_epilogue(p, d[4 * j + 2 * h + 1], {{EPI_ARGS1}});
-                fg_store(p.{{Y}} + grow * N + col + 1, v1);
+        for (int g = 0; g < BN / 32; g++) {
+            float a[8];   // a[2 k + e]: column 2 q + e of block 4 g + k, then block 4 g + q's column 2 k + e
+            FG_UNROLL
+            for (int k = 0; k < 4; k++) {
+                const int j = 4 * g + k;
+                const fg_i64 col = n0 + 8 * j + 2 * q;
+                const bool ok = live && col < N;
+                a[2 * k] = ok ? fg_epilogue(p, d[4 * j + 2 * h], {{EPI_ARGS}}) : 0.0f;
+                a[2 * k + 1] = ok ? fg_epilogue(p, d[4 * j + 2 * h + 1], {{EPI_ARGS1}}) : 0.0f;
             }
-{{/PAIR}}
+            FG_UNROLL
+            for (int m = 1; m <= 2; m *= 2) {
+                const bool hi = (q & m) != 0;
+                FG_UNROLL
+                for (int i = 0; i < 2; i++) {
+                    const int lo = m == 1 ? 2 * i : i, up = lo + m;   // pair slots with bit m clear and set
+                    FG_UNROLL
+                    for (int e = 0; e < 2; e++) {
+                        const float x = fg_shfl_xor(hi ? a[2 * lo + e] : a[2 * up + e], m);
+                        a[2 * lo + e] = hi ? x : a[2 * lo + e];
+                        a[2 * up + e] = hi ? a[2 * up + e] : x;
+                    }
+                }
+            }
+            const fg_i64 col = n0 + 32 * g + 8 * q;
+            if (live && col < N)
+                fg_store8(p.{{Y}} + grow * N + col, a);
         }
     }
 }

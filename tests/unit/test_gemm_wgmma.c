@@ -24,7 +24,8 @@
  * broken -- no wait on the full barrier, no wgmma wait before a stage is
  * released, the producer not waiting for an empty stage, a wrong A stride
  * or B leading byte offset in a descriptor, the epilogue's column pairs
- * crossed -- is built and launched directly (tensor maps encoded by
+ * crossed, the quad transpose before the 16-byte stores without its second
+ * step or without writing back the slots it sent -- is built and launched directly (tensor maps encoded by
  * fg_emu_tmap_encode, argument bytes laid out by fg_kparam_layout); each
  * must fail (a launch error from the emulator, NaN, or rel L2 far above
  * the tolerance), and the unmutated source run the same way must pass.
@@ -291,6 +292,9 @@ static const mutation mutations[] = {
     {"B's leading byte offset half a box", "fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK * EB, 1024)",
      "fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK, 1024)"},
     {"the epilogue's column pairs crossed", "d[4 * j + 2 * h + 1], row, col + 1)", "d[4 * j + 2 * h], row, col + 1)"},
+    {"the quad transpose without its second step", "for (int m = 1; m <= 2; m *= 2)",
+     "for (int m = 1; m <= 1; m *= 2)"},
+    {"the quad transpose's slots not swapped back", "a[2 * up + e] = hi ? a[2 * up + e] : x;", ""},
 };
 
 /* The same for tf32 (a [N, K] B): the k steps counted as 16-bit ones (half

@@ -88,6 +88,7 @@ typedef struct sass_case {
     const char *body;      /* graph after the header */
     const char *tiles;     /* tile hook result ("tile_n = 256") or NULL: the shipped rules */
     const char *tmpl;      /* the template planned: NULL for gemm_wgmma */
+    int unspecialized;     /* shapes as kernel parameters */
 } sass_case;
 
 #define MLP(M, K, N, ACT)                                                                                        \
@@ -162,6 +163,16 @@ static const sass_case cases[] = {
      "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w], attrs: { stride: [2, 2] } }\n"
      "  - { name: y, op: batch_norm, inputs: [conv, g, be, mu, var] }\noutputs: [y]\n",
      NULL, "conv2d_wgmma"},
+    /* the stride-2 3x3 with its shapes as kernel parameters (tile counts, strides, padding divided at run time) */
+    {"conv3x3_s2_bn_relu_unspec", "bf16",
+     "layout: NHWC\n"
+     "inputs: [{ name: x, shape: [32, 256, 28, 28] }]\n"
+     "weights: [{ name: w, shape: [256, 256, 3, 3] }, { name: g, shape: [256], init: positive },\n"
+     "          { name: be, shape: [256] }, { name: mu, shape: [256] }, { name: var, shape: [256], init: positive }]\n"
+     "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w], attrs: { stride: [2, 2], padding: [1, 1] } }\n"
+     "  - { name: bn, op: batch_norm, inputs: [conv, g, be, mu, var] }\n"
+     "  - { name: y, op: relu, inputs: [bn] }\noutputs: [y]\n",
+     NULL, "conv2d_wgmma", 1},
     /* tf32 (fp32 planned with precision tf32): a [N, K] gemm and the 3x3 conv */
     {"tf32_gemm_nk_bias_2048x4096x4096", "fp32",
      "precision: tf32\n"
@@ -228,7 +239,8 @@ static void emit_case(const sass_case *c, fg_kernel *k)
         tu_dump_errors(ctx);
     assert_int_equal(st, FG_OK);
     assert_int_equal(p->ngroups, 1);
-    st = fg_emit_group(ctx, p, 0, NULL, k);
+    fg_emit_opts eo = {.specialize = !c->unspecialized};
+    st = fg_emit_group(ctx, p, 0, &eo, k);
     if (st)
         tu_dump_errors(ctx);
     assert_int_equal(st, FG_OK);
@@ -314,7 +326,11 @@ static void test_wgmma_sass(void **state)
         int pix_ok = !strstr(cases[i].name, "_s2_") || textcount(sass, "UTMALDG.4D") > 0;
         if (!pix_ok)
             fprintf(stderr, "%s: no 4-D TMA load (UTMALDG.4D) in the SASS\n", cases[i].name);
-        if (!hgmma || !utmaldg || !syncs || ldl || stl || stack != 0 || local != 0 || !tf32_ok || !pix_ok) {
+        /* the epilogue stores 16 bytes a lane (STG.E.128) */
+        int stg128 = textcount(sass, "STG.E.128");
+        if (!stg128)
+            fprintf(stderr, "%s: no 16-byte global store (STG.E.128) in the SASS\n%s\n", cases[i].name, sass);
+        if (!hgmma || !utmaldg || !syncs || ldl || stl || stack != 0 || local != 0 || !tf32_ok || !pix_ok || !stg128) {
             fprintf(stderr, "%s: HGMMA %d, UTMALDG %d, SYNCS %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
                     cases[i].name, hgmma, utmaldg, syncs, ldl, stl, stack, local, res);
             failures++;
