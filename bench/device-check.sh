@@ -16,7 +16,9 @@
 # `run`, in order:
 #  1. numerics: the emulation matrix of tests/unit/test_numerics.c run on the
 #     GPU (NUMERICS=0 leaves it out), then every example graph (GRAPHS=...) in
-#     fp32, fp16 and bf16, NCHW and NHWC through `fusegen run --check`;
+#     fp32, fp16 and bf16, NCHW and NHWC through `fusegen run --check`, then
+#     the bottleneck block at batch 8 and the MLP at 4096 tokens in fp16 /
+#     bf16 NHWC (the Hopper templates' sizes);
 #  2. side by side (SIDE=0 leaves it out): the graphs of
 #     bench/gen_bench_graphs.py -- each distinct ResNet-50 and MobileNetV2
 #     conv layer (conv + BN + activation) and the whole networks at batch 1
@@ -65,7 +67,7 @@ case "${2:-}" in
 esac
 if [ "$DRY" = 1 ]; then
   # the script's own logic on a machine without a GPU: emulation, tiny shapes
-  DEVICE=emu NUMERICS=0 ITERS=${ITERS:-2} WARMUP=${WARMUP:-1} BATCHES=${BATCHES:-1,2}
+  DEVICE=emu NUMERICS=0 HOPPER=${HOPPER:-0} ITERS=${ITERS:-2} WARMUP=${WARMUP:-1} BATCHES=${BATCHES:-1,2}
   GRAPHS=${GRAPHS:-"mobilenetv2_block transformer_mlp"} PRECISIONS=${PRECISIONS:-"fp16_nhwc tf32"}
   BUDGET_S=${BUDGET_S:-3600}   # emulation compiles on the host: slower than the GPU machine
 fi
@@ -117,6 +119,35 @@ for g in $GRAPHS; do
   done
 done
 note "example graphs x {fp32,fp16,bf16} x {NCHW,NHWC}: $pass passed, $fail failed"
+
+# ---- 2b. numerics: shapes large enough for the Hopper templates ----------------
+# The examples run at batch 1, too small for gemm_wgmma / conv2d_wgmma (at
+# least 66 tiles); on an sm_90 GPU the planner picks them for these: the
+# bottleneck block at batch 8 (a 1x1 GEMM conv, a stride-2 3x3 and a
+# stride-2 1x1 on pixel tiles, the residual conv3) and the MLP at 4096
+# tokens, fp16 and bf16 NHWC, checked against the host reference before
+# any of them is timed.  The plan is logged beside each run (.plan).  HOPPER=0
+# leaves it out (the dry run does: emulation of these sizes is slow).
+hpass=0 hfail=0
+[ "${HOPPER:-1}" = 1 ] && for dt in fp16 bf16; do
+  for g in resnet_bottleneck transformer_mlp; do
+    v="$work/hopper_${g}_${dt}.yaml"
+    sed -e "s/^dtype: fp32/dtype: $dt/" -e "s/^layout: NCHW/layout: NHWC/" \
+        -e "s/shape: \[1, 256, 56, 56\]/shape: [8, 256, 56, 56]/" -e "s/shape: \[128, 256\]/shape: [4096, 256]/" \
+        "examples/$g.yaml" >"$v"
+    log="$out/run-hopper-${g}-${dt}.log"
+    "$F" plan "$v" >"$log.plan" 2>&1
+    wg=$(grep -c "_wgmma " "$log.plan")   # groups on gemm_wgmma / conv2d_wgmma
+    timeout 300 "$F" run "$v" --device "$DEVICE" --check --seed 1 >"$log" 2>&1
+    rc=$?
+    res=$(awk '$NF=="ok"||$NF=="FAIL"{print $4" ("$5")"; exit}' "$log")
+    if [ $rc = 0 ]; then hpass=$((hpass + 1)); r=ok; else hfail=$((hfail + 1)); r="FAIL($rc)"; fi
+    printf "%-20s %-5s %-5s %-6s %s, %s of its groups on wgmma\n" "${g}_big" "$dt" NHWC "$r" "${res:--}" "$wg" \
+      >>"$out/graphs.txt"
+  done
+done
+fail=$((fail + hfail))
+[ "${HOPPER:-1}" = 1 ] && note "Hopper-sized graphs (bottleneck at batch 8, MLP at 4096 tokens) x {fp16,bf16}: $hpass passed, $hfail failed"
 
 # ---- 3. side by side: fusegen vs PyTorch vs the unfused plan -------------------
 left() { echo $((BUDGET_S - SECONDS)); }

@@ -1,10 +1,12 @@
 /*
- * test_conv_wgmma.c -- the Hopper 1x1 convolution template (conv2d_wgmma:
+ * test_conv_wgmma.c -- the Hopper convolution template (conv2d_wgmma:
  * gemm_wgmma's wgmma + TMA + mbarrier kernel over the NHWC input viewed as
- * [N*H*W, C] and the weights [K, C]) in emulation, against the host
- * reference of the unfused graph, and its selection.
+ * [N*H*W, C] -- shifted per tap for a stride-1 "same" kernel -- or as 4-D
+ * TMA boxes of pixel tiles stepping by the stride, and the weights
+ * [K, R*S*C]) in emulation, against the host reference of the unfused
+ * graph, and its selection.
  *
- * Numerics: ResNet-50-style 1x1 convolutions planned for arch sm_90 with the
+ * Numerics: ResNet-50-style convolutions planned for arch sm_90 with the
  * shipped rules (conv_bn_act, conv_bn_add_act, conv_add_act: the folded
  * BatchNorm's bias, the residual add read at (n, k, oh, ow), relu) run
  * through the executor on the emulation backend, which runs the very source
@@ -13,15 +15,22 @@
  * K 64 (BN 64) and K 256 / 136 (BN 128, the last column tile partial at
  * 136), C 256 (4 k stages), 64 (one) and 72 (a partial second stage), pixel
  * counts that leave the last row tile partial, and H != W so that a swapped
- * (oh, ow) in the epilogue reads the wrong residual.  fp16 and bf16; inputs
+ * (oh, ow) in the epilogue reads the wrong residual.  1x1 kernels, taps
+ * (3x3 with padding and dilation, asymmetric padding, 1x3) and pixel tiles
+ * (stride 2 3x3 and 1x1, stride 2 with dilation, strides 2 x 1, a 2x2
+ * patchify conv, an unpadded 3x3, a padded 1x1).  fp16 and bf16; inputs
  * are rounded to the dtype for the reference too; tolerances (relative L2):
  * fp16 5e-3, bf16 2e-2, tf32 (fp32 with precision tf32: wgmma k8, 32
- * channels per k stage; a 1x1 and a 3x3 case) 5e-3.
+ * channels per k stage; a 1x1, a 3x3 and a stride-2 3x3 case) 5e-3.
  *
- * Selection: the template takes a 1x1, stride 1, unpadded NHWC conv for
- * sm_90 and wins over conv2d_tc; for sm_80, a 3x3 kernel, stride 2,
- * padding, NCHW, C not a multiple of 8 or too few tiles it refuses with the
- * check's reason (what --explain prints) and the conv runs as before.
+ * Mutations of the taps' padding fix-up and of the pixel tiles' box
+ * coordinates and pixel order must fail.
+ *
+ * Selection: the template takes 1x1, 3x3, strided, unpadded and padded-1x1
+ * NHWC convs for sm_90 and wins over conv2d_tc; for sm_80, a 3x3 kernel
+ * with C 32, stride 9, NCHW, C not a multiple of 8 or too few tiles it
+ * refuses with the check's reason (what --explain prints) and the conv runs
+ * as before.
  */
 #include <setjmp.h>
 #include <stdarg.h>
