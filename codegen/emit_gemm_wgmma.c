@@ -62,8 +62,7 @@ typedef struct wg_geom {
     int64_t mtiles;      /* tiles along the rows (pixels) */
 } wg_geom;
 
-/* Nonzero when arch (sm_90, sm_90a, compute_90, compute_90a) is a Hopper target. */
-static int hopper_arch(const char *arch)
+int fg_arch_hopper(const char *arch)
 {
     if (!arch)
         return 0;
@@ -323,7 +322,7 @@ static int wg_anchor_geometry(const fg_graph *g, int anchor, int out, wg_geom *w
  * template takes it. */
 static int wg_ok(const fg_tcand *c, wg_geom *w, char *why, size_t whysz)
 {
-    if (!hopper_arch(c->arch)) {
+    if (!fg_arch_hopper(c->arch)) {
         if (c->arch)
             snprintf(why, whysz, "target arch %s (wgmma needs sm_90)", c->arch);
         else

@@ -298,6 +298,7 @@ struct fg_plan {
                                               output (concat_inplace.h); owned; NULL: none */
     double match_ms, fold_ms;              /* time spent matching rules and folding parameters */
     int nhwc_acts, nhwc_weights;           /* tensors the layout pass stored NHWC (layout_assign.h) */
+    int kmajor_b;                          /* matmul weights stored [N, K] for tf32 wgmma (layout_assign.h) */
 };
 
 #endif /* FG_IR_H */

@@ -19,10 +19,21 @@
  * through conv2d_tc's gather path, and a group writing an NCHW graph output
  * takes a template that stores NCHW.
  *
+ * In tf32 on Hopper a matmul weight stored [K, N] (the usual MatMul layout)
+ * is stored [N, K] instead, with the node's trans_b set: tf32 wgmma reads
+ * B K-major only (fg_layout_kmajor_b).
+ *
  * FUSEGEN_KEEP_LAYOUT=1 turns the pass off (every tensor as the graph says).
  * `--explain` prints what the pass changed (plan_print.c, `layout:`).
  */
 #include "layout_assign.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kind.h"
+#include "template.h"
+#include "util.h"
 
 /* Nonzero when node nd is a dense convolution in a tensor-core dtype whose
  * input or weights are not NHWC. */
@@ -57,4 +68,55 @@ void fg_layout_assign(const fg_context *ctx, fg_graph *g, int *acts, int *weight
         tt->layout = FG_LAYOUT_NHWC;
         ++*(tt->is_weight ? weights : acts);
     }
+}
+
+/* The slot of attribute name in nd's op, or -1. */
+static int attr_slot(const fg_node *nd, const char *name)
+{
+    for (int i = 0; i < nd->op->nattrs; i++)
+        if (strcmp(nd->op->attrs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* How many inputs of g's nodes are tensor t. */
+static int readers(const fg_graph *g, int t)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int j = 0; j < g->nodes[i].ninputs; j++)
+            n += g->nodes[i].inputs[j] == t;
+    return n;
+}
+
+int fg_layout_kmajor_b(const fg_context *ctx, fg_graph *g)
+{
+    if (ctx->env.keep_layout || g->precision != FG_PRECISION_TF32 || !fg_arch_hopper(fg_target_arch(ctx)))
+        return 0;
+    int changed = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        fg_node *nd = &g->nodes[i];
+        if (nd->op->kind != FG_OPK_MATMUL || nd->folded || nd->ninputs < 2 || nd->inputs[0] < 0 || nd->inputs[1] < 0)
+            continue;
+        int ta = attr_slot(nd, "trans_a"), tb = attr_slot(nd, "trans_b");
+        if (tb < 0 || nd->attrs[tb].i != 0 || (ta >= 0 && nd->attrs[ta].i != 0))
+            continue;
+        fg_tensor *a = &g->tensors[nd->inputs[0]], *b = &g->tensors[nd->inputs[1]];
+        if (!b->is_weight || !b->data || b->is_input || b->is_output || b->rank != 2 || b->dtype != FG_DTYPE_F32 ||
+            a->rank < 2 || readers(g, nd->inputs[1]) != 1)
+            continue;
+        int64_t K = b->shape[0], N = b->shape[1];
+        const float *src = fg_tensor_own(b);   /* private, any pending fold scale applied */
+        float *t = fg_xmalloc(sizeof(float) * (size_t)(K * N > 0 ? K * N : 1));
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t n = 0; n < N; n++)
+                t[n * K + k] = src[k * N + n];
+        free(b->data);
+        b->data = t;
+        b->shape[0] = N;
+        b->shape[1] = K;
+        nd->attrs[tb].i = 1;
+        changed++;
+    }
+    return changed;
 }

@@ -17,4 +17,14 @@
  * activations and weights changed (0 when none). */
 void fg_layout_assign(const fg_context *ctx, fg_graph *g, int *acts, int *weights);
 
+/* On the plan's copy g, after fg_layout_assign: when g's precision is tf32,
+ * the target arch (fg_target_arch) is Hopper and ctx does not keep layouts,
+ * the B of each matmul that reads it stored [K, N] (trans_b false, trans_a
+ * false, A of rank 2 or more) and is a rank-2 fp32 weight read by that node
+ * alone and not a graph output is stored transposed, [N, K], and the node
+ * gets trans_b true: the same product, with B K-major as tf32 wgmma reads
+ * it (gemm_wgmma refuses a [K, N] B in tf32).  Returns how many weights
+ * changed. */
+int fg_layout_kmajor_b(const fg_context *ctx, fg_graph *g);
+
 #endif /* FG_LAYOUT_ASSIGN_H */

@@ -986,6 +986,7 @@ FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out
     }
     /* The plan's own tensors NHWC for tensor-core convolutions (layout_assign.h). */
     fg_layout_assign(ctx, p->graph, &p->nhwc_acts, &p->nhwc_weights);
+    p->kmajor_b = fg_layout_kmajor_b(ctx, p->graph);
     planner P;
     memset(&P, 0, sizeof P);
     P.ctx = ctx;

@@ -123,6 +123,9 @@ void fg_plan_print(const fg_context *ctx, const fg_plan *p, const fg_plan_print_
             fprintf(out, "layout: %d intermediate tensors and %d weights stored NHWC for tensor-core convolutions "
                     "(inputs and outputs keep theirs; FUSEGEN_KEEP_LAYOUT=1 keeps every layout)\n", p->nhwc_acts,
                     p->nhwc_weights);
+        if (p->kmajor_b)
+            fprintf(out, "layout: %d matmul weights stored [N, K] (trans_b) for tf32 wgmma, which reads B K-major "
+                    "(FUSEGEN_KEEP_LAYOUT=1 keeps them [K, N])\n", p->kmajor_b);
         /* rewrites applied (notes "rewrite NAME (...): ..."), then near misses */
         int nrw = 0;
         for (int i = 0; i < p->nnotes; i++)

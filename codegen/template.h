@@ -113,6 +113,10 @@ extern fg_device_arch_fn fg_device_arch_hook;
  * unknown. */
 const char *fg_target_arch(const fg_context *ctx);
 
+/* Nonzero when arch (sm_90, sm_90a, compute_90, compute_90a) is a Hopper
+ * target: gemm_wgmma's and conv2d_wgmma's (emit_gemm_wgmma.c). */
+int fg_arch_hopper(const char *arch);
+
 /* The families' own checks (emit_<family>.c). */
 int fg_check_pointwise(const fg_tcand *c, char *why, size_t whysz);
 int fg_check_conv2d(const fg_tcand *c, char *why, size_t whysz);

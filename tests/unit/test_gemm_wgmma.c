@@ -220,6 +220,17 @@ static const num_case num_cases[] = {
      "weights: [{ name: w, shape: [1032, 680] }, { name: b, shape: [1032] }]\n"
      "nodes:\n  - { name: mm, op: gemm, inputs: [a, w, b], attrs: { trans_b: true } }\noutputs: [mm]\n",
      NULL, "128 x 128 x 32"},
+    /* tf32 with the weight stored [K, N]: the layout pass stores it [N, K] (trans_b) for wgmma */
+    {"kn_tf32_bias_gelu_1001x72x1096", "tf32", MLP(1001, 72, 1096, gelu), NULL, "B [N, K] (K-major)"},
+    /* a gemm with its bias and a BatchNorm folded into the transposed weight (scaled along its rows, now N) */
+    {"kn_tf32_bn_relu_1040x40x1032", "tf32",
+     "inputs: [{ name: a, shape: [1040, 40] }]\n"
+     "weights: [{ name: w, shape: [40, 1032] }, { name: b, shape: [1032] }, { name: g, shape: [1032] },\n"
+     "          { name: be, shape: [1032] }, { name: mu, shape: [1032] }, { name: var, shape: [1032], init: positive }]\n"
+     "nodes:\n  - { name: mm, op: gemm, inputs: [a, w, b] }\n"
+     "  - { name: bn, op: batch_norm, inputs: [mm, g, be, mu, var] }\n"
+     "  - { name: y, op: relu, inputs: [bn] }\noutputs: [y]\n",
+     NULL, "B [N, K] (K-major)"},
     /* tf32, BN 64 (N 56), K 16 (half a stage), relu */
     {"narrow_tf32_bn64_relu_8447x16x56", "tf32",
      "inputs: [{ name: a, shape: [8447, 16] }]\n"
@@ -365,7 +376,18 @@ static const sel_case sel_cases[] = {
      "inputs: [{ name: a, shape: [4096, 768] }]\nweights: [{ name: w, shape: [3072, 768] }]\n"
      "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_b: true } }\noutputs: [mm]\n",
      "gemm_wgmma", NULL},
-    {"tf32, B stored [K, N]", "sm_90", "tf32", MLP(4096, 768, 3072, gelu), "gemm_tc", "K-major only"},
+    /* a [K, N] weight is stored [N, K] by the layout pass; a [K, N] input or a weight two matmuls read is not */
+    {"tf32, B a [K, N] weight", "sm_90", "tf32", MLP(4096, 768, 3072, gelu), "gemm_wgmma", NULL},
+    {"tf32, B a [K, N] input", "sm_90", "tf32",
+     "inputs: [{ name: a, shape: [4096, 768] }, { name: w, shape: [768, 3072] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w] }\noutputs: [mm]\n",
+     "gemm_tc", "K-major only"},
+    {"tf32, B a shared weight", "sm_90", "tf32",
+     "inputs: [{ name: a, shape: [4096, 768] }, { name: a2, shape: [4096, 768] }]\n"
+     "weights: [{ name: w, shape: [768, 3072] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w] }\n  - { name: mm2, op: matmul, inputs: [a2, w] }\n"
+     "outputs: [mm, mm2]\n",
+     "gemm_tc", "K-major only"},
     {"A stored [K, M]", "sm_90", "bf16",
      "inputs: [{ name: a, shape: [768, 4096] }]\nweights: [{ name: w, shape: [768, 3072] }]\n"
      "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_a: true } }\noutputs: [mm]\n",
