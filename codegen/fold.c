@@ -56,16 +56,6 @@ fg_status fg_fold_apply(fg_context *ctx, const fg_rule *r, const fg_fold *f, fg_
 
 /* ---- helpers ----------------------------------------------------------- */
 
-/* Number of times tensor t is read by the graph's nodes. */
-static int reads_of(const fg_graph *g, int t)
-{
-    int n = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        for (int j = 0; j < g->nodes[i].ninputs; j++)
-            n += g->nodes[i].inputs[j] == t;
-    return n;
-}
-
 /* A tensor name not used in g yet, based on base. */
 static const char *fresh_name(fg_context *ctx, const fg_graph *g, const char *base)
 {
@@ -85,7 +75,7 @@ static int private_weight(fg_context *ctx, fg_graph *g, int node, int slot)
     int t = g->nodes[node].inputs[slot];
     if (t < 0 || !g->tensors[t].is_weight || !g->tensors[t].data)
         return -1;
-    if (reads_of(g, t) <= 1)
+    if (fg_graph_reads(g, t) <= 1)
         return t;
     fg_tensor copy = g->tensors[t];
     size_t n = (size_t)fg_tensor_numel(&copy);

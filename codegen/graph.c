@@ -225,6 +225,15 @@ int fg_graph_add_node(fg_graph *g, const fg_node *n)
     return g->nnodes - 1;
 }
 
+int fg_graph_reads(const fg_graph *g, int t)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int j = 0; j < g->nodes[i].ninputs; j++)
+            n += g->nodes[i].inputs[j] == t;
+    return n;
+}
+
 void fg_graph_recount(fg_graph *g)
 {
     for (int i = 0; i < g->ntensors; i++) {

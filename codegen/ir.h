@@ -196,6 +196,9 @@ int fg_graph_add_tensor(fg_graph *g, const fg_tensor *t);
 int fg_graph_add_node(fg_graph *g, const fg_node *n);
 /* Recomputes producer / nconsumers from the nodes. */
 void fg_graph_recount(fg_graph *g);
+/* How many times tensor t is read by g's nodes, counted now (a node reading
+ * it twice counts twice); unlike nconsumers, never stale. */
+int fg_graph_reads(const fg_graph *g, int t);
 
 /* ---- fusion rules ----------------------------------------------------- */
 

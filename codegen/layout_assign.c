@@ -79,16 +79,6 @@ static int attr_slot(const fg_node *nd, const char *name)
     return -1;
 }
 
-/* How many inputs of g's nodes are tensor t. */
-static int readers(const fg_graph *g, int t)
-{
-    int n = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        for (int j = 0; j < g->nodes[i].ninputs; j++)
-            n += g->nodes[i].inputs[j] == t;
-    return n;
-}
-
 int fg_layout_kmajor_b(const fg_context *ctx, fg_graph *g)
 {
     if (ctx->env.keep_layout || g->precision != FG_PRECISION_TF32 || !fg_arch_hopper(fg_target_arch(ctx)))
@@ -103,7 +93,7 @@ int fg_layout_kmajor_b(const fg_context *ctx, fg_graph *g)
             continue;
         fg_tensor *a = &g->tensors[nd->inputs[0]], *b = &g->tensors[nd->inputs[1]];
         if (!b->is_weight || !b->data || b->is_input || b->is_output || b->rank != 2 || b->dtype != FG_DTYPE_F32 ||
-            a->rank < 2 || readers(g, nd->inputs[1]) != 1)
+            a->rank < 2 || fg_graph_reads(g, nd->inputs[1]) != 1)
             continue;
         int64_t K = b->shape[0], N = b->shape[1];
         const float *src = fg_tensor_own(b);   /* private, any pending fold scale applied */
