@@ -17,8 +17,8 @@
 #  1. numerics: the emulation matrix of tests/unit/test_numerics.c run on the
 #     GPU (NUMERICS=0 leaves it out), then every example graph (GRAPHS=...) in
 #     fp32, fp16 and bf16, NCHW and NHWC through `fusegen run --check`, then
-#     the bottleneck block at batch 8 and the MLP at 4096 tokens in fp16 /
-#     bf16 NHWC (the Hopper templates' sizes);
+#     the bottleneck block at batch 8 and the MLP at 4096 tokens in fp16,
+#     bf16 and tf32 NHWC (the Hopper templates' sizes);
 #  2. side by side (SIDE=0 leaves it out): the graphs of
 #     bench/gen_bench_graphs.py -- each distinct ResNet-50 and MobileNetV2
 #     conv layer (conv + BN + activation) and the whole networks at batch 1
@@ -125,14 +125,17 @@ note "example graphs x {fp32,fp16,bf16} x {NCHW,NHWC}: $pass passed, $fail faile
 # least 66 tiles); on an sm_90 GPU the planner picks them for these: the
 # bottleneck block at batch 8 (a 1x1 GEMM conv, a stride-2 3x3 and a
 # stride-2 1x1 on pixel tiles, the residual conv3) and the MLP at 4096
-# tokens, fp16 and bf16 NHWC, checked against the host reference before
+# tokens (its [K, N] weights stored [N, K] in tf32), fp16, bf16 and tf32
+# NHWC, checked against the host reference before
 # any of them is timed.  The plan is logged beside each run (.plan).  HOPPER=0
 # leaves it out (the dry run does: emulation of these sizes is slow).
 hpass=0 hfail=0
-[ "${HOPPER:-1}" = 1 ] && for dt in fp16 bf16; do
+[ "${HOPPER:-1}" = 1 ] && for dt in fp16 bf16 tf32; do
   for g in resnet_bottleneck transformer_mlp; do
     v="$work/hopper_${g}_${dt}.yaml"
-    sed -e "s/^dtype: fp32/dtype: $dt/" -e "s/^layout: NCHW/layout: NHWC/" \
+    d="dtype: $dt"
+    [ "$dt" = tf32 ] && d='dtype: fp32\nprecision: tf32'   # fp32 planned with precision tf32
+    sed -e "s/^dtype: fp32/$d/" -e "s/^layout: NCHW/layout: NHWC/" \
         -e "s/shape: \[1, 256, 56, 56\]/shape: [8, 256, 56, 56]/" -e "s/shape: \[128, 256\]/shape: [4096, 256]/" \
         "examples/$g.yaml" >"$v"
     log="$out/run-hopper-${g}-${dt}.log"
@@ -147,7 +150,7 @@ hpass=0 hfail=0
   done
 done
 fail=$((fail + hfail))
-[ "${HOPPER:-1}" = 1 ] && note "Hopper-sized graphs (bottleneck at batch 8, MLP at 4096 tokens) x {fp16,bf16}: $hpass passed, $hfail failed"
+[ "${HOPPER:-1}" = 1 ] && note "Hopper-sized graphs (bottleneck at batch 8, MLP at 4096 tokens) x {fp16,bf16,tf32}: $hpass passed, $hfail failed"
 
 # ---- 3. side by side: fusegen vs PyTorch vs the unfused plan -------------------
 left() { echo $((BUDGET_S - SECONDS)); }
