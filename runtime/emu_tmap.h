@@ -1,6 +1,6 @@
 /*
  * emu_tmap.h -- the tensor map of the CPU emulation backend: the 128 bytes
- * that the emulated cp.async.bulk.tensor (fg_tma_load_2d in
+ * that the emulated cp.async.bulk.tensor (fg_tma_load_2d / _4d in
  * templates/prelude_emu.h, run by runtime/emu_sched.c) reads, written from a
  * device-independent fg_tmap_desc (tmap.h) the way the CUDA backend has the
  * driver's cuTensorMapEncodeTiled write the device's opaque map.
