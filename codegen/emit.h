@@ -74,6 +74,11 @@ typedef struct fg_kernel {
     fg_layout layout;
     unsigned grid[3], block[3];
     unsigned smem;                  /* dynamic shared memory bytes (0: static only) */
+    unsigned persistent;            /* 0: one block per grid point.  N > 0: a persistent kernel over grid[0]
+                                       tiles (grid[1] = grid[2] = 1): block b runs tiles b, b + gridDim.x, ...,
+                                       so a launcher may launch any number of blocks from 1 to grid[0]; the
+                                       CUDA backend launches min(grid[0], SMs x N), N the blocks one SM holds
+                                       at once; emulation FG_EMU_PERSISTENT_BLOCKS (emu.h) */
     int arch_specific;              /* nonzero: compiles only for the architecture-specific target of the
                                        arch (sm_90 -> sm_90a: wgmma, setmaxnreg); the JIT adds the suffix */
     int nparams;

@@ -122,6 +122,32 @@ static void pix_tile(wg_geom *w)
     w->mtiles = best;
 }
 
+/* Whether the tiles (at the narrowest BN, 64) number below 2^31: the
+ * persistent kernel's tile index and grid are 32-bit; 0 with the reason. */
+static int tiles_fit(const wg_geom *w, char *why, size_t whysz)
+{
+    if (wg_tiles(w, 64) < ((int64_t)1 << 31) - 1)
+        return 1;
+    snprintf(why, whysz, "%" PRId64 " tiles of %d x 64 exceed the grid", wg_tiles(w, 64), WG_BM);
+    return 0;
+}
+
+/* The text that makes a tile loop's `tile` into the tile's origin, at
+ * indent spaces: n0 (its first column), and m0 (its first row) or, for
+ * pixel tiles, (nb0, oh0, ow0) (its first image, output row and column). */
+static void tile_origin(const wg_geom *w, int indent, fg_buf *b)
+{
+    fg_buf_printf(b, "%*sconst int mt = tile / NT, nt = tile %% NT;   // the tile's row and column tile\n", indent, "");
+    if (w->pix) {
+        fg_buf_printf(b, "%*sconst fg_i64 n0 = (fg_i64)nt * BN;\n", indent, "");
+        fg_buf_printf(b, "%*sconst int ow0 = mt %% (int)TILES_W * TW, oh0 = mt / (int)TILES_W %% (int)TILES_H * TH;\n",
+                      indent, "");
+        fg_buf_printf(b, "%*sconst int nb0 = mt / (int)(TILES_W * TILES_H) * TN;\n", indent, "");
+        return;
+    }
+    fg_buf_printf(b, "%*sconst fg_i64 m0 = (fg_i64)mt * BM, n0 = (fg_i64)nt * BN;\n", indent, "");
+}
+
 static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char *why, size_t whysz)
 {
     const fg_node *nd = &g->nodes[anchor];
@@ -189,10 +215,8 @@ static int wg_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, char 
         snprintf(why, whysz, "a dimension reaches 2^31 (TMA coordinates are 32-bit)");
         return 0;
     }
-    if ((w->rows + WG_BM - 1) / WG_BM > 65535) {   /* grid y */
-        snprintf(why, whysz, "%" PRId64 " rows exceed the grid", w->rows);
+    if (!tiles_fit(w, why, whysz))
         return 0;
-    }
     return 1;
 }
 
@@ -303,10 +327,8 @@ static int wg_conv_geometry(const fg_graph *g, int anchor, int out, wg_geom *w, 
         snprintf(why, whysz, "a dimension reaches 2^31 (TMA coordinates are 32-bit)");
         return 0;
     }
-    if (w->mtiles > 65535) {   /* grid y */
-        snprintf(why, whysz, "%" PRId64 " tiles of %d pixels exceed the grid", w->mtiles, WG_BM);
+    if (!tiles_fit(w, why, whysz))
         return 0;
-    }
     return 1;
 }
 
@@ -460,27 +482,27 @@ static void tile_rows(fg_emitter *em, const wg_geom *w, fg_buf *b)
     }
     if (w->pix) {   /* the tile is tn x th x tw pixels from (nb0, oh0, ow0) */
         fg_em_shape(em, "NI", w->ni);
-        fg_buf_put(b, "        const fg_i64 n = nb0 + r / (TW * TH), oh = oh0 + r / TW % TH, ow = ow0 + r % TW;   "
+        fg_buf_put(b, "            const fg_i64 n = nb0 + r / (TW * TH), oh = oh0 + r / TW % TH, ow = ow0 + r % TW;   "
                       "// the output pixel\n"
-                      "        const bool live = n < NI && oh < OH && ow < OW;\n"
-                      "        const fg_i64 grow = (n * OH + oh) * OW + ow;   // its row of Y [N*OH*OW, K]\n");
+                      "            const bool live = n < NI && oh < OH && ow < OW;\n"
+                      "            const fg_i64 grow = (n * OH + oh) * OW + ow;   // its row of Y [N*OH*OW, K]\n");
         return;
     }
-    fg_buf_put(b, "        const fg_i64 grow = m0 + r;\n"
-                  "        const bool live = grow < MR;\n");
+    fg_buf_put(b, "            const fg_i64 grow = m0 + r;\n"
+                  "            const bool live = grow < MR;\n");
     if (w->conv) {   /* the row is the output pixel (n, oh, ow) of an NHWC image */
-        fg_buf_put(b, "        const fg_i64 ow = grow % OW, oh = grow / OW % OH, n = grow / (OW * OH);   "
+        fg_buf_put(b, "            const fg_i64 ow = grow % OW, oh = grow / OW % OH, n = grow / (OW * OH);   "
                       "// the output pixel\n");
         return;
     }
     if (d->nbatch == 0) {
-        fg_buf_put(b, "        const fg_i64 row = grow;\n");
+        fg_buf_put(b, "            const fg_i64 row = grow;\n");
         return;
     }
-    fg_buf_put(b, "        const fg_i64 bt = grow / M, row = grow - bt * M;   // the batch, the row in it\n");
+    fg_buf_put(b, "            const fg_i64 bt = grow / M, row = grow - bt * M;   // the batch, the row in it\n");
     char name[16];
     for (int i = d->nbatch - 1; i >= 0; i--) {
-        fg_buf_printf(b, "        const fg_i64 yb%d = bt", i);
+        fg_buf_printf(b, "            const fg_i64 yb%d = bt", i);
         for (int j = d->nbatch - 1; j > i; j--) {
             snprintf(name, sizeof name, "YB%d", j);
             fg_em_shape(em, name, d->bshape[j]);
@@ -567,6 +589,13 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     tile_rows(em, &w, &t);
     fg_em_set(em, "ROW", "%s", t.s ? t.s : "");
     fg_buf_free(&t);
+    tile_origin(&w, 16, &t);
+    fg_em_set(em, "TILE_P", "%s", t.s);
+    fg_buf_free(&t);
+    tile_origin(&w, 8, &t);
+    fg_em_set(em, "TILE_C", "%s", t.s);
+    fg_buf_free(&t);
+    fg_em_shape(em, "MT", w.mtiles);
     epi_args(&w, "col", &t);
     fg_em_set(em, "EPI_ARGS", "%s", t.s);
     fg_buf_free(&t);
@@ -611,10 +640,18 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     unsigned smem = (unsigned)(stages * stage_bytes + nbar * 8 * stages + 1024);   /* ring, barriers, realignment */
     fg_em_set(em, "SMEM_BYTES", "%u", smem);
 
-    unsigned gm = (unsigned)w.mtiles, gn = (unsigned)((w.d.N + bn - 1) / bn);
+    /* persistent: blocks one SM holds at once by shared memory (228 KiB, 1 KiB reserved a block) and threads */
+    unsigned per_sm = (unsigned)((228 * 1024) / (smem + 1024));
+    if (per_sm > 2048 / WG_THREADS)
+        per_sm = 2048 / WG_THREADS;
+    if (per_sm < 1)
+        per_sm = 1;
+    int64_t tiles = wg_tiles(&w, bn);
     fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages (%u bytes of shared memory), %d threads: a TMA "
                   "producer warpgroup, two wgmma%s consumer warpgroups%s; sm_90a\n", WG_BM, bn, bk, stages, smem,
                   WG_THREADS, dt == FG_DTYPE_F32 ? " tf32" : "", bn == 256 ? " (setmaxnreg 40 / 232)" : "");
+    fg_buf_printf(&em->notes, "//   schedule:  persistent over %" PRId64 " tiles (%" PRId64 " x %" PRId64 "): %u "
+                  "block(s) an SM, each looping over tiles\n", tiles, w.mtiles, (w.d.N + bn - 1) / bn, per_sm);
     if (w.pix)
         fg_buf_printf(&em->notes, "//   operands:  A = tiles of %d x %d x %d output pixels (images x rows x columns), "
                       "each k tile one 4-D TMA box of x [N, H, W, C] stepping by the stride %" PRId64 "x%" PRId64
@@ -635,9 +672,10 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     em->threads = WG_THREADS;
     em->k->arch_specific = 1;
     em->k->smem = smem;
-    em->k->grid[0] = gn;
-    em->k->grid[1] = gm;
+    em->k->grid[0] = (unsigned)tiles;   /* < 2^31 (tiles_fit) */
+    em->k->grid[1] = 1;
     em->k->grid[2] = 1;
+    em->k->persistent = per_sm;
     em->k->block[0] = WG_THREADS;
     em->k->block[1] = em->k->block[2] = 1;
     return FG_OK;

@@ -32,7 +32,7 @@ static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES"
                                          "WS", "WSC", "EPI_ARGS", "PAIR", "EPI_ARGS1", NULL};
 static const char *const ph_gemm_wgmma[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BN", "EB", "STAGES", "SMEM_BYTES",
                                             "MAXNREG", "TMAP_A", "TB", "TMAP_B", "WGMMA", "ROW", "EPI_ARGS",
-                                            "EPI_ARGS1", "Y", "TAPS", "PIX", "TW", "TH", "TN", NULL};
+                                            "EPI_ARGS1", "Y", "TAPS", "PIX", "TW", "TH", "TN", "TILE_P", "TILE_C", NULL};
 static const char *const ph_gemv[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "MR", "SLICE", "VW", "WARPS",
                                       "SPLITS", "KW", "KS", "SPLIT", "BATCH", "A", "B", "TB", "VEC", "TA", "A_VEC",
                                       "WS", "WSC", "EPI_ARGS", "Y", NULL};

@@ -67,9 +67,14 @@ static fg_status cuda_launch(fg_context *ctx, const fg_kernel *k, const uint64_t
     if (!h || k->release != cuda_release)
         return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel %s is not loaded on the GPU", k->name);
     void *params[1] = {(void *)slots};   /* one struct argument made of 8-byte slots */
+    /* a persistent kernel (emit.h): as many blocks as the device holds at once, each looping over tiles */
+    unsigned gx = k->grid[0];
+    unsigned long long resident = (unsigned long long)fg_cuda_sm_count() * k->persistent;
+    if (k->persistent && resident > 0 && resident < gx)
+        gx = (unsigned)resident;
     return CU_CHECK_K(ctx,
-                      fg_cu()->LaunchKernel(h->fn, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
-                                            k->block[2], k->smem, (CUstream)stream, params, NULL),
+                      fg_cu()->LaunchKernel(h->fn, gx, k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
+                                            k->smem, (CUstream)stream, params, NULL),
                       k->name);
 }
 

@@ -75,6 +75,7 @@ static struct {
     CUdevice dev;
     CUcontext pctx;
     int cc_major, cc_minor;
+    int sms;                /* multiprocessors of device 0 (0: unknown) */
     char arch[16];          /* "sm_XY" of device 0 once open */
     char name[128];
 } drv = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -164,6 +165,8 @@ static void open_driver(const char *path)
     }
     if (drv.api.DeviceGetName(drv.name, (int)sizeof drv.name, drv.dev) != CUDA_SUCCESS)
         drv.name[0] = 0;
+    if (drv.api.DeviceGetAttribute(&drv.sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, drv.dev) != CUDA_SUCCESS)
+        drv.sms = 0;
     snprintf(drv.arch, sizeof drv.arch, "sm_%d%d", drv.cc_major, drv.cc_minor);
     drv.st = FG_OK;
 }
@@ -204,6 +207,8 @@ int fg_cuda_make_current(void)
 const fg_cu_api *fg_cu(void) { return &drv.api; }
 
 const char *fg_cuda_device_name(void) { return drv.st == FG_OK ? drv.name : ""; }
+
+int fg_cuda_sm_count(void) { return drv.st == FG_OK ? drv.sms : 0; }
 
 void *fg_cuda_optional_sym(const char *name)
 {

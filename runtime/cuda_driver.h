@@ -82,6 +82,9 @@ const fg_cu_api *fg_cu(void);
 void *fg_cuda_optional_sym(const char *name);
 /* The device name ("NVIDIA H200"), or "" before a successful init. */
 const char *fg_cuda_device_name(void);
+/* Device 0's multiprocessor count, or 0 before a successful init (or when
+ * the driver would not say). */
+int fg_cuda_sm_count(void);
 
 /* "sm_90" style arch of device 0: returns 0 and fills out when a driver and a
  * GPU are present, -1 otherwise.  Records no error. */

@@ -533,7 +533,10 @@ fg_status fg_emu_launch(fg_context *ctx, const fg_kernel *k, const uint64_t *arg
     if (!h)
         return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel '%s' was not built for emulation (fg_emu_build)",
                              k->name);
-    const unsigned *g = k->grid, *b = k->block;
+    const unsigned *b = k->block;
+    unsigned g[3] = {k->grid[0], k->grid[1], k->grid[2]};
+    if (k->persistent && g[0] > FG_EMU_PERSISTENT_BLOCKS)
+        g[0] = FG_EMU_PERSISTENT_BLOCKS;   /* each block loops over several tiles (emu.h) */
     unsigned long long threads = (unsigned long long)b[0] * b[1] * b[2];
     if (!b[0] || !b[1] || !b[2] || b[0] > 1024 || b[1] > 1024 || b[2] > 64 || threads > 1024)
         return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC,

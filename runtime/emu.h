@@ -19,7 +19,15 @@
  * library's bytes are freed once it is loaded).  Does nothing when k is
  * already loaded for emulation. */
 fg_status fg_emu_build(fg_context *ctx, fg_kernel *k);
-/* Runs k with grid/block from k and the 8-byte parameter slots args[0..k->nparams). */
+/* Blocks an emulated launch of a persistent kernel (fg_kernel.persistent)
+ * runs: few, so that every block loops over several tiles as on the GPU
+ * (the tile loop, and barrier phases carried from tile to tile, are what
+ * the emulation then checks). */
+#define FG_EMU_PERSISTENT_BLOCKS 3
+
+/* Runs k with grid/block from k (grid[0] at most FG_EMU_PERSISTENT_BLOCKS
+ * for a persistent kernel) and the 8-byte parameter slots
+ * args[0..k->nparams). */
 fg_status fg_emu_launch(fg_context *ctx, const fg_kernel *k, const uint64_t *args);
 /* Releases k's emulation handle (nothing when k has none). */
 void fg_emu_release(fg_kernel *k);

@@ -42,6 +42,13 @@
 // elements stepping by (1, SW, SH, 1): exactly the tile's input pixels
 // under the tap, in tile-row order, zeros where they fall outside the image
 // (the padding) or past C.
+// Persistent: the kernel covers MT x NT tiles of BM x BN (tile t is row
+// tile t / NT, column tile t % NT, so consecutive tiles share A's rows);
+// block b runs tiles b, b + gridDim.x, ... (fg_kernel.persistent: the GPU
+// launch has as many blocks as its SMs hold at once).  The producer runs
+// ahead into the next tile while the consumers store the last one: a stage
+// is released as soon as its wgmmas are done, the tile's last one after its
+// final wait.
 // The ring lives in dynamic shared memory (FG_SHARED_DYN: the launch's
 // fg_kernel.smem bytes on the device, a static array in emulation), from its
 // first 1024-byte aligned address (the 128B swizzle pattern's repeat).
@@ -62,17 +69,12 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
 
     const int tid = (int)fg_tid_x();
     const int wg = tid / 128;
-{{^PIX}}
-    const fg_i64 m0 = (fg_i64)fg_bid_y() * BM;
-{{/PIX}}
+    const int KT = (int)((K + BK - 1) / BK);
+    const int NT = (int)((N + BN - 1) / BN);    // column tiles; MT row tiles; tile t is row tile t / NT
+    const int TILES = (int)MT * NT;             // < 2^31 (the emitter checks)
 {{#PIX}}
     constexpr int TW = {{TW}}, TH = {{TH}}, TN = {{TN}};   // the pixel tile: TN x TH x TW = BM
-    const int by = (int)fg_bid_y();
-    const int ow0 = by % (int)TILES_W * TW, oh0 = by / (int)TILES_W % (int)TILES_H * TH;
-    const int nb0 = by / (int)(TILES_W * TILES_H) * TN;
 {{/PIX}}
-    const fg_i64 n0 = (fg_i64)fg_bid_x() * BN;
-    const int KT = (int)((K + BK - 1) / BK);
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++) {
             fg_mbar_init(&full[s], 1);    // the producer's arrive_expect_tx (+ the TMA bytes)
@@ -85,163 +87,180 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
     }
     fg_sync();
 
+    // Every role walks the same tiles, bid, bid + gdim, ..., and counts the
+    // k tiles it has passed in `it`: stage it % STAGES, in round it / STAGES
+    // (a barrier's phase parity), carried from one tile to the next.
     if (wg == 0) {
         // ---- producer ----
 {{#MAXNREG}}
         fg_setmaxnreg_dec<40>();
 {{/MAXNREG}}
         if (tid == 0) {
-            for (int kt = 0; kt < KT; kt++) {
-                const int s = kt % STAGES;
-                fg_mbar_wait(&empty[s], ((kt / STAGES) & 1) ^ 1);   // round 0 passes: a fresh barrier
-                unsigned char *const a_s = ring + s * STAGE_BYTES;
-                unsigned char *const b_s = a_s + A_BYTES;
-                fg_mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
+            int it = 0;
+            for (int tile = (int)fg_bid_x(); tile < TILES; tile += (int)fg_gdim_x()) {
+{{TILE_P}}
+                for (int kt = 0; kt < KT; kt++, it++) {
+                    const int s = it % STAGES;
+                    fg_mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);   // round 0 passes: a fresh barrier
+                    unsigned char *const a_s = ring + s * STAGE_BYTES;
+                    unsigned char *const b_s = a_s + A_BYTES;
+                    fg_mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
 {{#PIX}}
-                const int CT = (int)((C + BK - 1) / BK);   // channel tiles per tap
-                const int tap = kt / CT, cb = kt % CT;
-                fg_tma_load_4d(a_s, &p.{{TMAP_A}}, cb * BK, ow0 * (int)SW - (int)PL + tap % (int)S * (int)DW,
-                               oh0 * (int)SH - (int)PT + tap / (int)S * (int)DH, nb0, &full[s]);
+                    const int CT = (int)((C + BK - 1) / BK);   // channel tiles per tap
+                    const int tap = kt / CT, cb = kt % CT;
+                    fg_tma_load_4d(a_s, &p.{{TMAP_A}}, cb * BK, ow0 * (int)SW - (int)PL + tap % (int)S * (int)DW,
+                                   oh0 * (int)SH - (int)PT + tap / (int)S * (int)DH, nb0, &full[s]);
 {{/PIX}}
 {{^PIX}}
 {{^TAPS}}
-                fg_tma_load_2d(a_s, &p.{{TMAP_A}}, kt * BK, (int)m0, &full[s]);
+                    fg_tma_load_2d(a_s, &p.{{TMAP_A}}, kt * BK, (int)m0, &full[s]);
 {{/TAPS}}
 {{/PIX}}
 {{#TAPS}}
-                const int tap = kt / (int)(C / BK), cb = kt % (int)(C / BK);
-                const int shift = (tap / (int)S * (int)DH - (int)PT) * (int)W + tap % (int)S * (int)DW - (int)PL;
-                fg_tma_load_2d(a_s, &p.{{TMAP_A}}, cb * BK, (int)m0 + shift, &full[s]);
+                    const int tap = kt / (int)(C / BK), cb = kt % (int)(C / BK);
+                    const int shift = (tap / (int)S * (int)DH - (int)PT) * (int)W + tap % (int)S * (int)DW - (int)PL;
+                    fg_tma_load_2d(a_s, &p.{{TMAP_A}}, cb * BK, (int)m0 + shift, &full[s]);
 {{/TAPS}}
 {{^TB}}
-                fg_tma_load_2d(b_s, &p.{{TMAP_B}}, kt * BK, (int)n0, &full[s]);
+                    fg_tma_load_2d(b_s, &p.{{TMAP_B}}, kt * BK, (int)n0, &full[s]);
 {{/TB}}
 {{#TB}}
-                constexpr int BOX_BYTES = 64 * BK * EB;   // one [BK][64 n] box of B
-                FG_UNROLL
-                for (int j = 0; j < BN / 64; j++)
-                    fg_tma_load_2d(b_s + j * BOX_BYTES, &p.{{TMAP_B}}, (int)n0 + 64 * j, kt * BK, &full[s]);
+                    constexpr int BOX_BYTES = 64 * BK * EB;   // one [BK][64 n] box of B
+                    FG_UNROLL
+                    for (int j = 0; j < BN / 64; j++)
+                        fg_tma_load_2d(b_s + j * BOX_BYTES, &p.{{TMAP_B}}, (int)n0 + 64 * j, kt * BK, &full[s]);
 {{/TB}}
+                }
             }
         }
 {{#TAPS}}
         else if (tid >= 32) {
             // ---- fixers: rows f and f + 96 of each stage's A tile ----
             const int f = tid - 32;
-            int fh[2], fw[2];
-            bool fok[2];
-            FG_UNROLL
-            for (int j = 0; j < 2; j++) {
-                const int m = (int)m0 + f + 96 * j;   // MR < 2^31 (the emitter checks)
-                fok[j] = f + 96 * j < BM && m < MR;   // rows past MR are never stored
-                fh[j] = m / (int)W % (int)H;
-                fw[j] = m % (int)W;
-            }
-            for (int kt = 0; kt < KT; kt++) {
-                const int s = kt % STAGES;
-                fg_mbar_wait(&full[s], (kt / STAGES) & 1);
-                const int tap = kt / (int)(C / BK);
-                const int dh = tap / (int)S * (int)DH - (int)PT, dw = tap % (int)S * (int)DW - (int)PL;
+            int it = 0;
+            for (int tile = (int)fg_bid_x(); tile < TILES; tile += (int)fg_gdim_x()) {
+                const int m0 = tile / NT * BM;   // MR < 2^31 (the emitter checks)
+                int fh[2], fw[2];
+                bool fok[2];
                 FG_UNROLL
                 for (int j = 0; j < 2; j++) {
-                    const int ih = fh[j] + dh, iw = fw[j] + dw;
-                    if (fok[j] && (ih < 0 || ih >= (int)H || iw < 0 || iw >= (int)W)) {
-                        // a whole 128-byte row: the swizzle only permutes its chunks
-                        fg_chunk16 *const row = (fg_chunk16 *)(ring + s * STAGE_BYTES + (f + 96 * j) * (BK * EB));
-                        FG_UNROLL
-                        for (int q = 0; q < BK * EB / 16; q++)
-                            row[q] = fg_chunk16{};
-                    }
+                    const int m = m0 + f + 96 * j;
+                    fok[j] = f + 96 * j < BM && m < MR;   // rows past MR are never stored
+                    fh[j] = m / (int)W % (int)H;
+                    fw[j] = m % (int)W;
                 }
-                fg_fence_proxy_async();   // the zeros are what wgmma reads
-                fg_mbar_arrive(&ready[s]);
+                for (int kt = 0; kt < KT; kt++, it++) {
+                    const int s = it % STAGES;
+                    fg_mbar_wait(&full[s], (it / STAGES) & 1);
+                    const int tap = kt / (int)(C / BK);
+                    const int dh = tap / (int)S * (int)DH - (int)PT, dw = tap % (int)S * (int)DW - (int)PL;
+                    FG_UNROLL
+                    for (int j = 0; j < 2; j++) {
+                        const int ih = fh[j] + dh, iw = fw[j] + dw;
+                        if (fok[j] && (ih < 0 || ih >= (int)H || iw < 0 || iw >= (int)W)) {
+                            // a whole 128-byte row: the swizzle only permutes its chunks
+                            fg_chunk16 *const row = (fg_chunk16 *)(ring + s * STAGE_BYTES + (f + 96 * j) * (BK * EB));
+                            FG_UNROLL
+                            for (int q = 0; q < BK * EB / 16; q++)
+                                row[q] = fg_chunk16{};
+                        }
+                    }
+                    fg_fence_proxy_async();   // the zeros are what wgmma reads
+                    fg_mbar_arrive(&ready[s]);
+                }
             }
         }
 {{/TAPS}}
         return;
     }
 
-    // ---- consumers: rows 64 c .. 64 c + 63 of the tile ----
+    // ---- consumers: rows 64 c .. 64 c + 63 of each tile ----
 {{#MAXNREG}}
     fg_setmaxnreg_inc<232>();
 {{/MAXNREG}}
     const int c = wg - 1;
+    const int w = (tid % 128) / 32, l = tid % 32, q = l % 4;
     float d[BN / 2];
     FG_UNROLL
     for (int i = 0; i < BN / 2; i++)
         d[i] = 0.0f;
-    for (int kt = 0; kt < KT; kt++) {
-        const int s = kt % STAGES;
-        fg_mbar_wait(&full[s], (kt / STAGES) & 1);
+    int it = 0;
+    for (int tile = (int)fg_bid_x(); tile < TILES; tile += (int)fg_gdim_x()) {
+{{TILE_C}}
+        for (int kt = 0; kt < KT; kt++, it++) {
+            const int s = it % STAGES;
+            fg_mbar_wait(&full[s], (it / STAGES) & 1);
 {{#TAPS}}
-        fg_mbar_wait(&ready[s], (kt / STAGES) & 1);   // the padding rows are zero
+            fg_mbar_wait(&ready[s], (it / STAGES) & 1);   // the padding rows are zero
 {{/TAPS}}
-        const unsigned char *const a_s = ring + s * STAGE_BYTES + c * (64 * BK * EB);
-        const unsigned char *const b_s = ring + s * STAGE_BYTES + A_BYTES;
-        fg_wgmma_fence();
-        FG_UNROLL
-        for (int kk = 0; kk < BK * EB / 32; kk++) {
-            // K-major, 128B swizzle: 8-row groups 1024 bytes apart, a k step (k16, tf32 k8) = 32 bytes along the row
-            const fg_u64 da = fg_wgmma_desc(a_s + kk * 32, 128, 16, 1024);
+            const unsigned char *const a_s = ring + s * STAGE_BYTES + c * (64 * BK * EB);
+            const unsigned char *const b_s = ring + s * STAGE_BYTES + A_BYTES;
+            fg_wgmma_fence();
+            FG_UNROLL
+            for (int kk = 0; kk < BK * EB / 32; kk++) {
+                // K-major, 128B swizzle: 8-row groups 1024 bytes apart, a k step (k16, tf32 k8) = 32 bytes along the row
+                const fg_u64 da = fg_wgmma_desc(a_s + kk * 32, 128, 16, 1024);
 {{^TB}}
-            const fg_u64 db = fg_wgmma_desc(b_s + kk * 32, 128, 16, 1024);
+                const fg_u64 db = fg_wgmma_desc(b_s + kk * 32, 128, 16, 1024);
 {{/TB}}
 {{#TB}}
-            // N-major, 128B swizzle: 64-column boxes 64 * BK * 2 bytes apart (leading), 8 k rows 1024 (stride)
-            const fg_u64 db = fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK * EB, 1024);
+                // N-major, 128B swizzle: 64-column boxes 64 * BK * 2 bytes apart (leading), 8 k rows 1024 (stride)
+                const fg_u64 db = fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK * EB, 1024);
 {{/TB}}
-            {{WGMMA}}<BN, {{TB}}>(d, da, db, kt > 0 || kk > 0);
-        }
-        fg_wgmma_commit();
-        fg_wgmma_wait<1>();                     // the previous stage's wgmmas are done
-        if (kt > 0 && tid % 128 == 0)
-            fg_mbar_arrive(&empty[(kt - 1) % STAGES]);
-    }
-    fg_wgmma_wait<0>();
-
-    // ---- epilogue from the accumulator fragments, stored 16 bytes at a time ----
-    // A quad (lanes 4 i .. 4 i + 3) holds one row of the tile: lane q has the
-    // column pair 2 q of every n8 block j.  Per four blocks 4 g .. 4 g + 3 each
-    // lane runs the epilogue on its four pairs, the quad transposes them (two
-    // exchange steps, lane q swapping with q ^ m the pair slots whose bit m
-    // differs from its own), and lane q stores block 4 g + q's eight columns
-    // with one 16-byte store (two for fp32).  Every lane takes part in the
-    // shuffles; rows and blocks past the output compute nothing and store
-    // nothing.  N is a multiple of 8 (the emitter checks), so a block lies
-    // wholly inside or outside the output and its store is 16-byte aligned.
-    const int w = (tid % 128) / 32, l = tid % 32, q = l % 4;
-    FG_UNROLL
-    for (int h = 0; h < 2; h++) {
-        const int r = c * 64 + w * 16 + l / 4 + 8 * h;   // the row of the tile
-{{ROW}}
-        FG_UNROLL
-        for (int g = 0; g < BN / 32; g++) {
-            float a[8];   // a[2 k + e]: column 2 q + e of block 4 g + k, then block 4 g + q's column 2 k + e
-            FG_UNROLL
-            for (int k = 0; k < 4; k++) {
-                const int j = 4 * g + k;
-                const fg_i64 col = n0 + 8 * j + 2 * q;
-                const bool ok = live && col < N;
-                a[2 * k] = ok ? fg_epilogue(p, d[4 * j + 2 * h], {{EPI_ARGS}}) : 0.0f;
-                a[2 * k + 1] = ok ? fg_epilogue(p, d[4 * j + 2 * h + 1], {{EPI_ARGS1}}) : 0.0f;
+                {{WGMMA}}<BN, {{TB}}>(d, da, db, kt > 0 || kk > 0);
             }
+            fg_wgmma_commit();
+            fg_wgmma_wait<1>();                     // the previous stage's wgmmas are done
+            if (kt > 0 && tid % 128 == 0)
+                fg_mbar_arrive(&empty[(it - 1) % STAGES]);
+        }
+        fg_wgmma_wait<0>();
+        if (tid % 128 == 0)   // the tile's last stage (the producer is already loading the next tile)
+            fg_mbar_arrive(&empty[(it - 1) % STAGES]);
+
+        // ---- epilogue from the accumulator fragments, stored 16 bytes at a time ----
+        // A quad (lanes 4 i .. 4 i + 3) holds one row of the tile: lane q has the
+        // column pair 2 q of every n8 block j.  Per four blocks 4 g .. 4 g + 3 each
+        // lane runs the epilogue on its four pairs, the quad transposes them (two
+        // exchange steps, lane q swapping with q ^ m the pair slots whose bit m
+        // differs from its own), and lane q stores block 4 g + q's eight columns
+        // with one 16-byte store (two for fp32).  Every lane takes part in the
+        // shuffles; rows and blocks past the output compute nothing and store
+        // nothing.  N is a multiple of 8 (the emitter checks), so a block lies
+        // wholly inside or outside the output and its store is 16-byte aligned.
+        FG_UNROLL
+        for (int h = 0; h < 2; h++) {
+            const int r = c * 64 + w * 16 + l / 4 + 8 * h;   // the row of the tile
+{{ROW}}
             FG_UNROLL
-            for (int m = 1; m <= 2; m *= 2) {
-                const bool hi = (q & m) != 0;
+            for (int g = 0; g < BN / 32; g++) {
+                float a[8];   // a[2 k + e]: column 2 q + e of block 4 g + k, then block 4 g + q's column 2 k + e
                 FG_UNROLL
-                for (int i = 0; i < 2; i++) {
-                    const int lo = m == 1 ? 2 * i : i, up = lo + m;   // pair slots with bit m clear and set
+                for (int k = 0; k < 4; k++) {
+                    const int j = 4 * g + k;
+                    const fg_i64 col = n0 + 8 * j + 2 * q;
+                    const bool ok = live && col < N;
+                    a[2 * k] = ok ? fg_epilogue(p, d[4 * j + 2 * h], {{EPI_ARGS}}) : 0.0f;
+                    a[2 * k + 1] = ok ? fg_epilogue(p, d[4 * j + 2 * h + 1], {{EPI_ARGS1}}) : 0.0f;
+                }
+                FG_UNROLL
+                for (int m = 1; m <= 2; m *= 2) {
+                    const bool hi = (q & m) != 0;
                     FG_UNROLL
-                    for (int e = 0; e < 2; e++) {
-                        const float x = fg_shfl_xor(hi ? a[2 * lo + e] : a[2 * up + e], m);
-                        a[2 * lo + e] = hi ? x : a[2 * lo + e];
-                        a[2 * up + e] = hi ? a[2 * up + e] : x;
+                    for (int i = 0; i < 2; i++) {
+                        const int lo = m == 1 ? 2 * i : i, up = lo + m;   // pair slots with bit m clear and set
+                        FG_UNROLL
+                        for (int e = 0; e < 2; e++) {
+                            const float x = fg_shfl_xor(hi ? a[2 * lo + e] : a[2 * up + e], m);
+                            a[2 * lo + e] = hi ? x : a[2 * lo + e];
+                            a[2 * up + e] = hi ? a[2 * up + e] : x;
+                        }
                     }
                 }
+                const fg_i64 col = n0 + 32 * g + 8 * q;
+                if (live && col < N)
+                    fg_store8(p.{{Y}} + grow * N + col, a);
             }
-            const fg_i64 col = n0 + 32 * g + 8 * q;
-            if (live && col < N)
-                fg_store8(p.{{Y}} + grow * N + col, a);
         }
     }
 }

@@ -162,6 +162,13 @@ FG_DEVICE void fg_store4(fg_bf16 *p, const float v[4])
 // fp32 in two; p 16-byte aligned.
 struct alignas(16) fg_vec8h { fg_u32 w[4]; };
 FG_DEVICE bool fg_aligned16(const void *p) { return ((fg_u64)p & 15u) == 0; }
+// One 16-byte global store of four words, p 16-byte aligned.  Written out
+// because the compiler may split a 16-byte struct store into four 4-byte
+// ones (it did in a gemm_wgmma epilogue inside a loop).
+FG_DEVICE void fg_st16(void *p, fg_u32 a, fg_u32 b, fg_u32 c, fg_u32 d)
+{
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
 FG_DEVICE void fg_load8(const float *p, float v[8])
 {
     fg_load4(p, v);
@@ -169,8 +176,8 @@ FG_DEVICE void fg_load8(const float *p, float v[8])
 }
 FG_DEVICE void fg_store8(float *p, const float v[8])
 {
-    fg_store4(p, v);
-    fg_store4(p + 4, v + 4);
+    fg_st16(p, __float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+    fg_st16(p + 4, __float_as_uint(v[4]), __float_as_uint(v[5]), __float_as_uint(v[6]), __float_as_uint(v[7]));
 }
 FG_DEVICE void fg_load8(const fg_half *p, float v[8])
 {
@@ -188,7 +195,7 @@ FG_DEVICE void fg_store8(fg_half *p, const float v[8])
     FG_UNROLL
     for (int i = 0; i < 4; i++)
         q.w[i] = (fg_u32)fg_f2h(v[2 * i]).bits | ((fg_u32)fg_f2h(v[2 * i + 1]).bits << 16);
-    *reinterpret_cast<fg_vec8h *>(p) = q;
+    fg_st16(p, q.w[0], q.w[1], q.w[2], q.w[3]);
 }
 FG_DEVICE void fg_load8(const fg_bf16 *p, float v[8])
 {
@@ -205,7 +212,7 @@ FG_DEVICE void fg_store8(fg_bf16 *p, const float v[8])
     FG_UNROLL
     for (int i = 0; i < 4; i++)
         q.w[i] = (fg_u32)fg_f2bf(v[2 * i]).bits | ((fg_u32)fg_f2bf(v[2 * i + 1]).bits << 16);
-    *reinterpret_cast<fg_vec8h *>(p) = q;
+    fg_st16(p, q.w[0], q.w[1], q.w[2], q.w[3]);
 }
 
 // ---- math ------------------------------------------------------------------

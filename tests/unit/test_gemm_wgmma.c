@@ -295,9 +295,14 @@ typedef struct mutation {
 
 static const mutation mutations[] = {
     {"unmutated", NULL, NULL},
-    {"no wait on the full barrier", "fg_mbar_wait(&full[s], (kt / STAGES) & 1);", "(void)full;"},
+    {"no wait on the full barrier", "fg_mbar_wait(&full[s], (it / STAGES) & 1);", "(void)full;"},
     {"no wgmma wait before the stage is released", "fg_wgmma_wait<1>();", ""},
-    {"the producer does not wait for an empty stage", "fg_mbar_wait(&empty[s], ((kt / STAGES) & 1) ^ 1);", ""},
+    {"the producer does not wait for an empty stage", "fg_mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);", ""},
+    {"a tile's last stage not released", "// the tile's last stage (the producer is already loading the next tile)\n"
+     "            fg_mbar_arrive(&empty[(it - 1) % STAGES]);", ";"},
+    {"the producer's ring position restarts at each tile",
+     "const int s = it % STAGES;\n                    fg_mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);",
+     "const int s = kt % STAGES;\n                    fg_mbar_wait(&empty[s], ((kt / STAGES) & 1) ^ 1);"},
     {"A's stride byte offset 512", "fg_wgmma_desc(a_s + kk * 32, 128, 16, 1024)",
      "fg_wgmma_desc(a_s + kk * 32, 128, 16, 512)"},
     {"B's leading byte offset half a box", "fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK * EB, 1024)",
