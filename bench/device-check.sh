@@ -17,8 +17,8 @@
 #  1. numerics: the emulation matrix of tests/unit/test_numerics.c run on the
 #     GPU (NUMERICS=0 leaves it out), then every example graph (GRAPHS=...) in
 #     fp32, fp16 and bf16, NCHW and NHWC through `fusegen run --check`, then
-#     the bottleneck block at batch 8 and the MLP at 4096 tokens in fp16,
-#     bf16 and tf32 NHWC (the Hopper templates' sizes);
+#     the basic and bottleneck blocks at batch 8 and the MLP at 4096 tokens in
+#     fp16, bf16 and tf32 NHWC (the Hopper templates' sizes);
 #  2. side by side (SIDE=0 leaves it out): the graphs of
 #     bench/gen_bench_graphs.py -- each distinct ResNet-50 and MobileNetV2
 #     conv layer (conv + BN + activation) and the whole networks at batch 1
@@ -123,20 +123,22 @@ note "example graphs x {fp32,fp16,bf16} x {NCHW,NHWC}: $pass passed, $fail faile
 # ---- 2b. numerics: shapes large enough for the Hopper templates ----------------
 # The examples run at batch 1, too small for gemm_wgmma / conv2d_wgmma (at
 # least 66 tiles); on an sm_90 GPU the planner picks them for these: the
-# bottleneck block at batch 8 (a 1x1 GEMM conv, a stride-2 3x3 and a
-# stride-2 1x1 on pixel tiles, the residual conv3) and the MLP at 4096
+# basic block at batch 8 (two stride-1 3x3 convs on shifted rows, the
+# residual add), the bottleneck block at batch 8 (a 1x1 GEMM conv, a
+# stride-2 3x3 and a stride-2 1x1 on pixel tiles, the residual conv3) and
+# the MLP at 4096
 # tokens (its [K, N] weights stored [N, K] in tf32), fp16, bf16 and tf32
 # NHWC, checked against the host reference before
 # any of them is timed.  The plan is logged beside each run (.plan).  HOPPER=0
 # leaves it out (the dry run does: emulation of these sizes is slow).
 hpass=0 hfail=0
 [ "${HOPPER:-1}" = 1 ] && for dt in fp16 bf16 tf32; do
-  for g in resnet_bottleneck transformer_mlp; do
+  for g in resnet_basic_block resnet_bottleneck transformer_mlp; do
     v="$work/hopper_${g}_${dt}.yaml"
     d="dtype: $dt"
     [ "$dt" = tf32 ] && d='dtype: fp32\nprecision: tf32'   # fp32 planned with precision tf32
     sed -e "s/^dtype: fp32/$d/" -e "s/^layout: NCHW/layout: NHWC/" \
-        -e "s/shape: \[1, 256, 56, 56\]/shape: [8, 256, 56, 56]/" -e "s/shape: \[128, 256\]/shape: [4096, 256]/" \
+        -e "s/shape: \[1, \(64\|256\), 56, 56\]/shape: [8, \1, 56, 56]/" -e "s/shape: \[128, 256\]/shape: [4096, 256]/" \
         "examples/$g.yaml" >"$v"
     log="$out/run-hopper-${g}-${dt}.log"
     "$F" plan "$v" >"$log.plan" 2>&1
@@ -150,7 +152,7 @@ hpass=0 hfail=0
   done
 done
 fail=$((fail + hfail))
-[ "${HOPPER:-1}" = 1 ] && note "Hopper-sized graphs (bottleneck at batch 8, MLP at 4096 tokens) x {fp16,bf16,tf32}: $hpass passed, $hfail failed"
+[ "${HOPPER:-1}" = 1 ] && note "Hopper-sized graphs (basic and bottleneck blocks at batch 8, MLP at 4096 tokens) x {fp16,bf16,tf32}: $hpass passed, $hfail failed"
 
 # ---- 3. side by side: fusegen vs PyTorch vs the unfused plan -------------------
 left() { echo $((BUDGET_S - SECONDS)); }
