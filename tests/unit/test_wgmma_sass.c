@@ -97,6 +97,16 @@ typedef struct sass_case {
     "nodes:\n  - { name: mm, op: matmul, inputs: [x, w] }\n  - { name: s, op: add, inputs: [mm, b] }\n"       \
     "  - { name: y, op: " #ACT ", inputs: [s] }\noutputs: [y]\n"
 
+/* ResNet-50 s3 conv2 at batch 32: a 3x3 stride-2 conv 256 -> 256 from 28 x 28, padding 1, folded BN, relu */
+#define CONV3X3_S2                                                                                                  \
+    "layout: NHWC\n"                                                                                                \
+    "inputs: [{ name: x, shape: [32, 256, 28, 28] }]\n"                                                             \
+    "weights: [{ name: w, shape: [256, 256, 3, 3] }, { name: g, shape: [256], init: positive },\n"                  \
+    "          { name: be, shape: [256] }, { name: mu, shape: [256] }, { name: var, shape: [256], init: positive }]\n" \
+    "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w], attrs: { stride: [2, 2], padding: [1, 1] } }\n"         \
+    "  - { name: bn, op: batch_norm, inputs: [conv, g, be, mu, var] }\n"                                            \
+    "  - { name: y, op: relu, inputs: [bn] }\noutputs: [y]\n"
+
 static const sass_case cases[] = {
     {"mlp_4096x768x3072_gelu_kn", "fp16", MLP(4096, 768, 3072, gelu), NULL},
     {"mlp_4096x768x3072_gelu_kn_bf16", "bf16", MLP(4096, 768, 3072, gelu), NULL},
@@ -146,13 +156,7 @@ static const sass_case cases[] = {
     /* ResNet-50 s3 conv2, batch 32: 3x3 stride 2 conv 256 -> 256 from 28 x 28, padding 1, folded BN, relu
      * (pixel tiles: 4-D TMA boxes stepping by the stride) */
     {"conv3x3_s2_bn_relu_32x28x28", "fp16",
-     "layout: NHWC\n"
-     "inputs: [{ name: x, shape: [32, 256, 28, 28] }]\n"
-     "weights: [{ name: w, shape: [256, 256, 3, 3] }, { name: g, shape: [256], init: positive },\n"
-     "          { name: be, shape: [256] }, { name: mu, shape: [256] }, { name: var, shape: [256], init: positive }]\n"
-     "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w], attrs: { stride: [2, 2], padding: [1, 1] } }\n"
-     "  - { name: bn, op: batch_norm, inputs: [conv, g, be, mu, var] }\n"
-     "  - { name: y, op: relu, inputs: [bn] }\noutputs: [y]\n",
+     CONV3X3_S2,
      NULL, "conv2d_wgmma"},
     /* ResNet-50 s4 downsample, batch 32: 1x1 stride 2 conv 1024 -> 2048 from 14 x 14, folded BN (bf16) */
     {"conv1x1_s2_bn_32x14x14", "bf16",
@@ -165,13 +169,7 @@ static const sass_case cases[] = {
      NULL, "conv2d_wgmma"},
     /* the stride-2 3x3 with its shapes as kernel parameters (tile counts, strides, padding divided at run time) */
     {"conv3x3_s2_bn_relu_unspec", "bf16",
-     "layout: NHWC\n"
-     "inputs: [{ name: x, shape: [32, 256, 28, 28] }]\n"
-     "weights: [{ name: w, shape: [256, 256, 3, 3] }, { name: g, shape: [256], init: positive },\n"
-     "          { name: be, shape: [256] }, { name: mu, shape: [256] }, { name: var, shape: [256], init: positive }]\n"
-     "nodes:\n  - { name: conv, op: conv2d, inputs: [x, w], attrs: { stride: [2, 2], padding: [1, 1] } }\n"
-     "  - { name: bn, op: batch_norm, inputs: [conv, g, be, mu, var] }\n"
-     "  - { name: y, op: relu, inputs: [bn] }\noutputs: [y]\n",
+     CONV3X3_S2,
      NULL, "conv2d_wgmma", 1},
     /* tf32 (fp32 planned with precision tf32): a [N, K] gemm and the 3x3 conv */
     {"tf32_gemm_nk_bias_2048x4096x4096", "fp32",
