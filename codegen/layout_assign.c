@@ -29,7 +29,6 @@
 #include "layout_assign.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "kind.h"
 #include "template.h"
@@ -70,15 +69,6 @@ void fg_layout_assign(const fg_context *ctx, fg_graph *g, int *acts, int *weight
     }
 }
 
-/* The slot of attribute name in nd's op, or -1. */
-static int attr_slot(const fg_node *nd, const char *name)
-{
-    for (int i = 0; i < nd->op->nattrs; i++)
-        if (strcmp(nd->op->attrs[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
 int fg_layout_kmajor_b(const fg_context *ctx, fg_graph *g)
 {
     if (ctx->env.keep_layout || g->precision != FG_PRECISION_TF32 || !fg_arch_hopper(fg_target_arch(ctx)))
@@ -88,8 +78,8 @@ int fg_layout_kmajor_b(const fg_context *ctx, fg_graph *g)
         fg_node *nd = &g->nodes[i];
         if (nd->op->kind != FG_OPK_MATMUL || nd->folded || nd->ninputs < 2 || nd->inputs[0] < 0 || nd->inputs[1] < 0)
             continue;
-        int ta = attr_slot(nd, "trans_a"), tb = attr_slot(nd, "trans_b");
-        if (tb < 0 || nd->attrs[tb].i != 0 || (ta >= 0 && nd->attrs[ta].i != 0))
+        const fg_attr_value *ta = fg_node_attr(nd, "trans_a"), *tb = fg_node_attr(nd, "trans_b");
+        if (!tb || tb->i != 0 || (ta && ta->i != 0))
             continue;
         fg_tensor *a = &g->tensors[nd->inputs[0]], *b = &g->tensors[nd->inputs[1]];
         if (!b->is_weight || !b->data || b->is_input || b->is_output || b->rank != 2 || b->dtype != FG_DTYPE_F32 ||
@@ -105,7 +95,7 @@ int fg_layout_kmajor_b(const fg_context *ctx, fg_graph *g)
         b->data = t;
         b->shape[0] = N;
         b->shape[1] = K;
-        nd->attrs[tb].i = 1;
+        nd->attrs[tb - nd->attrs].i = 1;   /* tb points into nd's own attributes */
         changed++;
     }
     return changed;

@@ -87,8 +87,8 @@ typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32
 /* cuTensorMapEncodeTiled of a description of rank 1..5 with its element
  * strides: 16-bit elements as fp16 (TMA copies bytes: fp16 and bf16
  * alike), 32-bit as fp32; out-of-range elements zero (no NaN fill), L2
- * promotion of 128 bytes.  The driver checks the rest and its refusal is
- * reported with the call. */
+ * promotion of 128 bytes.  A description outside the device's limits
+ * (fg_tmap_invalid) is refused with the reason before the driver sees it. */
 static fg_status cuda_tensormap_encode(fg_context *ctx, const fg_tmap_desc *d, void *out128)
 {
     fg_status st = fg_cuda_init(ctx);
@@ -98,14 +98,9 @@ static fg_status cuda_tensormap_encode(fg_context *ctx, const fg_tmap_desc *d, v
     if (!encode)
         return fg_diag_error(ctx, FG_ERR_NO_DEVICE, FG_NOLOC,
                              "the CUDA driver lacks cuTensorMapEncodeTiled (TMA kernels need a CUDA 12 driver)");
-    int ok = d && (d->elem_bytes == 2 || d->elem_bytes == 4) && d->rank >= 1 && d->rank <= FG_TMAP_MAX_RANK &&
-             d->base % 16 == 0;
-    for (unsigned i = 0; ok && i < d->rank; i++)
-        ok = d->box[i] >= 1 && d->box[i] <= 256 && d->estride[i] >= 1 && d->estride[i] <= 8 &&
-             (i == 0 || d->stride[i - 1] % 16 == 0);
-    if (!ok)
-        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "tensor map refused: element size, rank (1..5), box "
-                             "(1..256), element stride (1..8), base or strides (16-byte multiples) out of range");
+    const char *why = fg_tmap_invalid(d);
+    if (why)
+        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "tensor map refused: %s", why);
     CUtensorMapSwizzle sw = d->swizzle == FG_TMAP_SWIZZLE_128B  ? CU_TENSOR_MAP_SWIZZLE_128B
                             : d->swizzle == FG_TMAP_SWIZZLE_64B ? CU_TENSOR_MAP_SWIZZLE_64B
                             : d->swizzle == FG_TMAP_SWIZZLE_32B ? CU_TENSOR_MAP_SWIZZLE_32B

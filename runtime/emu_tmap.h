@@ -48,14 +48,10 @@ typedef struct fg_emu_tmap {
 _Static_assert(sizeof(fg_emu_tmap) == FG_TMAP_BYTES, "the emulated tensor map is 128 bytes, like the device's");
 _Static_assert(offsetof(fg_emu_tmap, check) == 112, "the check word covers the fields before it, no padding");
 
-/* Why d is not a valid tensor map (a constant sentence), or NULL when it
- * is: elem_bytes 2 or 4; rank 1..5; base non-zero and 16-byte aligned; each
- * dim in 1..2^32; each stride a multiple of 16 below 2^40 and, where the
- * axis has more than one index, at least the extent of the axes inside it
- * (stride[0] >= dim[0] * elem_bytes, stride[i] >= stride[i - 1] * dim[i]);
- * each box extent in 1..256 with box[0] * elem_bytes a multiple of 16; each
- * estride in 1..8 and estride[0] 1; swizzle NONE, 32B, 64B or 128B, and
- * with a swizzle box[0] * elem_bytes equal to its span. */
+/* Why d is not a valid emulation tensor map (a constant sentence), or NULL
+ * when it is: the device's limits (fg_tmap_invalid, tmap.h) and, with a
+ * swizzle, box[0] * elem_bytes equal to its span (the device takes a
+ * shorter row; the emulator refuses it rather than guess that layout). */
 const char *fg_emu_tmap_invalid(const fg_tmap_desc *d);
 
 /* Writes the emulation tensor map of d into out128 (128 bytes; the device's

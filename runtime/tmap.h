@@ -47,6 +47,18 @@ typedef struct fg_tmap_desc {
     fg_tmap_swizzle swizzle;
 } fg_tmap_desc;
 
+/* Why d is not a tensor map the device takes (a constant sentence), or NULL
+ * when it is (tmap.c): elem_bytes 2 or 4; rank 1..5; base non-zero and
+ * 16-byte aligned; each dim in 1..2^32; each stride a multiple of 16 below
+ * 2^40 and, where the axis has more than one index, at least the extent of
+ * the axes inside it (stride[0] >= dim[0] * elem_bytes, stride[i] >=
+ * stride[i - 1] * dim[i]); each box extent in 1..256 with box[0] *
+ * elem_bytes a multiple of 16; each estride in 1..8 and estride[0] 1;
+ * swizzle NONE, 32B, 64B or 128B, a swizzled box's inner extent (box[0] *
+ * elem_bytes) at most its span.  The limits cuTensorMapEncodeTiled
+ * documents for a tiled map without interleave. */
+const char *fg_tmap_invalid(const fg_tmap_desc *d);
+
 /* Elements of axis i that a copy of d lands: ceil(box[i] / estride[i]). */
 static inline unsigned fg_tmap_box_count(const fg_tmap_desc *d, unsigned i)
 {
