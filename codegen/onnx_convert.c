@@ -1194,24 +1194,28 @@ static int op_transpose(nctx *nc)
     return emit_out(nc, "transpose", &x, 1, &a, 1);
 }
 
-/* Softmax: opset 13 normalizes along `axis` (default -1); earlier opsets
- * coerce the input to 2-D at `axis` (default 1) and normalize each row of
- * the trailing axes together. */
-static int op_softmax(nctx *nc)
+/* Softmax and LogSoftmax (what: the ONNX name) as op opname: opset 13
+ * normalizes along `axis` (default -1); earlier opsets coerce the input to
+ * 2-D at `axis` (default 1) and normalize each row of the trailing axes
+ * together. */
+static int softmax_like(nctx *nc, const char *opname, const char *what)
 {
     int x = x_in(nc);
     if (x < 0)
         return -1;
     if (in_const(nc, 0))
-        return nerr(nc, "a Softmax of a constant is not supported (fold constants first)"), -1;
+        return nerr(nc, "a %s of a constant is not supported (fold constants first)", what), -1;
     const fg_tensor *xt = T(nc, x);
     int legacy = nc->L->opset < 13;
     int64_t axis = attr_int(nc, "axis", legacy ? 1 : -1), a = axis < 0 ? axis + xt->rank : axis;
     if (a < 0 || a >= xt->rank)
         return nerr(nc, "axis %lld is out of range for rank %d", (long long)axis, xt->rank), -1;
     aset as[2] = {{"axis", a_int(a)}, {"naxes", a_int(legacy ? 0 : 1)}};
-    return emit_out(nc, "softmax", &x, 1, as, 2);
+    return emit_out(nc, opname, &x, 1, as, 2);
 }
+
+static int op_softmax(nctx *nc) { return softmax_like(nc, "softmax", "Softmax"); }
+static int op_log_softmax(nctx *nc) { return softmax_like(nc, "log_softmax", "LogSoftmax"); }
 
 /* Concat along `axis`: one concat node of up to FG_MAX_INPUTS inputs, a
  * chain of them for more (each joins the previous result and the next
@@ -1310,25 +1314,7 @@ static int op_lrn(nctx *nc)
     return emit_out(nc, "lrn", &x, 1, as, 4);
 }
 
-/* ---- Reduce*, LogSoftmax ------------------------------------------------------------ */
-
-/* LogSoftmax: as Softmax (opset 13 along `axis`, earlier opsets the coerced
- * 2-D form), the log_softmax op. */
-static int op_log_softmax(nctx *nc)
-{
-    int x = x_in(nc);
-    if (x < 0)
-        return -1;
-    if (in_const(nc, 0))
-        return nerr(nc, "a LogSoftmax of a constant is not supported (fold constants first)"), -1;
-    const fg_tensor *xt = T(nc, x);
-    int legacy = nc->L->opset < 13;
-    int64_t axis = attr_int(nc, "axis", legacy ? 1 : -1), a = axis < 0 ? axis + xt->rank : axis;
-    if (a < 0 || a >= xt->rank)
-        return nerr(nc, "axis %lld is out of range for rank %d", (long long)axis, xt->rank), -1;
-    aset as[2] = {{"axis", a_int(a)}, {"naxes", a_int(legacy ? 0 : 1)}};
-    return emit_out(nc, "log_softmax", &x, 1, as, 2);
-}
+/* ---- Reduce* ------------------------------------------------------------------ */
 
 /* A Reduce* operator as the reduce op opname: `axes` from the attribute
  * before opset axes_input (13 for ReduceSum, 18 for the others), else from

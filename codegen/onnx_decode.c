@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "num.h"
 #include "onnx_impl.h"
 
 /* ---- recognising a model ------------------------------------------------ */
@@ -179,44 +180,12 @@ int fg_onnx_dtype_fg(int dt)
                                          : -1;
 }
 
-static float half_to_float(uint16_t h)
-{
-    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
-    if (e == 0) {
-        float f = ldexpf((float)m, -24);
-        return s ? -f : f;
-    }
-    if (e == 31)
-        bits = s | 0x7f800000u | (m << 13);
-    else
-        bits = s | ((e + 112) << 23) | (m << 13);
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static float bf16_to_float(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static uint64_t le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* Decodes n little-endian elements of type dt from bytes into k. */
 static void decode_bytes(konst *k, const uint8_t *p, int64_t n)
 {
     int es = fg_onnx_dtype_size(k->dtype);
     for (int64_t j = 0; j < n; j++, p += es) {
-        uint64_t v = le(p, es);
+        uint64_t v = fg_le_get(p, es);
         switch (k->dtype) {
         case FG_ONNX_DTYPE_FLOAT: {
             uint32_t u = (uint32_t)v;
@@ -229,8 +198,8 @@ static void decode_bytes(konst *k, const uint8_t *p, int64_t n)
             k->f[j] = (float)d;
             break;
         }
-        case FG_ONNX_DTYPE_FLOAT16: k->f[j] = half_to_float((uint16_t)v); break;
-        case FG_ONNX_DTYPE_BFLOAT16: k->f[j] = bf16_to_float((uint16_t)v); break;
+        case FG_ONNX_DTYPE_FLOAT16: k->f[j] = fg_f16_to_f32((uint16_t)v); break;
+        case FG_ONNX_DTYPE_BFLOAT16: k->f[j] = fg_bf16_to_f32((uint16_t)v); break;
         case FG_ONNX_DTYPE_INT32: k->i[j] = (int32_t)(uint32_t)v; break;
         case FG_ONNX_DTYPE_INT64: k->i[j] = (int64_t)v; break;
         default: break;
@@ -392,8 +361,8 @@ int fg_onnx_decode_tensor(loader *L, const Onnx__TensorProto *t, const char *nam
                 case FG_ONNX_DTYPE_DOUBLE: k.f[j] = (float)t->double_data[j]; break;
                 case FG_ONNX_DTYPE_INT64: k.i[j] = t->int64_data[j]; break;
                 case FG_ONNX_DTYPE_INT32: k.i[j] = t->int32_data[j]; break;
-                case FG_ONNX_DTYPE_FLOAT16: k.f[j] = half_to_float((uint16_t)t->int32_data[j]); break;
-                case FG_ONNX_DTYPE_BFLOAT16: k.f[j] = bf16_to_float((uint16_t)t->int32_data[j]); break;
+                case FG_ONNX_DTYPE_FLOAT16: k.f[j] = fg_f16_to_f32((uint16_t)t->int32_data[j]); break;
+                case FG_ONNX_DTYPE_BFLOAT16: k.f[j] = fg_bf16_to_f32((uint16_t)t->int32_data[j]); break;
                 default: break;
                 }
         }

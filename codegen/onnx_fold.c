@@ -17,6 +17,7 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "num.h"
 #include "onnx_load.h"
 #include "util.h"
 
@@ -497,20 +498,14 @@ static int one_value(fctx *c, const Onnx__TensorProto *t, val *out)
         if (t->raw_data.len != es)
             return val_free(out), ferr(c, "value's raw_data holds %zu bytes, %s needs %zu", t->raw_data.len,
                                        fg_onnx_dtype_name(dt), es);
-        uint64_t u = 0;
-        for (size_t b = es; b-- > 0;)
-            u = u << 8 | p[b];
+        uint64_t u = fg_le_get(p, (int)es);
         switch (dt) {
         case FG_ONNX_DTYPE_FLOAT: { uint32_t w = (uint32_t)u; float f; memcpy(&f, &w, 4); out->d[0] = f; break; }
         case FG_ONNX_DTYPE_DOUBLE: { double x; memcpy(&x, &u, 8); out->d[0] = x; break; }
         case FG_ONNX_DTYPE_INT32: out->i[0] = (int32_t)(uint32_t)u; break;
         case FG_ONNX_DTYPE_INT64: out->i[0] = (int64_t)u; break;
-        case FG_ONNX_DTYPE_BFLOAT16: { uint32_t w = (uint32_t)u << 16; float f; memcpy(&f, &w, 4); out->d[0] = f; break; }
-        default: {   /* FLOAT16 */
-            uint32_t h = (uint32_t)u, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-            double x = e == 0 ? ldexp((double)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp((double)(m | 0x400), (int)e - 25);
-            out->d[0] = (h & 0x8000) ? -x : x;
-        }
+        case FG_ONNX_DTYPE_BFLOAT16: out->d[0] = fg_bf16_to_f32((uint16_t)u); break;
+        default: out->d[0] = fg_f16_to_f32((uint16_t)u); break;   /* FLOAT16 */
         }
         return 1;
     }
@@ -523,12 +518,8 @@ static int one_value(fctx *c, const Onnx__TensorProto *t, val *out)
     case FG_ONNX_DTYPE_DOUBLE: out->d[0] = t->double_data[0]; break;
     case FG_ONNX_DTYPE_INT64: out->i[0] = t->int64_data[0]; break;
     case FG_ONNX_DTYPE_INT32: out->i[0] = t->int32_data[0]; break;
-    case FG_ONNX_DTYPE_BFLOAT16: { uint32_t w = (uint32_t)t->int32_data[0] << 16; float f; memcpy(&f, &w, 4); out->d[0] = f; break; }
-    default: {
-        uint32_t h = (uint32_t)t->int32_data[0] & 0xffff, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-        double x = e == 0 ? ldexp((double)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp((double)(m | 0x400), (int)e - 25);
-        out->d[0] = (h & 0x8000) ? -x : x;
-    }
+    case FG_ONNX_DTYPE_BFLOAT16: out->d[0] = fg_bf16_to_f32((uint16_t)t->int32_data[0]); break;
+    default: out->d[0] = fg_f16_to_f32((uint16_t)t->int32_data[0]); break;   /* FLOAT16 */
     }
     return 1;
 }

@@ -56,6 +56,7 @@
 
 #include "context.h"
 #include "diag.h"
+#include "num.h"
 #include "util.h"
 
 #define FG_CACHE_FORMAT 2u
@@ -101,34 +102,6 @@ static int is_key(const char *k)
         if (!((k[i] >= '0' && k[i] <= '9') || (k[i] >= 'a' && k[i] <= 'f')))
             return 0;
     return k[32] == 0;
-}
-
-static void put_le32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_le64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_le32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static uint64_t get_le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
 }
 
 /* "<key>.fgk" */
@@ -203,23 +176,23 @@ static int entry_verify(const unsigned char *buf, size_t len, const char *key, c
 {
     if (len < HDR_SIZE || memcmp(buf, "FGKC", 4) != 0)
         return 0;
-    if (get_le32(buf + 4) != FG_CACHE_FORMAT || get_le32(buf + 8) != HDR_SIZE)
+    if ((uint32_t)fg_le_get(buf + 4, 4) != FG_CACHE_FORMAT || (uint32_t)fg_le_get(buf + 8, 4) != HDR_SIZE)
         return 0;
-    uint32_t ms = get_le32(buf + 12);
-    uint64_t ps = get_le64(buf + 16);
+    uint32_t ms = (uint32_t)fg_le_get(buf + 12, 4);
+    uint64_t ps = fg_le_get(buf + 16, 8);
     if (key && memcmp(buf + 32, key, 32) != 0)
         return 0;
     if (ps > len || ms > len || (uint64_t)HDR_SIZE + ms + ps != len)
         return 0;
     fg_hash128 h = entry_sum(buf, len);
-    if (h.lo != get_le64(buf + SUM_OFFSET) || h.hi != get_le64(buf + SUM_OFFSET + 8))
+    if (h.lo != fg_le_get(buf + SUM_OFFSET, 8) || h.hi != fg_le_get(buf + SUM_OFFSET + 8, 8))
         return 0;
     *payload = buf + HDR_SIZE + ms;
     *psize = ps;
     *meta = (const char *)buf + HDR_SIZE;
     *msize = ms;
     if (created)
-        *created = (int64_t)get_le64(buf + 24);
+        *created = (int64_t)fg_le_get(buf + 24, 8);
     return 1;
 }
 
@@ -230,19 +203,19 @@ static unsigned char *entry_encode(const char *key, const void *data, size_t siz
     *len = HDR_SIZE + ms + size;
     unsigned char *b = fg_xcalloc(1, *len);
     memcpy(b, "FGKC", 4);
-    put_le32(b + 4, FG_CACHE_FORMAT);
-    put_le32(b + 8, HDR_SIZE);
-    put_le32(b + 12, (uint32_t)ms);
-    put_le64(b + 16, size);
-    put_le64(b + 24, (uint64_t)time(NULL));
+    fg_le_put(b + 4, FG_CACHE_FORMAT, 4);
+    fg_le_put(b + 8, HDR_SIZE, 4);
+    fg_le_put(b + 12, (uint32_t)ms, 4);
+    fg_le_put(b + 16, size, 8);
+    fg_le_put(b + 24, (uint64_t)time(NULL), 8);
     memcpy(b + 32, key, 32);
     if (ms)
         memcpy(b + HDR_SIZE, meta, ms);
     if (size)
         memcpy(b + HDR_SIZE + ms, data, size);
     fg_hash128 h = entry_sum(b, *len);
-    put_le64(b + SUM_OFFSET, h.lo);
-    put_le64(b + SUM_OFFSET + 8, h.hi);
+    fg_le_put(b + SUM_OFFSET, h.lo, 8);
+    fg_le_put(b + SUM_OFFSET + 8, h.hi, 8);
     return b;
 }
 
@@ -852,22 +825,7 @@ static int write_atomic_at(int dfd, const char *name, const void *data, size_t l
     }
     if (fd < 0)
         return -1;
-    const char *p = data;
-    size_t left = len;
-    int ok = fchmod(fd, 0600) == 0;
-    while (ok && left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            if (w == 0)
-                errno = EIO;
-            ok = 0;
-            break;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
+    int ok = fchmod(fd, 0600) == 0 && fg_write_all(fd, data, len) == 0;
     int e = errno;
     if (close(fd) != 0 && ok) {
         ok = 0;
@@ -1098,22 +1056,7 @@ int fg_cache_write_private(const char *dir, const char *name, const void *data, 
         errno = e;
         return -1;
     }
-    const char *p = data;
-    size_t left = size;
-    int ok = fchmod(fd, 0600) == 0;
-    while (ok && left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            if (w == 0)
-                errno = EIO;
-            ok = 0;
-            break;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
+    int ok = fchmod(fd, 0600) == 0 && fg_write_all(fd, data, size) == 0;
     int e = errno;
     if (close(fd) != 0 && ok) {
         ok = 0;

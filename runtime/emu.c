@@ -30,12 +30,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "context.h"
@@ -43,6 +41,7 @@
 #include "embedded.h"
 #include "emu_sched.h"
 #include "kcache.h"
+#include "num.h"
 
 #ifndef FG_HOST_CXX
 #define FG_HOST_CXX "c++"
@@ -52,8 +51,6 @@
 #endif
 
 #define PRELUDE_NAME "fusegen_prelude.cuh"
-
-extern char **environ;
 
 /* Splits s at white space into a malloc'd NULL-terminated word list (the
  * words point into *copy, also malloc'd); returns the count. */
@@ -69,52 +66,6 @@ static int split_words(const char *s, const char ***words, char **copy)
     for (char *w = strtok_r(*copy, " \t\n", &save); w && n < cap; w = strtok_r(NULL, " \t\n", &save))
         (*words)[n++] = w;
     return n;
-}
-
-/* Runs argv[0] (searched in PATH) in directory cwd with stdout and stderr
- * captured into *out.  Returns the exit status, or -1 (errno) when it could
- * not be started, or 128+signal. */
-static int run_capture(const char *const *argv, const char *cwd, char **out)
-{
-    fg_buf b = {0};
-    int fds[2];
-    *out = NULL;
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (cwd)
-        posix_spawn_file_actions_addchdir_np(&fa, cwd);
-    pid_t pid;
-    int err = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (err != 0) {
-        close(fds[0]);
-        errno = err;
-        return -1;
-    }
-    char chunk[4096];
-    ssize_t n;
-    while ((n = read(fds[0], chunk, sizeof chunk)) != 0) {
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        fg_buf_putn(&b, chunk, (size_t)n);
-    }
-    close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    *out = fg_buf_take(&b);
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 /* The first line of `cxx --version`, remembered per compiler command. */
@@ -142,7 +93,7 @@ static const char *compiler_version(const char *const *cxx, int ncxx, const char
     argv[n++] = "--version";
     argv[n] = NULL;
     char *out = NULL;
-    int rc = run_capture(argv, NULL, &out);
+    int rc = fg_run_capture(argv, NULL, &out);
     int err = errno;
     free(argv);
     errno = err;
@@ -337,7 +288,7 @@ static fg_status compile_so(fg_context *ctx, const emu_tc *t, const fg_kernel *k
     argv[n++] = out_name;
     argv[n] = NULL;
     char *out = NULL;
-    int rc = run_capture(argv, dir, &out);
+    int rc = fg_run_capture(argv, dir, &out);
     int err = errno;
     free(argv);
     if (rc != 0) {

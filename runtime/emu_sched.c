@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "emu_tmap.h"
+#include "num.h"
 #include "util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -409,7 +410,7 @@ static void warp_mma(warpslot *ws, int bf16)
         const uint32_t *in = ws->in[lane];
         for (int h = 0; h < 2; h++) {
             int col = tg * 2 + h;
-#define CVT(word) (bf16 ? fg_emu_bf2f((uint16_t)((word) >> (16 * h))) : fg_emu_h2f((uint16_t)((word) >> (16 * h))))
+#define CVT(word) (bf16 ? fg_bf16_to_f32((uint16_t)((word) >> (16 * h))) : fg_f16_to_f32((uint16_t)((word) >> (16 * h))))
             A[g][col] = CVT(in[0]);
             A[g + 8][col] = CVT(in[1]);
             A[g][col + 8] = CVT(in[2]);
@@ -1037,7 +1038,7 @@ static int read_operand(fg_emu_sched *s, uint64_t desc, int mn, int k, int mn_ma
     }
     uint16_t h;
     memcpy(&h, s->view + a, 2);
-    *v = kind == FG_EMU_WGMMA_BF16 ? fg_emu_bf2f(h) : fg_emu_h2f(h);
+    *v = kind == FG_EMU_WGMMA_BF16 ? fg_bf16_to_f32(h) : fg_f16_to_f32(h);
     return 0;
 }
 
@@ -1529,38 +1530,4 @@ int fg_emu_sched_run(fg_emu_sched *s, fg_emu_entry entry, const void *params, co
     s->api.cur = NULL;
     tls_sched = saved;
     return rc;
-}
-
-/* ---- 16-bit formats ---- */
-
-float fg_emu_h2f(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu, u;
-    if (e == 0x1f) {
-        u = sign | 0x7f800000u | (m << 13);
-    } else if (e == 0) {
-        if (m == 0) {
-            u = sign;
-        } else {
-            int ex = 1;
-            while (!(m & 0x400u)) {
-                m <<= 1;
-                ex--;
-            }
-            u = sign | ((uint32_t)(ex + 112) << 23) | ((m & 0x3ffu) << 13);
-        }
-    } else {
-        u = sign | ((e + 112) << 23) | (m << 13);
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-float fg_emu_bf2f(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
 }

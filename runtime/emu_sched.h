@@ -101,8 +101,4 @@ void fg_emu_sched_set_strict(fg_emu_sched *s, int strict);
 int fg_emu_sched_run(fg_emu_sched *s, fg_emu_entry entry, const void *params, const unsigned grid[3],
                      const unsigned block[3], char *err, size_t errsize);
 
-/* Exact IEEE conversions of the 16-bit storage formats (used by the mma). */
-float fg_emu_h2f(uint16_t h);
-float fg_emu_bf2f(uint16_t b);
-
 #endif /* FG_EMU_SCHED_H */
