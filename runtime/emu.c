@@ -5,15 +5,16 @@
  * sequence), loads it, and launches it on the scheduler of emu_sched.c.
  * backend_emu.c puts these entries in the backend table.
  *
- * Build: the source and the prelude (as "fusegen_prelude.cuh") go into a
+ * Build: the source, the prelude (as "fusegen_prelude.cuh") and the
+ * interface header it includes (as "fusegen_emu_api.h") go into a
  * private directory under $TMPDIR; the compiler runs there and the .so is
  * read back; every temporary file is removed at once.  Load: the bytes (as
  * verified by the cache, or just compiled) are written with
  * fg_cache_write_private into a fresh private directory, dlopen'd with
  * RTLD_LOCAL and removed.
  * The cache key covers the generator version, the compiler (path and
- * --version), the flags, the prelude text and the source; the payload is the
- * .so itself.
+ * --version), the flags, the prelude and interface texts and the source; the
+ * payload is the .so itself.
  *
  * Settings (read at context init, ctx->env): FUSEGEN_HOST_CXX (compiler,
  * default CMake's C++ compiler), FUSEGEN_EMU_CXXFLAGS (extra flags),
@@ -51,6 +52,7 @@
 #endif
 
 #define PRELUDE_NAME "fusegen_prelude.cuh"
+#define API_NAME "fusegen_emu_api.h"   /* templates/emu_api.h, which the prelude includes */
 
 /* Splits s at white space into a malloc'd NULL-terminated word list (the
  * words point into *copy, also malloc'd); returns the count. */
@@ -140,10 +142,10 @@ static char *make_tmpdir(const fg_context *ctx)
 /* Removes the files this module writes into dir, then dir. */
 static void remove_tmpdir(const char *dir, const char *name)
 {
-    const char *suffix[] = {".cu", ".so", ""};
+    const char *suffix[] = {".cu", ".so", "", ""};
     for (size_t i = 0; i < FG_COUNTOF(suffix); i++) {
         fg_buf b = {0};
-        fg_buf_printf(&b, "%s/%s%s", dir, i < 2 ? name : PRELUDE_NAME, suffix[i]);
+        fg_buf_printf(&b, "%s/%s%s", dir, i < 2 ? name : i == 2 ? PRELUDE_NAME : API_NAME, suffix[i]);
         unlink(b.s);
         fg_buf_free(&b);
     }
@@ -184,6 +186,7 @@ typedef struct emu_tc {
     char *extra_copy;
     const char *version;          /* first line of --version (process lifetime) */
     const fg_embedded_file *prelude;
+    const fg_embedded_file *api;  /* templates/emu_api.h */
 } emu_tc;
 
 static const char *const fixed_flags[] = {"-std=c++17", "-O1", "-g1", "-fPIC", "-shared", "-Wall", "-Wextra",
@@ -205,12 +208,13 @@ fg_status fg_emu_toolchain_new(fg_context *ctx, const char *target, void **tc)
 {
     (void)target;
     *tc = NULL;
-    const fg_embedded_file *pre = fg_embedded_find("prelude_emu.h");
-    if (!pre)
+    const fg_embedded_file *pre = fg_embedded_find("prelude_emu.h"), *api = fg_embedded_find("emu_api.h");
+    if (!pre || !api)
         return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC,
-                             "the emulation prelude (templates/prelude_emu.h) is not embedded");
+                             "the emulation prelude (templates/prelude_emu.h, emu_api.h) is not embedded");
     emu_tc *t = fg_xcalloc(1, sizeof *t);
     t->prelude = pre;
+    t->api = api;
     t->cxx_cmd = ctx->env.host_cxx ? ctx->env.host_cxx : FG_HOST_CXX;
     t->ncxx = split_words(t->cxx_cmd, &t->cxx, &t->cxx_copy);
     if (t->ncxx == 0) {
@@ -254,6 +258,7 @@ void fg_emu_key(const void *tc, const fg_kernel *k, char key[33])
     for (int i = 0; i < t->nflags; i++)
         fg_key_part(&kh, "option", t->flags[i], strlen(t->flags[i]));
     fg_key_part(&kh, "prelude", t->prelude->text, t->prelude->len);
+    fg_key_part(&kh, "prelude-api", t->api->text, t->api->len);
     fg_key_part(&kh, "source", k->source, strlen(k->source));
     fg_key_end(&kh, key);
 }
@@ -268,10 +273,12 @@ static fg_status compile_so(fg_context *ctx, const emu_tc *t, const fg_kernel *k
     char file[80], out_name[80];
     snprintf(file, sizeof file, "%s.cu", k->name);
     snprintf(out_name, sizeof out_name, "%s.so", k->name);
-    char *psrc = fg_path_join(dir, file), *ppre = fg_path_join(dir, PRELUDE_NAME);
-    int werr = write_all(psrc, k->source, strlen(k->source)) || write_all(ppre, t->prelude->text, t->prelude->len);
+    char *psrc = fg_path_join(dir, file), *ppre = fg_path_join(dir, PRELUDE_NAME), *papi = fg_path_join(dir, API_NAME);
+    int werr = write_all(psrc, k->source, strlen(k->source)) || write_all(ppre, t->prelude->text, t->prelude->len) ||
+               write_all(papi, t->api->text, t->api->len);
     free(psrc);
     free(ppre);
+    free(papi);
     if (werr)
         return fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "kernel '%s': cannot write the emulation build files in %s: %s",
                              k->name, dir, strerror(errno));
