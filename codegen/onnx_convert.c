@@ -73,40 +73,36 @@ static const Onnx__AttributeProto *attr_get(const nctx *nc, const char *name)
 
 static int attr_type(const Onnx__AttributeProto *a) { return a->has_type ? (int)a->type : 0; }
 
-static int64_t attr_int(nctx *nc, const char *name, int64_t def)
+/* Attribute name when it has type type; NULL when it is absent, or of
+ * another type (reported: it "must be <what>"). */
+static const Onnx__AttributeProto *attr_typed(nctx *nc, const char *name, int type, const char *what)
 {
     const Onnx__AttributeProto *a = attr_get(nc, name);
-    if (!a)
-        return def;
-    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) {
-        nerr(nc, "attribute '%s' must be an int", name);
-        return def;
+    if (a && attr_type(a) != type) {
+        nerr(nc, "attribute '%s' must be %s", name, what);
+        return NULL;
     }
-    return a->i;
+    return a;
+}
+
+static int64_t attr_int(nctx *nc, const char *name, int64_t def)
+{
+    const Onnx__AttributeProto *a = attr_typed(nc, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, "an int");
+    return a ? a->i : def;
 }
 
 static double attr_float(nctx *nc, const char *name, double def)
 {
-    const Onnx__AttributeProto *a = attr_get(nc, name);
-    if (!a)
-        return def;
-    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT) {
-        nerr(nc, "attribute '%s' must be a float", name);
-        return def;
-    }
-    return a->f;
+    const Onnx__AttributeProto *a = attr_typed(nc, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, "a float");
+    return a ? a->f : def;
 }
 
 /* A string attribute into buf (def when absent). */
 static const char *attr_str(nctx *nc, const char *name, const char *def, char *buf, size_t size)
 {
-    const Onnx__AttributeProto *a = attr_get(nc, name);
+    const Onnx__AttributeProto *a = attr_typed(nc, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, "a string");
     if (!a)
         return def;
-    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING) {
-        nerr(nc, "attribute '%s' must be a string", name);
-        return def;
-    }
     size_t n = a->s.len < size - 1 ? a->s.len : size - 1;
     memcpy(buf, a->s.data, n);
     buf[n] = 0;
@@ -117,13 +113,11 @@ static const char *attr_str(nctx *nc, const char *name, const char *def, char *b
  * into out; returns the count, 0 when absent, -1 on an error (reported). */
 static int attr_ints(nctx *nc, const char *name, int want, int max, int64_t *out)
 {
-    const Onnx__AttributeProto *a = attr_get(nc, name);
-    if (!a)
+    if (!attr_get(nc, name))
         return 0;
-    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS) {
-        nerr(nc, "attribute '%s' must be a list of ints", name);
+    const Onnx__AttributeProto *a = attr_typed(nc, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, "a list of ints");
+    if (!a)
         return -1;
-    }
     if ((want && (int)a->n_ints != want) || (!want && (a->n_ints < 1 || (int)a->n_ints > max))) {
         if (want)
             nerr(nc, "attribute '%s' must have %d values, got %zu", name, want, a->n_ints);
@@ -1217,23 +1211,34 @@ static int softmax_like(nctx *nc, const char *opname, const char *what)
 static int op_softmax(nctx *nc) { return softmax_like(nc, "softmax", "Softmax"); }
 static int op_log_softmax(nctx *nc) { return softmax_like(nc, "log_softmax", "LogSoftmax"); }
 
+/* The start of the variadic operators (Concat, Sum): *n gets the count of
+ * inputs.  Returns -1 on an error (reported), 0 when the node is done (one
+ * input: output 0 is that input), 1 to go on. */
+static int variadic_start(nctx *nc, int *n)
+{
+    *n = nin(nc);
+    if (*n < 1)
+        return nerr(nc, "needs at least one input"), -1;
+    int all_const = 1;
+    for (int i = 0; i < *n; i++)
+        all_const &= in_const(nc, i) != NULL;
+    if (all_const)
+        return nerr(nc, "every input is a constant; fold constant subgraphs before importing"), -1;
+    if (*n == 1) {
+        alias_output(nc, 0);
+        return 0;
+    }
+    return 1;
+}
+
 /* Concat along `axis`: one concat node of up to FG_MAX_INPUTS inputs, a
  * chain of them for more (each joins the previous result and the next
  * inputs). */
 static int op_concat(nctx *nc)
 {
-    int n = nin(nc), ins[FG_MAX_INPUTS];
-    if (n < 1)
-        return nerr(nc, "needs at least one input"), -1;
-    int all_const = 1;
-    for (int i = 0; i < n; i++)
-        all_const &= in_const(nc, i) != NULL;
-    if (all_const)
-        return nerr(nc, "every input is a constant; fold constant subgraphs before importing"), -1;
-    if (n == 1) {
-        alias_output(nc, 0);
-        return 0;
-    }
+    int n, ins[FG_MAX_INPUTS], r = variadic_start(nc, &n);
+    if (r <= 0)
+        return r;
     int x0 = in_tensor(nc, 0);
     if (x0 < 0)
         return -1;
@@ -1264,18 +1269,9 @@ static int op_concat(nctx *nc)
 /* Sum: a chain of adds (numpy broadcasting), which the pointwise rules fuse. */
 static int op_sum(nctx *nc)
 {
-    int n = nin(nc);
-    if (n < 1)
-        return nerr(nc, "needs at least one input"), -1;
-    int all_const = 1;
-    for (int i = 0; i < n; i++)
-        all_const &= in_const(nc, i) != NULL;
-    if (all_const)
-        return nerr(nc, "every input is a constant; fold constant subgraphs before importing"), -1;
-    if (n == 1) {
-        alias_output(nc, 0);
-        return 0;
-    }
+    int n, r = variadic_start(nc, &n);
+    if (r <= 0)
+        return r;
     /* a computed input first, so that fusion rules see it as the chain */
     int first = 0;
     while (in_const(nc, first))

@@ -803,6 +803,30 @@ static int f_concat(fctx *c, val *out)
     return ok;
 }
 
+/* *out = the view of *v (freed) of the given shape whose element at index
+ * (i_0, ...) is v's at index beg[d] + i_d * step[d] along v's axis axis[d]
+ * (beg NULL: 0, step NULL: 1, axis NULL: axis d).  Returns 0 when out
+ * cannot be made (reported). */
+static int take_view(fctx *c, val *v, val *out, const int64_t *shape, const int64_t *beg, const int64_t *step,
+                     const int64_t *axis)
+{
+    int ok = val_alloc(c, out, v->dtype, v->rank, shape);
+    int64_t ist[FG_MAX_RANK], ost[FG_MAX_RANK];
+    strides_of(v->rank, v->shape, ist);
+    strides_of(v->rank, shape, ost);
+    for (int64_t o = 0; ok && o < out->n; o++) {
+        int64_t src = 0;
+        for (int d = 0; d < v->rank; d++)
+            src += ((beg ? beg[d] : 0) + ((o / ost[d]) % shape[d]) * (step ? step[d] : 1)) * ist[axis ? axis[d] : d];
+        if (out->i)
+            out->i[o] = v->i[src];
+        else
+            out->d[o] = v->d[src];
+    }
+    val_free(v);
+    return ok;
+}
+
 /* Slice: starts, ends, axes, steps as inputs (opset 10 on) or attributes
  * (before; no steps), clamped as ONNX specifies. */
 static int f_slice(fctx *c, val *out)
@@ -861,21 +885,7 @@ static int f_slice(fctx *c, val *out)
         beg[a] = b;
         step[a] = s;
     }
-    int ok = val_alloc(c, out, v.dtype, v.rank, shape);
-    int64_t ist[FG_MAX_RANK], ost[FG_MAX_RANK];
-    strides_of(v.rank, v.shape, ist);
-    strides_of(v.rank, shape, ost);
-    for (int64_t o = 0; ok && o < out->n; o++) {
-        int64_t src = 0;
-        for (int d = 0; d < v.rank; d++)
-            src += (beg[d] + ((o / ost[d]) % shape[d]) * step[d]) * ist[d];
-        if (out->i)
-            out->i[o] = v.i[src];
-        else
-            out->d[o] = v.d[src];
-    }
-    val_free(&v);
-    return ok;
+    return take_view(c, &v, out, shape, beg, step, NULL);
 }
 
 /* Transpose by perm (default: reversed axes). */
@@ -899,21 +909,7 @@ static int f_transpose(fctx *c, val *out)
             return val_free(&v), ferr(c, "perm is not a permutation of 0 .. %d", v.rank - 1);
         shape[d] = v.shape[perm[d]];
     }
-    int ok = val_alloc(c, out, v.dtype, v.rank, shape);
-    int64_t ist[FG_MAX_RANK], ost[FG_MAX_RANK];
-    strides_of(v.rank, v.shape, ist);
-    strides_of(v.rank, shape, ost);
-    for (int64_t o = 0; ok && o < out->n; o++) {
-        int64_t src = 0;
-        for (int d = 0; d < v.rank; d++)
-            src += ((o / ost[d]) % shape[d]) * ist[perm[d]];
-        if (out->i)
-            out->i[o] = v.i[src];
-        else
-            out->d[o] = v.d[src];
-    }
-    val_free(&v);
-    return ok;
+    return take_view(c, &v, out, shape, NULL, NULL, perm);
 }
 
 /* Expand: data broadcast with shape (numpy rules, both ways). */
