@@ -11,6 +11,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "num.h"
+
 static void oom(size_t n)
 {
     fprintf(stderr, "fusegen: out of memory allocating %zu bytes\n", n);
@@ -168,18 +170,8 @@ int fg_write_file_atomic(const char *path, const void *data, size_t len)
         free(tmp);
         return -1;
     }
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            goto fail;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
+    if (fg_write_all(fd, data, len) != 0)
+        goto fail;
     if (fchmod(fd, 0644) != 0 || close(fd) != 0) {
         fd = -1;
         goto fail;
