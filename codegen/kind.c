@@ -252,6 +252,7 @@ static const fg_kind_info kinds[] = {
                        .infer = fg_infer_reduce, .var_names = reduce_vars, .vars = reduce_vars_fn},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(kinds) == FG_OPK_COUNT, "kinds out of sync with fg_op_kind");
+FG_STATIC_ASSERT(FG_OPK_COUNT <= 32, "sets of kinds (rule steps, templates) are 32-bit masks");
 
 const fg_kind_info *fg_kind(fg_op_kind k) { return (unsigned)k < FG_COUNTOF(kinds) ? &kinds[k] : &kinds[0]; }
 

@@ -62,7 +62,8 @@ typedef struct fg_kind_info {
     const char *const *var_names;
     int (*vars)(const fg_graph *g, int nd, double *vals);
     /* FLOPs of one unfolded node n of g, for the performance report's
-     * roofline; NULL: none counted (data movement). */
+     * roofline (docs/api.md); NULL: none counted, the node's bound is its
+     * bytes (the re-indexing kinds, softmax, lrn, reduce). */
     double (*flops)(const fg_graph *g, const fg_node *n);
     /* A bool attribute selecting a mode no kernel computes (batch_norm's
      * `training`), refused at load when true with mode_refused as the

@@ -492,8 +492,8 @@ static void parse_hook_file(fg_context *ctx, fg_rule *r, const fg_ynode *v, cons
 }
 
 /* Leading `input_map:` steps (each checked in parse_step) need a step after
- * them that computes: a required step of anchor kinds (conv2d, matmul,
- * pool2d, global_pool), which reads the map's output as its input 0. */
+ * them that computes: a required step of anchor kinds (FG_ROLE_ANCHOR in
+ * the op-kind table), which reads the map's output as its input 0. */
 static void check_input_map(fg_context *ctx, fg_rule *r)
 {
     int nmap = 0;
