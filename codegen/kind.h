@@ -87,7 +87,7 @@ int fg_kind_nvars(fg_op_kind k);
 
 /* The kinds (bit k for kind k) of role role. */
 unsigned fg_kinds_of_role(fg_kind_role role);
-/* The kinds whose traits include every bit of traits. */
+/* The kinds whose traits include every bit of traits (0: every kind). */
 unsigned fg_kinds_with(unsigned traits);
 /* The kinds that take a `reduce:` value. */
 unsigned fg_kinds_reducing(void);

@@ -111,7 +111,7 @@ static int parse_kind(fg_context *ctx, const fg_ynode *v, fg_op_kind *out)
         fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "unknown op kind '%s' (did you mean '%s'?)", s, sug);
     else
         fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "unknown op kind '%s' (expected %s)", s,
-                      fg_kinds_text((1u << FG_OPK_COUNT) - 1, " or ", all, sizeof all));
+                      fg_kinds_text(fg_kinds_with(0), " or ", all, sizeof all));
     return 0;
 }
 

@@ -72,6 +72,7 @@ static void test_sets_and_texts(void **state)
     assert_string_equal(fg_kinds_text(fg_kinds_with(FG_KIND_REPEAT), " and ", b, sizeof b), "pointwise");
     assert_string_equal(fg_kinds_text(fg_kinds_reducing(), " and ", b, sizeof b), "pool2d, global_pool and reduce");
     assert_string_equal(fg_kinds_text(0, " or ", b, sizeof b), "");
+    assert_int_equal(fg_kinds_with(0), (1u << FG_OPK_COUNT) - 1);
     /* a buffer too small keeps a terminated prefix */
     char small[8];
     assert_string_equal(fg_kinds_text(fg_kinds_reducing(), " and ", small, sizeof small), "pool2d,");
