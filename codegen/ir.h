@@ -63,9 +63,9 @@ typedef struct fg_attr_def {
 
 /* ---- op definitions --------------------------------------------------- */
 
-/* What C knows about an op: shape inference, reference semantics, which
- * template runs it alone.  Everything else (names, inputs, attributes,
- * pointwise expressions) is data in rules/ *.yaml. */
+/* What C knows about an op: its kind, whose entry in the op-kind table
+ * (kind.h) says what the kind means.  Everything else (names, inputs,
+ * attributes, pointwise expressions) is data in rules/ *.yaml. */
 typedef enum fg_op_kind {
     FG_OPK_POINTWISE = 0,  /* expr over inputs; numpy broadcasting; per-channel inputs */
     FG_OPK_CONV2D,         /* x[N,C,H,W] w[K,C/g,R,S] bias?[K]; stride, padding, dilation, groups */

@@ -449,8 +449,7 @@ static int match_legal(search *S)
     int nmap = match_nmap(r, m->steps, m->n);
     for (int i = 0; i < nmap; i++) {
         const fg_node *nd = &g->nodes[m->nodes[i]];
-        fg_op_kind k = nd->op->kind;
-        if ((k != FG_OPK_RESHAPE && k != FG_OPK_TRANSPOSE) || nd->ninputs < 1 || nd->inputs[0] < 0 ||
+        if (!(fg_kind(nd->op->kind)->traits & FG_KIND_PERMUTATION) || nd->ninputs < 1 || nd->inputs[0] < 0 ||
             fg_tensor_numel(&g->tensors[nd->inputs[0]]) != fg_tensor_numel(&g->tensors[nd->output])) {
             snprintf(why, sizeof why, "%s (op %s) is not a pure permutation of its input's elements, so it cannot "
                      "be an input map", nd->name, nd->op->name);
@@ -916,9 +915,9 @@ static void finish_notes(planner *P, fg_plan *p)
 
 /* ---- weights that cannot be right -------------------------------------- */
 
-/* Before planning: an inference batch norm's var + eps must be positive (an
- * error at the node: sqrt of a negative or NaN would turn every output of
- * the channel into NaN), and a weight holding NaN or inf gets one warning. */
+/* Before planning: a weight holding NaN or inf gets one warning, and each
+ * node's kind checks its constant parameters (an inference batch norm's
+ * var + eps must be positive: an error at the node). */
 static fg_status check_weights(fg_context *ctx, const fg_graph *g)
 {
     fg_status st = FG_OK;
@@ -935,25 +934,10 @@ static fg_status check_weights(fg_context *ctx, const fg_graph *g)
                          (long long)nbad, nbad == 1 ? "" : "s", (long long)bad);
     }
     for (int i = 0; i < g->nnodes; i++) {
-        const fg_node *nd = &g->nodes[i];
-        if (nd->op->kind != FG_OPK_BATCH_NORM || fg_node_attr_num(nd, "training", 0) != 0)
-            continue;
-        int vs = fg_node_input(nd, "var");
-        int vt = vs >= 0 && vs < nd->ninputs ? nd->inputs[vs] : -1;
-        if (vt < 0 || !g->tensors[vt].is_weight || !g->tensors[vt].data)
-            continue;
-        double eps = fg_node_attr_num(nd, "eps", 1e-5);
-        int64_t n = fg_tensor_numel(&g->tensors[vt]);
-        double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof *v);
-        fg_tensor_values_f64(&g->tensors[vt], v);
-        for (int64_t k = 0; k < n; k++)
-            if (!(v[k] + eps > 0)) {
-                st = fg_diag_error(ctx, FG_ERR_INPUT, nd->loc,
-                                   "batch_norm '%s': var '%s' is %g at channel %lld; var + eps must be positive",
-                                   nd->name, g->tensors[vt].name, v[k], (long long)k);
-                break;
-            }
-        free(v);
+        const fg_kind_info *ki = fg_kind(g->nodes[i].op->kind);
+        fg_status cst = ki->check_weights ? ki->check_weights(ctx, g, i) : FG_OK;
+        if (cst != FG_OK)
+            st = cst;
     }
     return st;
 }
