@@ -102,7 +102,18 @@ fg_status fg_em_tile_params(fg_emitter *em, const char *const *keys, int n, int6
 {
     if (!em->rule || !em->rule->tile_hook)
         return FG_OK;
-    return fg_hook_params(em->ctx, em->rule->tile_hook, em->rule->loc, em->g, em->grp, keys, n, vals);
+    int64_t got[8];
+    if (n > (int)FG_COUNTOF(got))
+        return fg_em_error(em, FG_ERR_INTERNAL, "%d tile keys (at most %d)", n, (int)FG_COUNTOF(got));
+    memcpy(got, vals, sizeof *got * (size_t)n);
+    fg_status st = fg_hook_params(em->ctx, em->rule->tile_hook, em->rule->loc, em->g, em->grp, keys, n, got);
+    for (int i = 0; i < n && st == FG_OK; i++) {
+        char msg[256];
+        if (got[i] != vals[i] && (st = fg_template_tile_check(em->tpl, keys[i], got[i], msg, sizeof msg)) != FG_OK)
+            return fg_em_error(em, st, "%s", msg);
+        vals[i] = got[i];
+    }
+    return st;
 }
 
 /* Axis a BIAS stage (and a hook's `c`) indexes: the gemm column for a matmul
@@ -263,7 +274,7 @@ fg_status fg_em_epilogue(fg_emitter *em)
             int nd = grp->nodes[i];
             if (nd == em->main_node || nd == grp->anchor || fg_kind(em->g->nodes[nd].op->kind)->role == FG_ROLE_RESHAPE)
                 continue;   /* a re-indexing node is part of the template's index map (copy), not a stage */
-            if (i == grp->nnodes - 1 && em->tpl && strcmp(em->tpl->family, "gemm_softmax") == 0)
+            if (i == grp->nnodes - 1 && em->tpl && fg_template_base(em->tpl)->owns_last)
                 continue;   /* the softmax after the epilogue: the template computes it */
             nstages++;
             st = emit_apply(em, nd, coords, &b);

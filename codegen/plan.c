@@ -26,7 +26,6 @@
 #include "fold.h"
 #include "layout_assign.h"
 #include "hook.h"
-#include "index_map.h"
 #include "kind.h"
 #include "rewrite.h"
 #include "shape.h"
@@ -340,7 +339,7 @@ static int map_keeps_template(const fg_context *ctx, const fg_tcand *c, int nmap
     for (int i = 0; i < n; i++)
         if (fg_template_check(cands[i], &alone, r, sizeof r) && (!best || cands[i]->priority > best->priority))
             best = cands[i];
-    if (best && !fg_imap_template_ok(best, r, sizeof r)) {
+    if (best && !fg_template_input_map_ok(best, r, sizeof r)) {
         snprintf(why, whysz, "the input map stays a copy: %s, the template for %s alone, %s", best->name, main->name,
                  r);
         return 0;
@@ -371,7 +370,7 @@ static int check_templates(const fg_context *ctx, const fg_tcand *c, const fg_te
     char r[384];
     *best = -1;
     for (int i = 0; i < n; i++) {
-        if (fg_template_check(cands[i], c, r, sizeof r) && (nmap == 0 || fg_imap_template_ok(cands[i], r, sizeof r))) {
+        if (fg_template_check(cands[i], c, r, sizeof r) && (nmap == 0 || fg_template_input_map_ok(cands[i], r, sizeof r))) {
             if (*best < 0 || cands[i]->priority > acc[*best]->priority)
                 *best = na;
             acc[na++] = cands[i];
