@@ -161,9 +161,10 @@ static void deps_hash(fg_emitter *em)
 
 static fg_status assemble(fg_emitter *em)
 {
-    const char *text = fg_template_text(em->template_file);
+    const char *text = fg_template_source_text(em->tpl, em->template_file);
     if (!text)
-        return fg_em_error(em, FG_ERR_INTERNAL, "template file %s is not embedded", em->template_file);
+        return fg_em_error(em, FG_ERR_INTERNAL, "template file %s is neither the template's own nor embedded",
+                           em->template_file);
     fg_em_set(em, "KERNEL", "%s", em->k->name);
     fg_em_set(em, "PARAMS", "fg_params_%s", em->k->name);
     fg_em_set(em, "THREADS", "%u", em->threads);
