@@ -1,7 +1,8 @@
 /*
  * emit_impl.h -- internals of source emission shared by emit.c (the
  * framework: placeholders, parameters, offsets, the epilogue, assembly) and
- * the template families emit_<family>.c.
+ * the template families emit_<family>.c, whose rows (template.h) point at
+ * their emitters.
  *
  * A family fills the emitter's dictionary (placeholder -> text), names the
  * template file, registers the template's shape constants, and sets the

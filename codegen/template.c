@@ -1,7 +1,10 @@
 /*
- * template.c -- the template registry (contract in template.h): the
- * built-in templates, the generic capability checks, candidate lists, and
- * the `template:` documents of rules directories that register variants.
+ * template.c -- the template registry (contract in template.h): the rows of
+ * the built-in families gathered in registry order and checked once, the
+ * families a program registers, the generic capability checks (kind, dtype,
+ * layout, limits, arch, input maps), tile values against their declared
+ * ranges, candidate lists, and the `template:` documents of rules
+ * directories that register variants.
  */
 #include "template.h"
 

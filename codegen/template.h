@@ -1,8 +1,15 @@
 /*
- * template.h -- the template registry: one table of the kernel templates
- * that can run a fused group, read by the rule loader (names a rule may
- * give), the planner (capability checks before a group is committed, then
- * selection), the emitter (which family renders the source) and the docs.
+ * template.h -- the template registry: the kernel templates that can run a
+ * fused group, read by the rule loader (names a rule may give), the planner
+ * (capability checks before a group is committed, then selection), the
+ * emitter (the row's own emitter renders the source) and the docs.
+ *
+ * A template is one record (fg_template), a row of its family file's table:
+ * codegen/emit_<family>.c holds the rows with everything about them -- the
+ * check, the --explain text, the emitter, capabilities (input maps, the arch
+ * it needs), the tile keys a hook may set with their ranges -- and declares
+ * the table with FG_TEMPLATE_FAMILY.  The build gathers the declarations
+ * (cmake/families.cmake); no other file names a template.
  *
  * A template has a name and belongs to a family ("conv2d" holds the direct
  * convolution `conv2d` and `conv2d_depthwise`; "gemm" holds `gemm` and
