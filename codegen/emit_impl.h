@@ -92,10 +92,10 @@ int fg_em_chain_input(const fg_emitter *em, int node);
  * epilogue node), a read listed in em->pre is the parameter pre_<k>. */
 fg_status fg_em_apply(fg_emitter *em, int node, const char *chain, const char *const *coords, int ind,
                       fg_buf *code, fg_buf *expr);
-/* Calls the rule's tile hook (if any) for keys[0..n), which the template
- * declares (fg_template.tiles); vals hold the defaults.  A value the hook
- * gives is checked against the key's declared range (fg_template_tile_check)
- * before it replaces the default. */
+/* The tile parameters keys[0..n), which the template declares
+ * (fg_template.tiles): vals hold the defaults, replaced by the values the
+ * rule's `params:` hook gave at plan time (fg_group.tile, in their declared
+ * ranges). */
 fg_status fg_em_tile_params(fg_emitter *em, const char *const *keys, int n, int64_t *vals);
 /* Records an internal failure once (a limit of the emitter's own tables);
  * fg_emit_group returns it.  For paths that cannot return a status. */
