@@ -26,7 +26,6 @@
 #include "fold.h"
 #include "layout_assign.h"
 #include "hook.h"
-#include "index_map.h"
 #include "kind.h"
 #include "rewrite.h"
 #include "shape.h"
@@ -209,7 +208,7 @@ static int collect_epilogue(const fg_graph *g, const fg_rule *r, const int *node
 #define PUSH_EPI(k, nd_, t_, h_)                                                                              \
     do {                                                                                                       \
         if (cnt < cap)                                                                                         \
-            out[cnt] = (fg_group_epi){(k), (nd_), (t_), (h_)};                                                 \
+            out[cnt] = (fg_group_epi){.kind = (k), .node = (nd_), .tensor = (t_), .hook = (h_)};               \
         cnt++;                                                                                                 \
     } while (0)
     if (!r) {
@@ -340,7 +339,7 @@ static int map_keeps_template(const fg_context *ctx, const fg_tcand *c, int nmap
     for (int i = 0; i < n; i++)
         if (fg_template_check(cands[i], &alone, r, sizeof r) && (!best || cands[i]->priority > best->priority))
             best = cands[i];
-    if (best && !fg_imap_template_ok(best, r, sizeof r)) {
+    if (best && !fg_template_input_map_ok(best, r, sizeof r)) {
         snprintf(why, whysz, "the input map stays a copy: %s, the template for %s alone, %s", best->name, main->name,
                  r);
         return 0;
@@ -371,7 +370,7 @@ static int check_templates(const fg_context *ctx, const fg_tcand *c, const fg_te
     char r[384];
     *best = -1;
     for (int i = 0; i < n; i++) {
-        if (fg_template_check(cands[i], c, r, sizeof r) && (nmap == 0 || fg_imap_template_ok(cands[i], r, sizeof r))) {
+        if (fg_template_check(cands[i], c, r, sizeof r) && (nmap == 0 || fg_template_input_map_ok(cands[i], r, sizeof r))) {
             if (*best < 0 || cands[i]->priority > acc[*best]->priority)
                 *best = na;
             acc[na++] = cands[i];
@@ -944,6 +943,62 @@ static fg_status check_weights(fg_context *ctx, const fg_graph *g)
 
 /* ---- entry points ------------------------------------------------------ */
 
+/* The name of group grp's main node (the anchor, else its first unfolded
+ * node), for the located errors of its hooks. */
+static const char *main_name(const fg_graph *g, const fg_group *grp)
+{
+    int m = grp->anchor;
+    for (int i = 0; i < grp->nnodes && m < 0; i++)
+        if (!g->nodes[grp->nodes[i]].folded)
+            m = grp->nodes[i];
+    return g->nodes[m >= 0 ? m : grp->nodes[0]].name;
+}
+
+/* Runs the hooks of group grp that decide its kernel, on the finished plan:
+ * the rule's `params:` hook for the chosen template's declared tile keys
+ * (each value checked against its range, kept in grp->tile) and the
+ * epilogue hooks (their expressions kept in grp->epi[].expr), so that
+ * emission is a function of the plan.  Errors are located at the rule. */
+static fg_status run_group_hooks(fg_context *ctx, fg_plan *p, fg_group *grp)
+{
+    const fg_rule *r = grp->rule >= 0 ? ctx->rules[grp->rule] : NULL;
+    if (!r)
+        return FG_OK;
+    fg_status st = FG_OK;
+    const fg_template *t = fg_template_find(ctx, grp->template_name);
+    const fg_tile_key *tk = t ? fg_template_base(t)->tiles : NULL;
+    if (r->tile_hook && tk && tk->name) {
+        const char *keys[FG_MAX_TILE_KEYS];
+        int n = 0;
+        while (n < FG_MAX_TILE_KEYS && tk[n].name) {
+            keys[n] = tk[n].name;
+            n++;
+        }
+        int64_t vals[FG_MAX_TILE_KEYS] = {0};
+        st = fg_hook_params(ctx, r->tile_hook, r->loc, p->graph, grp, keys, n, vals);
+        for (int i = 0; i < n && st == FG_OK; i++) {
+            char msg[256];
+            if (vals[i] && (st = fg_template_tile_check(t, keys[i], vals[i], msg, sizeof msg)) != FG_OK)
+                return fg_diag_error(ctx, st, r->loc, "%s (kernel for %s, rule '%s')", msg, main_name(p->graph, grp),
+                                     r->name);
+            grp->tile[i] = vals[i];
+        }
+    }
+    for (int k = 0; k < grp->nepi && st == FG_OK; k++) {
+        fg_group_epi *e = &grp->epi[k];
+        if (e->kind != FG_EPI_HOOK)
+            continue;
+        fg_loc site = r->loc;
+        for (int i = 0; i < r->nepilogue; i++)
+            if (r->epilogue[i].kind == FG_EPI_HOOK && r->epilogue[i].hook && strcmp(r->epilogue[i].hook, e->hook) == 0) {
+                site = r->epilogue[i].loc;
+                break;
+            }
+        st = fg_hook_epilogue(ctx, e->hook, site, p->graph, grp, &e->expr);
+    }
+    return st;
+}
+
 FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out)
 {
     if (!out)
@@ -1051,6 +1106,15 @@ FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out
     /* Concat elimination: producers that write into their slice of a
      * concat's output, and concats left with nothing to copy (concat_inplace.h). */
     st = fg_concat_inplace_plan(ctx, p);
+    /* every group's hooks, on the finished plan; every error reported */
+    fg_status hst = FG_OK;
+    for (int gi = 0; gi < p->ngroups && st == FG_OK; gi++) {
+        fg_status hs = run_group_hooks(ctx, p, &p->groups[gi]);
+        if (hs != FG_OK && hst == FG_OK)
+            hst = hs;
+    }
+    if (st == FG_OK)
+        st = hst;
     if (st != FG_OK) {
         fg_plan_free(p);
         return st;
@@ -1065,8 +1129,11 @@ FG_API void fg_plan_free(fg_plan *p)
         return;
     if (p->graph)
         fg_graph_free(p->graph);
-    for (int i = 0; i < p->ngroups; i++)
+    for (int i = 0; i < p->ngroups; i++) {
         free(p->groups[i].choice);
+        for (int k = 0; k < p->groups[i].nepi; k++)
+            fg_expr_free(p->groups[i].epi[k].expr);
+    }
     free(p->groups);
     for (int i = 0; i < p->nnotes; i++)
         free(p->notes[i]);
