@@ -591,6 +591,10 @@ static redisContext *conn_get(fg_remote *r, int force, double deadline)
         return c;
 
     int left = ms_left(deadline);
+    if (left <= 0) {   /* hiredis would take a zero timeout for none */
+        remote_failed(r, 1, "connecting: no time left of the %ld ms timeout", r->timeout_ms);
+        return NULL;
+    }
     struct timeval tv = {left / 1000, (left % 1000) * 1000};
     c = redisConnectWithTimeout(r->url.host, r->url.port, tv);
     if (FG_REDIS_CONNECTED(r, c, "redisConnectWithTimeout")) {
