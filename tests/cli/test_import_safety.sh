@@ -12,6 +12,8 @@
 #     the new output), never a mix;
 #   - the same calls failing (ENOSPC) leave the earlier result and nothing
 #     else (the directory as it was), or succeed with the new one;
+#   - a file-size limit (ulimit -f 0: SIGXFSZ, or EFBIG where it is ignored)
+#     leaves the earlier result;
 #   - files and directories follow the umask (import, run --save-outputs).
 # Needs python3 with numpy and onnx to make the models (exit 77 without).
 set -euo pipefail
@@ -132,6 +134,13 @@ for k in $(seq 1 "$steps"); do
   fi
 done
 echo "ENOSPC at each of $steps steps: $ffail failed leaving the old result and nothing else, $fok succeeded"
+
+fresh "$T/d"
+rc=0
+{ (ulimit -f 0 && exec "$B" import "$T/b.onnx" -o "$T/d/g.yaml" >/dev/null 2>&1); } 2>/dev/null || rc=$?
+[[ $rc != 0 ]] || fail "import under ulimit -f 0 succeeded"
+[[ "$(which_result "$T/d" "ulimit -f 0")" == old ]] || fail "ulimit -f 0: not the old result"
+echo "file-size limit: exit $rc, the old result intact"
 
 # ---- the umask ------------------------------------------------------------------------
 modes() { stat -c %a "$@" | sort -u | tr '\n' ' '; }
