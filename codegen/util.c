@@ -162,17 +162,28 @@ char *fg_read_file(const char *path, size_t *len)
 
 int fg_write_file_atomic(const char *path, const void *data, size_t len)
 {
+    /* A fresh temporary name, created with 0666 less the umask (mkstemp's
+     * 0600 would need a umask lookup to widen, which is not thread-safe). */
+    static unsigned counter;
     size_t n = strlen(path);
-    char *tmp = fg_xmalloc(n + 32);
-    snprintf(tmp, n + 32, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
+    char *tmp = fg_xmalloc(n + 48);
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 100; tries++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(tmp, n + 48, "%s.tmp.%ld.%u.%ld", path, (long)getpid(),
+                 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED), (long)ts.tv_nsec);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
     if (fd < 0) {
         free(tmp);
         return -1;
     }
     if (fg_write_all(fd, data, len) != 0)
         goto fail;
-    if (fchmod(fd, 0644) != 0 || close(fd) != 0) {
+    if (close(fd) != 0) {
         fd = -1;
         goto fail;
     }
