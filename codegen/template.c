@@ -117,20 +117,6 @@ void fg_template_describe(const fg_template *t, const fg_tcand *c, char *buf, si
         fn(c, buf, size);
 }
 
-fg_device_arch_fn fg_device_arch_hook;
-
-const char *fg_target_arch(const fg_context *ctx)
-{
-    if (!ctx)
-        return NULL;
-    if (ctx->arch && *ctx->arch)
-        return ctx->arch;
-    const char *gpu = fg_device_arch_hook ? fg_device_arch_hook(ctx) : NULL;
-    if (gpu && *gpu)
-        return gpu;
-    return ctx->env.arch && *ctx->env.arch ? ctx->env.arch : NULL;
-}
-
 /* ---- lookup ---------------------------------------------------------------- */
 
 int fg_template_count(const fg_context *ctx) { return (int)FG_COUNTOF(builtins) + (ctx ? ctx->ntemplates : 0); }
@@ -360,6 +346,7 @@ fg_status fg_template_load(fg_context *ctx, const fg_ynode *map, uint64_t file_h
         free(t);
         return FG_ERR_INPUT;
     }
+    fg_ctx_on_free(ctx, fg_templates_free);
     *FG_PUSH(ctx->templates, ctx->ntemplates, ctx->templates_cap) = t;
     return FG_OK;
 }
