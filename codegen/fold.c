@@ -409,9 +409,9 @@ int fg_fold_check(const fg_rule *r, const fg_fold *f, const fg_graph *g, const i
 {
     if (f->is_hook)
         return 1;   /* a hook's preconditions are its own; its errors carry its location */
-    int bn = -1, c = -1;
+    int bn = -1, c = -1, which = fg_fold_builtin_find(f->name);
     char sub[256];
-    if (strcmp(f->name, "bn_into_conv") == 0) {
+    if (which == FG_FOLD_BN_INTO_CONV) {
         int conv = find_pair_in(g, nodes, n, FG_OPK_CONV2D, &bn);
         if (conv < 0)
             return 1;
@@ -430,7 +430,7 @@ int fg_fold_check(const fg_rule *r, const fg_fold *f, const fg_graph *g, const i
                  (!is_const(g, cn->inputs[bs]) || fg_tensor_numel(&g->tensors[cn->inputs[bs]]) != ch))
             snprintf(sub, sizeof sub, "the bias of %s is not a constant [%lld] vector", cn->name, (long long)ch),
                 c = -2;
-    } else if (strcmp(f->name, "bn_into_matmul") == 0) {
+    } else if (which == FG_FOLD_BN_INTO_MATMUL) {
         int mm = find_pair_in(g, nodes, n, FG_OPK_MATMUL, &bn);
         if (mm < 0)
             return 1;
@@ -453,7 +453,7 @@ int fg_fold_check(const fg_rule *r, const fg_fold *f, const fg_graph *g, const i
                                          g->tensors[mn->inputs[bs]].shape[g->tensors[mn->inputs[bs]].rank - 1] != ch))
             snprintf(sub, sizeof sub, "the bias of %s is not a constant with %lld columns", mn->name, (long long)ch),
                 c = -2;
-    } else if (strcmp(f->name, "affine_merge") == 0) {
+    } else if (which == FG_FOLD_AFFINE_MERGE) {
         int second = -1, first = find_pair_in(g, nodes, n, FG_OPK_BATCH_NORM, &second);
         if (first < 0)
             return 1;
