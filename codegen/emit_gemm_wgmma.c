@@ -62,14 +62,6 @@ typedef struct wg_geom {
     int64_t mtiles;      /* tiles along the rows (pixels) */
 } wg_geom;
 
-int fg_arch_hopper(const char *arch)
-{
-    if (!arch)
-        return 0;
-    const char *p = strncmp(arch, "sm_", 3) == 0 ? arch + 3 : strncmp(arch, "compute_", 8) == 0 ? arch + 8 : NULL;
-    return p && (strcmp(p, "90") == 0 || strcmp(p, "90a") == 0);
-}
-
 /* Whether the wgmma path takes dtype dt under the graph's precision (fp32
  * only as tf32, never exact); 0 with the reason. */
 static int wg_dtype_ok(const fg_graph *g, fg_dtype dt, const char *what, char *why, size_t whysz)

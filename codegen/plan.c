@@ -18,7 +18,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "concat_inplace.h"
 #include "context.h"
@@ -31,6 +30,7 @@
 #include "shape.h"
 #include "template.h"
 #include "util.h"
+#include "where.h"
 
 /* A candidate match of one rule: nodes in chain order and the step each took. */
 typedef struct pmatch {
@@ -72,23 +72,6 @@ typedef struct planner {
 
 /* ---- small helpers ----------------------------------------------------- */
 
-const char *fg_plan_short_path(const char *path)
-{
-    static __thread char cwd[4096];
-    static __thread int have;
-    if (!path)
-        return "?";
-    if (!have) {
-        if (!getcwd(cwd, sizeof cwd))
-            cwd[0] = 0;
-        have = 1;
-    }
-    size_t n = strlen(cwd);
-    if (n > 1 && strncmp(path, cwd, n) == 0 && path[n] == '/')
-        return path + n + 1;
-    return path;
-}
-
 static int op_lookup(const planner *P, const fg_opdef *op)
 {
     int lo = 0, hi = P->nopidx - 1;
@@ -119,24 +102,6 @@ static int step_names_op(const fg_rule_step *st, const fg_opdef *op)
     return (st->kinds & (1u << op->kind)) != 0;
 }
 
-/* Evaluates a step's `where` on a node (variable i is the attribute named
- * st->where_vars[i]): 0 when false or when the expression uses an attribute
- * the node's op does not have. */
-static int where_holds(const fg_context *ctx, const fg_rule_step *st, const fg_node *nd)
-{
-    double vals[FG_MAX_WHERE_VARS + 1];
-    for (int i = 0; i < st->nwhere_vars; i++) {
-        vals[i] = 0.0;
-        if (!fg_expr_uses(st->where, i))
-            continue;
-        const fg_attr_value *v = fg_node_attr(nd, st->where_vars[i]);
-        if (!v)
-            return 0;
-        vals[i] = fg_attr_number(v);
-    }
-    return fg_expr_eval(st->where, vals) != 0.0;
-}
-
 /* Accepts node for step s of r: 1 yes; -1 when the step does not name the
  * node's op at all; 0 when it does but `where` or the predicate hook is
  * false (why is filled in). */
@@ -146,7 +111,7 @@ static int step_accepts(planner *P, const fg_rule *r, int s, int node, char *why
     const fg_node *nd = &P->g->nodes[node];
     if (!step_names_op(st, nd->op))
         return -1;
-    if (st->where && !where_holds(P->ctx, st, nd)) {
+    if (st->where && !fg_where_holds(st->where, st->where_vars, st->nwhere_vars, nd)) {
         snprintf(why, whysz, "where \"%s\" is false", st->where_src ? st->where_src : "?");
         return 0;
     }
@@ -175,7 +140,7 @@ static void add_note(planner *P, const fg_rule *r, int child, int parent, const 
         fg_buf_printf(&b, "%s not fused into %s", g->nodes[child].name, g->nodes[parent].name);
     else
         fg_buf_printf(&b, "%s not matched", g->nodes[child].name);
-    fg_buf_printf(&b, " (rule %s at %s:%d): %s", r->name, fg_plan_short_path(r->loc.file), r->loc.line, why);
+    fg_buf_printf(&b, " (rule %s at %s:%d): %s", r->name, fg_short_path(r->loc.file), r->loc.line, why);
     pnote *nt = FG_PUSH(P->notes, P->nnotes, P->notes_cap);
     nt->child = child;
     nt->parent = parent;
@@ -999,7 +964,7 @@ static fg_status run_group_hooks(fg_context *ctx, fg_plan *p, fg_group *grp)
     return st;
 }
 
-FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out)
+fg_status fg_plan_make(fg_context *ctx, const fg_graph *g, fg_plan **out)
 {
     if (!out)
         return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_plan_build: out is NULL") : FG_ERR_INPUT;

@@ -11,7 +11,7 @@
 
 #include "context.h"
 #include "expr.h"
-#include "fold.h"
+#include "fold_names.h"
 #include "hook.h"
 #include "input_file.h"
 #include "kind.h"

@@ -149,20 +149,6 @@ fg_status fg_template_tile_check(const fg_template *t, const char *key, int64_t 
     return FG_ERR_HOOK;
 }
 
-fg_device_arch_fn fg_device_arch_hook;
-
-const char *fg_target_arch(const fg_context *ctx)
-{
-    if (!ctx)
-        return NULL;
-    if (ctx->arch && *ctx->arch)
-        return ctx->arch;
-    const char *gpu = fg_device_arch_hook ? fg_device_arch_hook(ctx) : NULL;
-    if (gpu && *gpu)
-        return gpu;
-    return ctx->env.arch && *ctx->env.arch ? ctx->env.arch : NULL;
-}
-
 /* ---- lookup ---------------------------------------------------------------- */
 
 int fg_template_count(const fg_context *ctx) { return builtin_count() + (ctx ? ctx->ntemplates : 0); }
@@ -419,6 +405,7 @@ fg_status fg_template_load(fg_context *ctx, const fg_ynode *map, uint64_t file_h
         free(t);
         return FG_ERR_INPUT;
     }
+    fg_ctx_on_free(ctx, fg_templates_free);
     *FG_PUSH(ctx->templates, ctx->ntemplates, ctx->templates_cap) = t;
     return FG_OK;
 }

@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 
+#include "arch.h"
 #include "ir.h"
 
 struct fg_emitter;
@@ -189,24 +190,8 @@ void fg_template_describe(const fg_template *t, const fg_tcand *c, char *buf, si
 
 /* Loads one `template:` document (a registered variant) into the context. */
 fg_status fg_template_load(fg_context *ctx, const struct fg_ynode *map, uint64_t file_hash);
-/* Frees the context's registered templates (fg_context_free). */
+/* Frees the context's registered templates (the teardown fg_template_load registers). */
 void fg_templates_free(fg_context *ctx);
 
-/* The arch of the GPU present ("sm_90"), or NULL when there is none: a
- * function the runtime installs (runtime/cuda.c) so that codegen, which never
- * calls the runtime, plans for the device the JIT will compile for. */
-typedef const char *(*fg_device_arch_fn)(const fg_context *ctx);
-extern fg_device_arch_fn fg_device_arch_hook;
-
-/* The target arch codegen plans for, in the order the JIT resolves its own
- * (runtime/jit.c): the context's arch option, else the GPU's, else
- * $FUSEGEN_ARCH, else NULL (unknown: no GPU and nothing said; the JIT then
- * compiles for sm_90).  Templates that need an arch (gemm_wgmma) refuse
- * unknown. */
-const char *fg_target_arch(const fg_context *ctx);
-
-/* Nonzero when arch (sm_90, sm_90a, compute_90, compute_90a) is a Hopper
- * target: gemm_wgmma's and conv2d_wgmma's (emit_gemm_wgmma.c). */
-int fg_arch_hopper(const char *arch);
 
 #endif /* FG_TEMPLATE_H */
