@@ -112,11 +112,18 @@ fg_status fg_em_tile_params(fg_emitter *em, const char *const *keys, int n, int6
     return FG_OK;
 }
 
+/* Nonzero when the group's anchor indexes its bias by output columns (a GEMM:
+ * FG_KIND_BIAS_COLUMNS), not by channel. */
+static int bias_columns(const fg_emitter *em)
+{
+    return em->grp->anchor >= 0 && (fg_kind(em->g->nodes[em->grp->anchor].op->kind)->traits & FG_KIND_BIAS_COLUMNS);
+}
+
 /* Axis a BIAS stage (and a hook's `c`) indexes: the gemm column for a matmul
  * anchor, else the channel axis. */
 static int bias_axis(const fg_emitter *em)
 {
-    if (em->grp->anchor >= 0 && em->g->nodes[em->grp->anchor].op->kind == FG_OPK_MATMUL)
+    if (bias_columns(em))
         return em->ot->rank - 1;
     return fg_em_channel_axis(em->ot->rank);
 }
@@ -141,7 +148,7 @@ static fg_status emit_bias(fg_emitter *em, int t, const char *const *coords, fg_
     int ca = bias_axis(em);
     fg_buf off = {0};
     fg_status st;
-    if (em->grp->anchor >= 0 && em->g->nodes[em->grp->anchor].op->kind == FG_OPK_MATMUL) {
+    if (bias_columns(em)) {
         st = fg_em_offset(em, t, 0, coords, em->ot->rank, em->ot->shape, &off);
     } else if (x->rank != 1 || (x->shape[0] != em->ot->shape[ca] && x->shape[0] != 1)) {
         st = fg_em_error(em, FG_ERR_INPUT, "bias '%s' must be a vector of %" PRId64 " elements", x->name,

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kind.h"
+
 
 /* One reshape or transpose node of the chain, mapped backwards: from the
  * coordinates of its output (oc, rank of its output) to those of its input
@@ -20,7 +22,7 @@ static void map_back(fg_emitter *em, int node, int stage, const char *lin_given,
 {
     const fg_node *nd = &em->g->nodes[node];
     const fg_tensor *y = &em->g->tensors[nd->output], *x = &em->g->tensors[nd->inputs[0]];
-    if (nd->op->kind == FG_OPK_TRANSPOSE) {
+    if (fg_kind(nd->op->kind)->traits & FG_KIND_AXES) {
         const fg_attr_value *pm = fg_node_attr(nd, "perm");
         for (int d = 0; d < y->rank; d++)
             snprintf(ic[pm->ints[d]], 16, "%s", x->shape[pm->ints[d]] == 1 ? "0" : oc[d]);

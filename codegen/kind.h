@@ -40,6 +40,11 @@ enum {
                                       nodes in a row, each an epilogue stage) */
     FG_KIND_PERMUTATION = 1u << 2, /* a pure permutation of its input's elements that a reading kernel
                                       composes into its loads (index_map.c): a rule's `input_map` step */
+    FG_KIND_AXES = 1u << 3,        /* a permutation that moves whole axes (its `perm` attribute); a
+                                      permutation without it keeps the row-major order (a reshape) */
+    FG_KIND_BIAS_COLUMNS = 1u << 4 /* an anchor whose `bias` and hook column `c` index the output's last
+                                      axis (a GEMM's columns) and broadcast numpy-style; otherwise they
+                                      index the channel axis */
 };
 
 #define FG_KIND_MAX_VARS 16

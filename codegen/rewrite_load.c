@@ -14,6 +14,7 @@
 
 #include "context.h"
 #include "expr.h"
+#include "kind.h"
 #include "load.h"
 
 static const char *const rewrite_keys[] = {"rewrite", "inputs", "match", "replace"};
@@ -43,7 +44,7 @@ typedef struct rw_names {
 static int op_commutes(const fg_opdef *op)
 {
     static const double pts[][2] = {{0.3, -1.7}, {2.5, 0.75}, {-0.6, -3.1}, {1.1, 4.2}, {-2.9, 0.05}};
-    if (op->kind != FG_OPK_POINTWISE || op->ninputs != 2 || !op->expr || op->inputs[0].optional ||
+    if (fg_kind(op->kind)->role != FG_ROLE_ELEMENTWISE || op->ninputs != 2 || !op->expr || op->inputs[0].optional ||
         op->inputs[1].optional || op->inputs[0].per_channel != op->inputs[1].per_channel)
         return 0;
     double a[2 + FG_MAX_ATTRS], b[2 + FG_MAX_ATTRS];
