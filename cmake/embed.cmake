@@ -1,18 +1,46 @@
-# Writes OUT, a C file holding every file of DIR as a string:
-#   const fg_embedded_file fg_embedded_templates[] = { {"name", "text"}, ... , {0,0} };
+# Writes OUT, a C file holding every file of DIR as a string with the
+# placeholders its text uses (codegen/embedded.h):
+#   const fg_embedded_file fg_embedded_templates[] = { {"name", text, len, placeholders}, ... , {0} };
+# A file's placeholders are the names of its {{X}}, {{#X}}, {{^X}} and {{/X}}
+# tags, each once, in the order of first use; a file without any (the
+# preludes) is not a kernel template and gets none (NULL).  The names of the
+# kernel templates follow:
+#   const char *const fg_embedded_kernel_templates[] = { "conv2d.cuh", ..., 0 };
 file(GLOB files RELATIVE ${DIR} ${DIR}/*.cuh ${DIR}/*.h)
 list(SORT files)
 set(body "/* Generated from templates/ by cmake/embed.cmake: do not edit. */\n#include \"embedded.h\"\n\n")
 set(table "const fg_embedded_file fg_embedded_templates[] = {\n")
+set(kernels "const char *const fg_embedded_kernel_templates[] = {\n")
 set(i 0)
 foreach(f ${files})
   file(READ ${DIR}/${f} hex HEX)
   string(LENGTH "${hex}" n)
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
   string(APPEND body "static const char fg_tpl_${i}[] = {${hex}0x00};\n")
+  file(READ ${DIR}/${f} text)
+  string(REGEX MATCHALL "{{[#^/]?[A-Z0-9_]+}}" tags "${text}")
+  set(names "")
+  foreach(t ${tags})
+    string(REGEX REPLACE "^{{[#^/]?([A-Z0-9_]+)}}$" "\\1" name "${t}")
+    list(FIND names ${name} at)
+    if(at EQUAL -1)
+      list(APPEND names ${name})
+    endif()
+  endforeach()
+  set(ph "0")
+  if(names)
+    set(list "")
+    foreach(name ${names})
+      string(APPEND list "\"${name}\", ")
+    endforeach()
+    string(APPEND body "static const char *const fg_ph_${i}[] = {${list}0};\n")
+    set(ph "fg_ph_${i}")
+    string(APPEND kernels "  \"${f}\",\n")
+  endif()
   math(EXPR len "${n} / 2")
-  string(APPEND table "  { \"${f}\", fg_tpl_${i}, ${len} },\n")
+  string(APPEND table "  { \"${f}\", fg_tpl_${i}, ${len}, ${ph} },\n")
   math(EXPR i "${i} + 1")
 endforeach()
-string(APPEND table "  { 0, 0, 0 }\n};\n")
-file(WRITE ${OUT} "${body}\n${table}")
+string(APPEND table "  { 0, 0, 0, 0 }\n};\n")
+string(APPEND kernels "  0\n};\n")
+file(WRITE ${OUT} "${body}\n${table}\n${kernels}")

@@ -1,74 +1,36 @@
-/* context.c -- fg_context life cycle (settings from env.c, diagnostics in
- * diag.c), teardown registration, and the vocabulary's lookups. */
-#define _GNU_SOURCE /* dladdr */
+/* context.c -- the fg_context record: its creation (settings from env.c)
+ * and release (the teardown each subsystem registered, then the vocabulary
+ * and the diagnostics of diag.c), the device arch the API layer records,
+ * and the vocabulary's lookups.  It calls no loader and no pass: loading a
+ * rules directory into a new context is the API layer's (runtime/api.c,
+ * fg_context_init). */
 #include "context.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "expr.h"
-#include "hook.h"
-#include "rewrite.h"
-#include "template.h"
 
-/* Nonzero when dir/ops.yaml exists. */
-static int has_rules(const char *dir)
+fg_status fg_ctx_new(fg_context **out, const fg_options *opts)
 {
-    char *probe = fg_path_join(dir, "ops.yaml");
-    FILE *f = fopen(probe, "r");
-    free(probe);
-    if (f)
-        fclose(f);
-    return f != NULL;
-}
-
-/* The shipped rules, first found of: <prefix>/share/fusegen/rules next to
- * the installed library that holds this code (wherever it was installed),
- * the source tree's rules/ (a build tree), the configured install prefix. */
-static char *default_rules_dir(void)
-{
-    Dl_info info;
-    if (dladdr((void *)default_rules_dir, &info) && info.dli_fname) {
-        char *lib = fg_xstrdup(info.dli_fname);
-        char *slash = strrchr(lib, '/');
-        if (slash) {
-            *slash = 0;
-            char *dir = fg_path_join(lib, "../share/fusegen/rules");
-            free(lib);
-            char *real = has_rules(dir) ? realpath(dir, NULL) : NULL;
-            free(dir);
-            if (real)
-                return real;
-        } else {
-            free(lib);
-        }
-    }
-    const char *cands[] = {FG_SOURCE_DIR "/rules", FG_INSTALL_DATA_DIR "/rules"};
-    for (size_t i = 0; i < FG_COUNTOF(cands); i++)
-        if (has_rules(cands[i]))
-            return fg_xstrdup(cands[i]);
-    return fg_xstrdup(cands[0]);
-}
-
-FG_API fg_status fg_context_init(fg_context **out, const fg_options *opts)
-{
-    if (!out)
-        return FG_ERR_INPUT;
     fg_context *ctx = fg_xcalloc(1, sizeof *ctx);
     *out = ctx;
     pthread_mutex_init(&ctx->lock, NULL);
-    /* Every setting, once: options, then environment, then defaults.  The
-     * hook budgets are in ctx->opts before any rule file is loaded. */
-    fg_status st = fg_env_resolve(ctx, opts);
-    if (!ctx->rules_dir)
-        ctx->rules_dir = default_rules_dir();
-    ctx->opts.rules_dir = ctx->rules_dir;
-    if (st || ctx->opts.no_rules)
-        return st;
-    return fg_rules_load(ctx, ctx->rules_dir);
+    return fg_env_resolve(ctx, opts);
 }
+
+void fg_ctx_set_device_arch(fg_context *ctx, const char *arch)
+{
+    pthread_mutex_lock(&ctx->lock);
+    if (!ctx->device_asked) {
+        snprintf(ctx->device_arch, sizeof ctx->device_arch, "%s", arch ? arch : "");
+        __atomic_store_n(&ctx->device_asked, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+int fg_ctx_device_asked(const fg_context *ctx) { return __atomic_load_n(&ctx->device_asked, __ATOMIC_ACQUIRE); }
 
 void fg_ctx_on_free(fg_context *ctx, fg_ctx_teardown_fn fn)
 {
@@ -88,8 +50,6 @@ FG_API void fg_context_free(fg_context *ctx)
     for (int i = ctx->nteardown - 1; i >= 0; i--)
         ctx->teardown[i](ctx);
     free(ctx->teardown);
-    fg_hooks_free(ctx->hooks);
-    fg_templates_free(ctx);
     for (int i = 0; i < ctx->nops; i++) {
         fg_expr_free(ctx->ops[i]->expr);
         free(ctx->ops[i]);
@@ -101,7 +61,6 @@ FG_API void fg_context_free(fg_context *ctx)
         free(ctx->rules[i]);
     }
     free(ctx->rules);
-    fg_rewrites_free(ctx);
     fg_diag_free(ctx);
     fg_env_free(&ctx->env);
     free(ctx->rules_dir);

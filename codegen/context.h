@@ -1,10 +1,15 @@
 /*
- * context.h -- the fg_context: settings (resolved once at init, env.h),
- * recorded errors and warnings, interned strings (diag.c), the loaded
- * vocabulary (op definitions), fusion and rewrite rules and Lua hook state, and the
- * runtime's per-context state (kernel cache, JIT, device), owned by the
- * runtime and reached through an opaque pointer here.  codegen/ never calls
- * runtime/: the runtime registers its own teardown with fg_ctx_on_free.
+ * context.h -- the fg_context record: settings (resolved once at creation,
+ * env.h), recorded errors and warnings, interned strings (diag.c), the
+ * loaded vocabulary (op definitions), fusion and rewrite rules, registered
+ * templates and Lua hook state, the attached GPU's arch as the API layer
+ * found it, and the runtime's per-context state (kernel cache, JIT, device),
+ * owned by the runtime and reached through an opaque pointer here.
+ *
+ * The record calls nobody above it: each subsystem that hangs state on the
+ * context (hooks, registered templates, rewrites, the runtime) registers
+ * its own teardown with fg_ctx_on_free, and loading the rules directory
+ * into a new context is the API layer's (fg_context_init, runtime/api.c).
  */
 #ifndef FG_CONTEXT_H
 #define FG_CONTEXT_H
@@ -27,7 +32,9 @@ struct fg_context {
     fg_options opts;               /* resolved (env.h); the strings are the owned copies below */
     char *rules_dir;               /* option or $FUSEGEN_RULES, else the shipped rules */
     char *cache_dir;               /* option, $FUSEGEN_CACHE_DIR, $XDG_CACHE_HOME/fusegen, ~/.cache/fusegen, or NULL */
-    char *arch;                    /* option only (NULL: the JIT resolves it) */
+    char *arch;                    /* option only (NULL: the attached GPU's or $FUSEGEN_ARCH, arch.h) */
+    char device_arch[16];          /* the attached GPU's arch ("sm_90"), "" for none (fg_ctx_set_device_arch) */
+    int device_asked;              /* nonzero once device_arch is set */
     fg_env env;                    /* settings without a public field */
 
     pthread_mutex_t lock;          /* guards errors, warnings, interning, the log function, teardown */
@@ -54,6 +61,20 @@ struct fg_context {
 
     struct fg_runtime *rt;         /* NULL until first needed */
 };
+
+/* Creates a context with every setting resolved from opts, the environment
+ * and the defaults (env.h), nothing loaded yet.  *out is set even on error
+ * (the errors are recorded there; the caller frees it).  Returns FG_OK or
+ * the first error of the settings. */
+fg_status fg_ctx_new(fg_context **out, const fg_options *opts);
+
+/* Records the attached GPU's arch ("sm_90"; NULL or "": no GPU) for
+ * fg_target_arch.  The API layer asks the backend once per context, before
+ * planning; the first recording stands (later ones are ignored), so a test
+ * may record a stand-in GPU first.  Thread-safe. */
+void fg_ctx_set_device_arch(fg_context *ctx, const char *arch);
+/* Nonzero once fg_ctx_set_device_arch was called on ctx. */
+int fg_ctx_device_asked(const fg_context *ctx);
 
 /* Registers fn to run when ctx is freed, before the vocabulary and the
  * diagnostics are released; later registrations run first, and a function

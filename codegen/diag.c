@@ -1,12 +1,14 @@
 /*
  * diag.c -- the context's diagnostics (diag.h): recorded errors, warnings and
- * where they are logged, interned strings, "did you mean" suggestions, and
- * the names of the public enums.  A leaf: it knows the context's fields and
+ * where they are logged, interned strings, "did you mean" suggestions,
+ * file paths as messages and plan notes show them, and the names of the
+ * public enums.  A leaf: it knows the context's fields and
  * nothing of the loaders, the planner or the runtime.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uthash.h>
 
 #include "context.h"
@@ -210,4 +212,21 @@ fg_status fg_diag_unknown(fg_context *ctx, fg_loc loc, const char *what, const c
     if (s)
         return fg_diag_error(ctx, FG_ERR_INPUT, loc, "unknown %s '%s' (did you mean '%s'?)", what, name, s);
     return fg_diag_error(ctx, FG_ERR_INPUT, loc, "unknown %s '%s'", what, name);
+}
+
+const char *fg_short_path(const char *path)
+{
+    static __thread char cwd[4096];
+    static __thread int have;
+    if (!path)
+        return "?";
+    if (!have) {
+        if (!getcwd(cwd, sizeof cwd))
+            cwd[0] = 0;
+        have = 1;
+    }
+    size_t n = strlen(cwd);
+    if (n > 1 && strncmp(path, cwd, n) == 0 && path[n] == '/')
+        return path + n + 1;
+    return path;
 }

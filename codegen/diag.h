@@ -43,4 +43,9 @@ const char *fg_suggest(const char *name, const char *const *candidates, int n);
 fg_status fg_diag_unknown(fg_context *ctx, fg_loc loc, const char *what, const char *name,
                           const char *const *candidates, int n);
 
+/* A file path as plan tables, notes and messages show it: relative to the
+ * current directory (read once per thread) when it lies below it, else
+ * unchanged; "?" for NULL. */
+const char *fg_short_path(const char *path);
+
 #endif /* FG_DIAG_H */

@@ -161,9 +161,10 @@ static void deps_hash(fg_emitter *em)
 
 static fg_status assemble(fg_emitter *em)
 {
-    const char *text = fg_template_text(em->template_file);
+    const char *text = fg_template_source_text(em->tpl, em->template_file);
     if (!text)
-        return fg_em_error(em, FG_ERR_INTERNAL, "template file %s is not embedded", em->template_file);
+        return fg_em_error(em, FG_ERR_INTERNAL, "template file %s is neither the template's own nor embedded",
+                           em->template_file);
     fg_em_set(em, "KERNEL", "%s", em->k->name);
     fg_em_set(em, "PARAMS", "fg_params_%s", em->k->name);
     fg_em_set(em, "THREADS", "%u", em->threads);
@@ -242,9 +243,14 @@ fg_status fg_emit_group(fg_context *ctx, const fg_plan *p, int group, const fg_e
 
     em.tpl = fg_template_find(ctx, em.grp->template_name);
     fg_status st;
+    const fg_node *mn = &em.g->nodes[em.main_node];
     if (!em.tpl) {
         st = fg_em_error(&em, FG_ERR_INTERNAL, "group %d has no known template ('%s')", group,
                          em.grp->template_name ? em.grp->template_name : "");
+    } else if (!(em.tpl->kinds & (1u << mn->op->kind))) {
+        /* the planner checked it; only a plan changed by hand gets here */
+        st = fg_em_error(&em, FG_ERR_INPUT, "template %s does not compute %s nodes (%s is one)", em.tpl->name,
+                         fg_op_kind_name(mn->op->kind), mn->name);
     } else {
         em.threads = 128;
         st = em.tpl->emit(&em);

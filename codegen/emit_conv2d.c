@@ -53,9 +53,6 @@ static fg_status emit_nhwc(fg_emitter *em, const fg_node *nd, int64_t pixels, in
     fg_status st = fg_em_tile_params(em, keys, 2, vals);
     if (st != FG_OK)
         return st;
-    if (vals[0] < 32 || vals[0] > 1024 || vals[0] % 32)
-        return fg_em_error(em, FG_ERR_HOOK, "tile hook: threads = %" PRId64 " (want a multiple of 32 in 32..1024)",
-                           vals[0]);
     kl = vals[1];
     if (kl < 1 || kl > 32 || (kl & (kl - 1)) || vals[0] % kl)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_k = %" PRId64 " (NHWC: a power of two up to 32 that "
@@ -86,11 +83,11 @@ static fg_status emit_nhwc(fg_emitter *em, const fg_node *nd, int64_t pixels, in
     return FG_OK;
 }
 
-fg_status fg_emit_conv2d(fg_emitter *em)
+/* Renders conv2d_depthwise.cuh (depthwise: the check saw one input channel
+ * per group) or conv2d.cuh / conv2d_nhwc.cuh for the group's conv2d anchor. */
+static fg_status emit_conv(fg_emitter *em, int depthwise)
 {
     int a = em->grp->anchor;
-    if (a < 0 || em->g->nodes[a].op->kind != FG_OPK_CONV2D)
-        return fg_em_error(em, FG_ERR_INPUT, "template %s needs a conv2d anchor", em->grp->template_name);
     const fg_node *nd = &em->g->nodes[a];
     int xt = nd->inputs[0], wt = nd->inputs[1];
     const fg_tensor *x = &em->g->tensors[xt], *w = &em->g->tensors[wt], *y = em->ot;
@@ -103,10 +100,6 @@ fg_status fg_emit_conv2d(fg_emitter *em)
         return fg_em_error(em, FG_ERR_INPUT, "conv2d '%s': %" PRId64 " input channels, weight [%" PRId64 ", %" PRId64
                            ", ...], groups %" PRId64 " do not agree", nd->name, C, K, Cg, groups);
     int64_t Kg = K / groups;
-    int depthwise = strcmp(fg_template_base(em->tpl)->name, "conv2d_depthwise") == 0;
-    if (depthwise && Cg != 1)
-        return fg_em_error(em, FG_ERR_INTERNAL, "template conv2d_depthwise needs one input channel per group ('%s' has %"
-                           PRId64 ")", nd->name, Cg);
 
     fg_em_shape(em, "N", N);
     fg_em_shape(em, "C", C);
@@ -142,13 +135,9 @@ fg_status fg_emit_conv2d(fg_emitter *em)
 
     int64_t pixels = N * y->shape[2] * y->shape[3];
     if (depthwise) {
-        const char *keys[] = {"threads"};
-        int64_t threads = 256;
-        if ((st = fg_em_tile_params(em, keys, 1, &threads)) != FG_OK)
+        int64_t threads;
+        if ((st = fg_em_threads(em, 256, &threads)) != FG_OK)
             return st;
-        if (threads < 32 || threads > 1024 || threads % 32)
-            return fg_em_error(em, FG_ERR_HOOK, "tile hook: threads = %" PRId64 " (want a multiple of 32 in 32..1024)",
-                               threads);
         static const char *const yc[] = {"n", "k", "oh", "ow"};
         fg_buf coords = {0};
         fg_em_decompose(em, em->out, "i", yc, 2, &coords);
@@ -176,11 +165,6 @@ fg_status fg_emit_conv2d(fg_emitter *em)
     int64_t vals[2] = {128, 8};
     if ((st = fg_em_tile_params(em, keys, 2, vals)) != FG_OK)
         return st;
-    if (vals[0] < 32 || vals[0] > 1024 || vals[0] % 32)
-        return fg_em_error(em, FG_ERR_HOOK, "tile hook: threads = %" PRId64 " (want a multiple of 32 in 32..1024)",
-                           vals[0]);
-    if (vals[1] < 1 || vals[1] > 32)
-        return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_k = %" PRId64 " (want 1..32)", vals[1]);
     int64_t tile_k = vals[1] < Kg ? vals[1] : Kg;
     /* two weight stages of at most 4096 floats (16 KiB) each where the kernel allows */
     int64_t chunk = 4096 / (tile_k * R * S);
@@ -210,7 +194,7 @@ fg_status fg_emit_conv2d(fg_emitter *em)
 
 /* The default tile (threads 128, tile_k 8) must fit shared memory (two
  * weight stages) and the grid's second dimension; the indices, 32 bits. */
-int fg_check_conv2d(const fg_tcand *c, char *why, size_t whysz)
+static int check_conv2d(const fg_tcand *c, char *why, size_t whysz)
 {
     const fg_node *nd = &c->g->nodes[c->anchor];
     const fg_tensor *w = &c->g->tensors[nd->inputs[1]];
@@ -229,7 +213,7 @@ int fg_check_conv2d(const fg_tcand *c, char *why, size_t whysz)
 }
 
 /* One input channel per group, more than one group. */
-int fg_check_conv2d_depthwise(const fg_tcand *c, char *why, size_t whysz)
+static int check_depthwise(const fg_tcand *c, char *why, size_t whysz)
 {
     const fg_node *nd = &c->g->nodes[c->anchor];
     const fg_tensor *w = &c->g->tensors[nd->inputs[1]];
@@ -241,3 +225,24 @@ int fg_check_conv2d_depthwise(const fg_tcand *c, char *why, size_t whysz)
     }
     return 1;
 }
+
+static fg_status emit_direct(fg_emitter *em) { return emit_conv(em, 0); }
+static fg_status emit_depthwise(fg_emitter *em) { return emit_conv(em, 1); }
+
+static const fg_tile_key tiles_direct[] = {
+    {.name = "threads", .min = 32, .max = 1024, .step = 32},
+    {.name = "tile_k", .min = 1, .max = 32},
+    {0},
+};
+
+static const fg_template rows[] = {
+    {.name = "conv2d", .family = "conv2d", .order = 20, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_CONV2D,
+     .dtypes = FG_DTYPES_ALL, .priority = 0, .tiles = tiles_direct, .input_map = 1, .check = check_conv2d,
+     .emit = emit_direct,
+     .summary = "direct convolution, weight tiles staged in shared memory; any groups, stride, padding, dilation"},
+    {.name = "conv2d_depthwise", .family = "conv2d", .order = 21, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_CONV2D,
+     .dtypes = FG_DTYPES_ALL, .priority = 10, .tiles = fg_tile_threads, .input_map = 1, .check = check_depthwise,
+     .emit = emit_depthwise,
+     .summary = "depthwise convolution (one input channel per group), one thread per output element"},
+};
+FG_TEMPLATE_FAMILY(conv2d, rows);

@@ -9,7 +9,7 @@
  * bf16) or 4 (fp32); any other C -- a network's first layer, RGB -- and an
  * NCHW input (a graph's own: the planner's layout pass stores intermediates
  * NHWC) are gathered element by element (GATHER, X_NCHW), still on tensor
- * cores.  Weights and outputs must be NHWC.  fg_check_conv2d_tc says why it
+ * cores.  Weights and outputs must be NHWC.  check_conv2d_tc says why it
  * refuses anything else, and the planner then gives the group to the direct
  * conv2d template.  The weights need no re-layout: NHWC
  * weights are stored [K, R, S, C], which is the GEMM's B with the reduction
@@ -19,7 +19,7 @@
  * tile that still fills the target SMs, else a tile with the reduction split
  * so that tiles x splits does (or comes closest); a rule's `params:` hook may override
  * tile_m, tile_n and split_k.  The planner shows the default in --explain
- * (fg_conv2d_tc_describe), the kernel's header comment the one it uses.
+ * (describe_conv2d_tc), the kernel's header comment the one it uses.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -179,13 +179,13 @@ static int tc_supported(const fg_graph *g, int anchor, int out, char *why, size_
     return 1;
 }
 
-int fg_check_conv2d_tc(const fg_tcand *c, char *why, size_t whysz)
+static int check_conv2d_tc(const fg_tcand *c, char *why, size_t whysz)
 {
     tc_shape s;
     return tc_supported(c->g, c->anchor, c->g->nodes[c->nodes[c->nnodes - 1]].output, why, whysz, &s);
 }
 
-void fg_conv2d_tc_describe(const fg_tcand *c, char *buf, size_t size)
+static void describe_conv2d_tc(const fg_tcand *c, char *buf, size_t size)
 {
     tc_shape s;
     char why[256];
@@ -204,11 +204,9 @@ void fg_conv2d_tc_describe(const fg_tcand *c, char *buf, size_t size)
              blocks * used, TC_TARGET_SMS);
 }
 
-fg_status fg_emit_conv2d_tc(fg_emitter *em)
+static fg_status emit_conv2d_tc(fg_emitter *em)
 {
     int a = em->grp->anchor;
-    if (a < 0 || em->g->nodes[a].op->kind != FG_OPK_CONV2D)
-        return fg_em_error(em, FG_ERR_INPUT, "template %s needs a conv2d anchor", em->grp->template_name);
     char why[256];
     tc_shape sh;
     if (!tc_supported(em->g, a, em->out, why, sizeof why, &sh))
@@ -236,7 +234,7 @@ fg_status fg_emit_conv2d_tc(fg_emitter *em)
     if (!tile)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_m = %" PRId64 ", tile_n = %" PRId64
                            " (want 128 x 128, 128 x 64, 64 x 128, 64 x 64 or 32 x 64)", v[0], v[1]);
-    if (v[2] < 1 || v[2] > 64 || v[2] > sh.KT)
+    if (v[2] > sh.KT)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: split_k = %" PRId64 " (want 1 to %" PRId64
                            ", the reduction's %" PRId64 " k tiles, at most 64)", v[2], sh.KT < 64 ? sh.KT : 64,
                            sh.KT);
@@ -307,3 +305,22 @@ fg_status fg_emit_conv2d_tc(fg_emitter *em)
     em->k->block[1] = em->k->block[2] = 1;
     return FG_OK;
 }
+
+/* tile_m x tile_n is one of tc_tiles, which the emitter checks */
+static const fg_tile_key tiles[] = {
+    {.name = "tile_m", .min = 32, .max = 128},
+    {.name = "tile_n", .min = 64, .max = 128},
+    {.name = "split_k", .min = 1, .max = 64},
+    {0},
+};
+
+static const fg_template rows[] = {
+    {.name = "conv2d_tc", .family = "conv2d", .order = 22, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_CONV2D,
+     .dtypes = FG_DTYPES_ALL, .priority = 20, .tiles = tiles,
+     .map_refusal = "it loads 16-byte channel vectors of its input (cp.async), which an input map does not keep "
+                    "contiguous",
+     .check = check_conv2d_tc, .describe = describe_conv2d_tc, .emit = emit_conv2d_tc,
+     .summary = "NHWC implicit-GEMM convolution on tensor cores, groups 1: fp16/bf16 (C % 8 == 0), fp32 with "
+                "precision tf32 (C % 4 == 0); tile and split-K chosen per shape"},
+};
+FG_TEMPLATE_FAMILY(conv2d_tc, rows);

@@ -1,7 +1,7 @@
 /*
  * emit_copy.c -- the copy family (templates/copy.cuh): a re-indexing copy
  * for reshape, transpose and concat, one thread per output element in
- * memory order, and the index helpers the row families share (emit_ops.h).
+ * memory order.
  *
  * reshape keeps the logical (row-major) element order: the output element's
  * logical index is decomposed over the input's logical shape.  When both
@@ -19,84 +19,10 @@
 
 #include "axes.h"
 #include "concat_inplace.h"
-#include "emit_ops.h"
+#include "emit_impl.h"
 #include "index_map.h"
 #include "kind.h"
 #include "template.h"
-
-/* ---- shared helpers (emit_ops.h) -------------------------------------------- */
-
-int fg_em_row_major(const fg_emitter *em, int t)
-{
-    const fg_tensor *x = &em->g->tensors[t];
-    return x->rank != 4 || x->layout != FG_LAYOUT_NHWC || x->shape[1] == 1 || x->shape[2] * x->shape[3] == 1;
-}
-
-void fg_em_lin_coords(fg_emitter *em, int t, const char *lin, const char *base, char names[][16], int ind,
-                      fg_buf *out)
-{
-    const fg_tensor *x = &em->g->tensors[t];
-    const char *const *cn = fg_em_coord_names(x->rank);
-    int first = -1, last = -1;
-    for (int d = 0; d < x->rank; d++) {
-        if (x->shape[d] == 1) {
-            snprintf(names[d], 16, "0");
-            continue;
-        }
-        if (base)
-            snprintf(names[d], 16, "%s%d", base, d);
-        else
-            snprintf(names[d], 16, "%s", cn[d]);
-        if (first < 0)
-            first = d;
-        last = d;
-    }
-    for (int d = 0; d < x->rank; d++) {
-        if (x->shape[d] == 1)
-            continue;
-        fg_buf_iprintf(out, ind, "const fg_i64 %s = ", names[d]);
-        if (d < last) {
-            fg_buf_printf(out, "%s / (", lin);
-            int terms = 0;
-            for (int q = d + 1; q < x->rank; q++) {
-                if (x->shape[q] == 1)
-                    continue;
-                if (terms++)
-                    fg_buf_put(out, " * ");
-                fg_em_group_dim(em, t, q, out);
-            }
-            fg_buf_put(out, ")");
-        } else {
-            fg_buf_put(out, lin);
-        }
-        if (d > first) {
-            fg_buf_put(out, " % ");
-            fg_em_group_dim(em, t, d, out);
-        }
-        fg_buf_printf(out, ";  // %s axis %d\n", x->name, d);
-    }
-}
-
-void fg_em_launch_1d(fg_emitter *em, int64_t work, int64_t threads)
-{
-    int64_t blocks = (work + threads - 1) / threads;
-    em->k->grid[0] = (unsigned)(blocks > 8192 ? 8192 : blocks < 1 ? 1 : blocks);
-    em->k->grid[1] = em->k->grid[2] = 1;
-    em->k->block[0] = (unsigned)threads;
-    em->k->block[1] = em->k->block[2] = 1;
-    em->threads = (unsigned)threads;
-}
-
-fg_status fg_em_threads(fg_emitter *em, int64_t def, int64_t *threads)
-{
-    const char *keys[] = {"threads"};
-    *threads = def;
-    fg_status st = fg_em_tile_params(em, keys, 1, threads);
-    if (st == FG_OK && (*threads < 32 || *threads > 1024 || *threads % 32))
-        return fg_em_error(em, FG_ERR_HOOK, "tile hook: threads = %" PRId64 " (want a multiple of 32 in 32..1024)",
-                           *threads);
-    return st;
-}
 
 /* ---- the copy family ----------------------------------------------------------- */
 
@@ -244,13 +170,10 @@ static fg_status emit_concat_rest(fg_emitter *em, const fg_node *nd, int64_t thr
     return FG_OK;
 }
 
-fg_status fg_emit_copy(fg_emitter *em)
+static fg_status emit_copy(fg_emitter *em)
 {
     const fg_node *nd = &em->g->nodes[em->main_node];
     fg_op_kind k = nd->op->kind;
-    if (k != FG_OPK_RESHAPE && k != FG_OPK_TRANSPOSE && k != FG_OPK_CONCAT)
-        return fg_em_error(em, FG_ERR_INPUT, "template copy cannot compute node '%s' (op %s, kind %s)", nd->name,
-                           nd->op->name, fg_op_kind_name(k));
     int64_t threads;
     fg_status st = fg_em_threads(em, 256, &threads);
     if (st != FG_OK)
@@ -293,7 +216,7 @@ fg_status fg_emit_copy(fg_emitter *em)
 /* Capability check (template.h): a reshape, transpose or concat, or a chain
  * of reshapes and transposes (composed into one index map), then any
  * element-wise nodes (the epilogue). */
-int fg_check_copy(const fg_tcand *c, char *why, size_t whysz)
+static int check_copy(const fg_tcand *c, char *why, size_t whysz)
 {
     int ncopy = 0;
     while (ncopy < c->nnodes && is_copy_kind(c->g->nodes[c->nodes[ncopy]].op->kind))
@@ -310,3 +233,11 @@ int fg_check_copy(const fg_tcand *c, char *why, size_t whysz)
     }
     return 1;
 }
+
+static const fg_template rows[] = {
+    {.name = "copy", .family = "copy", .order = 50, FG_TEMPLATE_LIMITS,
+     .kinds = (1u << FG_OPK_RESHAPE) | (1u << FG_OPK_TRANSPOSE) | (1u << FG_OPK_CONCAT), .dtypes = FG_DTYPES_ALL,
+     .tiles = fg_tile_threads, .check = check_copy, .emit = emit_copy,
+     .summary = "re-indexing copy (reshape, transpose, concat), one thread per output element"},
+};
+FG_TEMPLATE_FAMILY(copy, rows);

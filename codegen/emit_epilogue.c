@@ -11,7 +11,6 @@
 
 #include "emit_impl.h"
 #include "expr.h"
-#include "hook.h"
 #include "kind.h"
 #include "template.h"
 
@@ -100,31 +99,36 @@ fg_status fg_em_apply(fg_emitter *em, int node, const char *chain, const char *c
 
 fg_status fg_em_tile_params(fg_emitter *em, const char *const *keys, int n, int64_t *vals)
 {
-    if (!em->rule || !em->rule->tile_hook)
-        return FG_OK;
-    return fg_hook_params(em->ctx, em->rule->tile_hook, em->rule->loc, em->g, em->grp, keys, n, vals);
+    const fg_tile_key *tk = fg_template_base(em->tpl)->tiles;
+    for (int i = 0; i < n; i++) {
+        int at = 0;
+        while (tk && tk[at].name && strcmp(tk[at].name, keys[i]) != 0)
+            at++;
+        if (!tk || !tk[at].name || at >= FG_MAX_TILE_KEYS)
+            return fg_em_error(em, FG_ERR_INTERNAL, "template %s declares no tile key '%s'", em->tpl->name, keys[i]);
+        if (em->grp->tile[at] > 0)
+            vals[i] = em->grp->tile[at];
+    }
+    return FG_OK;
+}
+
+/* Nonzero when the group's anchor indexes its bias by output columns (a GEMM:
+ * FG_KIND_BIAS_COLUMNS), not by channel. */
+static int bias_columns(const fg_emitter *em)
+{
+    return em->grp->anchor >= 0 && (fg_kind(em->g->nodes[em->grp->anchor].op->kind)->traits & FG_KIND_BIAS_COLUMNS);
 }
 
 /* Axis a BIAS stage (and a hook's `c`) indexes: the gemm column for a matmul
  * anchor, else the channel axis. */
 static int bias_axis(const fg_emitter *em)
 {
-    if (em->grp->anchor >= 0 && em->g->nodes[em->grp->anchor].op->kind == FG_OPK_MATMUL)
+    if (bias_columns(em))
         return em->ot->rank - 1;
     return fg_em_channel_axis(em->ot->rank);
 }
 
 /* ---- the epilogue ---------------------------------------------------------- */
-
-static fg_loc hook_site(const fg_emitter *em, const char *hook)
-{
-    if (em->rule)
-        for (int i = 0; i < em->rule->nepilogue; i++)
-            if (em->rule->epilogue[i].kind == FG_EPI_HOOK && em->rule->epilogue[i].hook &&
-                strcmp(em->rule->epilogue[i].hook, hook) == 0)
-                return em->rule->epilogue[i].loc;
-    return em->loc;
-}
 
 /* Input slot of the anchor's `bias` input, or -1. */
 static int anchor_bias(const fg_emitter *em)
@@ -144,7 +148,7 @@ static fg_status emit_bias(fg_emitter *em, int t, const char *const *coords, fg_
     int ca = bias_axis(em);
     fg_buf off = {0};
     fg_status st;
-    if (em->grp->anchor >= 0 && em->g->nodes[em->grp->anchor].op->kind == FG_OPK_MATMUL) {
+    if (bias_columns(em)) {
         st = fg_em_offset(em, t, 0, coords, em->ot->rank, em->ot->shape, &off);
     } else if (x->rank != 1 || (x->shape[0] != em->ot->shape[ca] && x->shape[0] != 1)) {
         st = fg_em_error(em, FG_ERR_INPUT, "bias '%s' must be a vector of %" PRId64 " elements", x->name,
@@ -243,16 +247,16 @@ fg_status fg_em_epilogue(fg_emitter *em)
                 st = emit_apply(em, e->node, coords, &b);
                 break;
             case FG_EPI_HOOK: {
-                /* the hook returns a parsed expression over v and c, never text */
-                fg_expr *x = NULL;
-                st = fg_hook_epilogue(em->ctx, e->hook, hook_site(em, e->hook), em->g, grp, &x);
-                if (st == FG_OK) {
-                    fg_buf ex = {0};
-                    fg_expr_emit_c(x, (const char *[]){"v", "(float)c"}, &ex);
-                    fg_buf_printf(&b, "    // epilogue: hook %s\n    v = %s;\n", e->hook, ex.s);
-                    fg_buf_free(&ex);
+                /* the hook returned a parsed expression over v and c at plan time, never text */
+                if (!e->expr) {
+                    st = fg_em_error(em, FG_ERR_INTERNAL, "epilogue hook %s has no expression (the plan ran no hooks)",
+                                     e->hook);
+                    break;
                 }
-                fg_expr_free(x);
+                fg_buf ex = {0};
+                fg_expr_emit_c(e->expr, (const char *[]){"v", "(float)c"}, &ex);
+                fg_buf_printf(&b, "    // epilogue: hook %s\n    v = %s;\n", e->hook, ex.s);
+                fg_buf_free(&ex);
                 break;
             }
             default: st = fg_em_error(em, FG_ERR_INTERNAL, "unknown epilogue stage %d", (int)e->kind); break;
@@ -263,7 +267,7 @@ fg_status fg_em_epilogue(fg_emitter *em)
             int nd = grp->nodes[i];
             if (nd == em->main_node || nd == grp->anchor || fg_kind(em->g->nodes[nd].op->kind)->role == FG_ROLE_RESHAPE)
                 continue;   /* a re-indexing node is part of the template's index map (copy), not a stage */
-            if (i == grp->nnodes - 1 && em->tpl && strcmp(em->tpl->family, "gemm_softmax") == 0)
+            if (i == grp->nnodes - 1 && em->tpl && fg_template_base(em->tpl)->owns_last)
                 continue;   /* the softmax after the epilogue: the template computes it */
             nstages++;
             st = emit_apply(em, nd, coords, &b);

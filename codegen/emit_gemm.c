@@ -57,50 +57,6 @@ static int gemm_geometry(const fg_graph *g, int anchor, int out, gemm_geom *gg, 
     return 1;
 }
 
-/* The kernel text of the batch: coordinates yb<i> of blockIdx.z's output
- * matrix, the operands' matrix offsets a_base, b_base and y_base. */
-static void batch_text(fg_emitter *em, const gemm_geom *gg, fg_buf *b)
-{
-    const fg_matmul_geom_t *d = &gg->d;
-    char name[16];
-    if (d->nbatch == 0) {
-        fg_buf_put(b, "    const fg_i64 a_base = 0, b_base = 0, y_base = 0;   // one matrix\n");
-        return;
-    }
-    fg_buf_printf(b, "    // batch bt of [");
-    for (int i = 0; i < d->nbatch; i++)
-        fg_buf_printf(b, "%s%" PRId64, i ? ", " : "", d->bshape[i]);
-    fg_buf_put(b, "]: its coordinates, the operands' matrices (broadcast axes add 0)\n");
-    for (int i = d->nbatch - 1; i >= 0; i--) {
-        fg_buf_printf(b, "    const fg_i64 yb%d = bt", i);
-        for (int j = d->nbatch - 1; j > i; j--) {
-            snprintf(name, sizeof name, "YB%d", j);
-            fg_em_shape(em, name, d->bshape[j]);
-            fg_buf_printf(b, " / %s", name);
-        }
-        if (i > 0) {
-            snprintf(name, sizeof name, "YB%d", i);
-            fg_em_shape(em, name, d->bshape[i]);
-            fg_buf_printf(b, " %% %s", name);
-        }
-        fg_buf_put(b, ";\n");
-    }
-    const char *which[2] = {"a", "b"};
-    const int64_t *strides[2] = {d->astride, d->bstride};
-    for (int o = 0; o < 2; o++) {
-        fg_buf_printf(b, "    const fg_i64 %s_base = ", which[o]);
-        int terms = 0;
-        for (int i = 0; i < d->nbatch; i++)
-            if (strides[o][i]) {
-                snprintf(name, sizeof name, "S%c%d", o ? 'B' : 'A', i);
-                fg_em_shape(em, name, strides[o][i]);
-                fg_buf_printf(b, "%syb%d * %s", terms++ ? " + " : "", i, name);
-            }
-        fg_buf_put(b, terms ? ";\n" : "0;\n");
-    }
-    fg_buf_put(b, "    const fg_i64 y_base = bt * M * N;\n");
-}
-
 /* The epilogue's coordinate arguments: batch coordinates, then row unless A
  * is a vector, then col (or `col + 1`) unless B is. */
 static void epi_args(const gemm_geom *gg, const char *col, fg_buf *b)
@@ -123,7 +79,7 @@ static void set_common(fg_emitter *em, const gemm_geom *gg)
     fg_em_set(em, "B", "%s", fg_em_tensor(em, gg->bt, 0));
     fg_em_set(em, "Y", "%s", fg_em_tensor(em, em->out, 1));
     fg_buf t = {0};
-    batch_text(em, gg, &t);
+    fg_em_batch_text(em, &gg->d, &t);
     fg_em_set(em, "BATCH", "%s", t.s ? t.s : "");
     fg_buf_free(&t);
     epi_args(gg, "col", &t);
@@ -240,10 +196,9 @@ static int tc_vec(const gemm_geom *gg, int epc)
     return ca % epc == 0 && cb % epc == 0;
 }
 
-/* The split-K variant is the same template with a split chosen by default. */
-static int is_splitk(const fg_template *t) { return strcmp(t->name, "gemm_tc_splitk") == 0; }
-
-static fg_status emit_gemm_tc(fg_emitter *em, const gemm_geom *gg)
+/* gemm_tc.cuh; splitk: the split-K variant, the same template with a split
+ * chosen by default. */
+static fg_status render_gemm_tc(fg_emitter *em, const gemm_geom *gg, int splitk)
 {
     const fg_node *nd = &em->g->nodes[em->grp->anchor];
     const fg_tensor *A = &em->g->tensors[gg->at], *B = &em->g->tensors[gg->bt], *Y = em->ot;
@@ -255,7 +210,7 @@ static fg_status emit_gemm_tc(fg_emitter *em, const gemm_geom *gg)
     tc_shape sh = tc_shape_of(gg, dt);
     const tc_tile *tile;
     int splits = 1;
-    if (is_splitk(fg_template_base(em->tpl)))
+    if (splitk)
         tc_split_choice(&sh, &tile, &splits);
     else
         tile = tc_default_tile(&sh);
@@ -271,10 +226,10 @@ static fg_status emit_gemm_tc(fg_emitter *em, const gemm_geom *gg)
     if (!tile)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_m = %" PRId64 ", tile_n = %" PRId64
                            " (want 128 x 128, 128 x 64, 64 x 128, 64 x 64, 32 x 64, 32 x 32 or 16 x 64)", v[0], v[1]);
-    if ((v[2] != 3 && v[2] != 4) || tc_smem(tile, (int)v[2]) > TC_SMEM_LIMIT)
+    if (tc_smem(tile, (int)v[2]) > TC_SMEM_LIMIT)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: stages = %" PRId64 " (want 3 or 4, and %d x %d tiles of 64 "
                            "bytes of k in at most 48 KiB of shared memory)", v[2], tile->bm, tile->bn);
-    if (v[3] < 1 || v[3] > TC_MAX_SPLITS || v[3] > sh.KT)
+    if (v[3] > sh.KT)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: split_k = %" PRId64 " (want 1 to %" PRId64 ")", v[3],
                            sh.KT < TC_MAX_SPLITS ? sh.KT : (int64_t)TC_MAX_SPLITS);
     int stages = (int)v[2];
@@ -385,7 +340,7 @@ static gv_shape gv_default(const gemm_geom *gg)
     return s;
 }
 
-static fg_status emit_gemv(fg_emitter *em, const gemm_geom *gg)
+static fg_status render_gemv(fg_emitter *em, const gemm_geom *gg)
 {
     const fg_node *nd = &em->g->nodes[em->grp->anchor];
     const fg_tensor *A = &em->g->tensors[gg->at], *B = &em->g->tensors[gg->bt];
@@ -398,7 +353,7 @@ static fg_status emit_gemv(fg_emitter *em, const gemm_geom *gg)
     fg_status st = fg_em_tile_params(em, keys, 1, v);
     if (st != FG_OK)
         return st;
-    if (v[0] < 1 || v[0] > GV_MAX_SPLITS || v[0] * gg->d.batch > 65535)
+    if (v[0] * gg->d.batch > 65535)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: split_k = %" PRId64 " (want 1 to %d, and batch %" PRId64
                            " x split_k within 65535)", v[0], GV_MAX_SPLITS, gg->d.batch);
     gv_split(gg, &s, (int)v[0]);
@@ -435,18 +390,13 @@ static fg_status emit_gemv(fg_emitter *em, const gemm_geom *gg)
 
 /* ---- gemm (fp32 SIMT) ------------------------------------------------------- */
 
-static fg_status emit_gemm_simt(fg_emitter *em, const gemm_geom *gg)
+static fg_status render_gemm_simt(fg_emitter *em, const gemm_geom *gg)
 {
     const char *keys[] = {"tile_m", "tile_n", "tile_k"};
     int64_t v[3] = {64, 64, 16};
     fg_status st = fg_em_tile_params(em, keys, 3, v);
     if (st != FG_OK)
         return st;
-    for (int i = 0; i < 2; i++)
-        if (v[i] != 16 && v[i] != 32 && v[i] != 64 && v[i] != 128)
-            return fg_em_error(em, FG_ERR_HOOK, "tile hook: %s = %" PRId64 " (want 16, 32, 64 or 128)", keys[i], v[i]);
-    if (v[2] != 8 && v[2] != 16 && v[2] != 32)
-        return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_k = %" PRId64 " (want 8, 16 or 32)", v[2]);
     int64_t threads = (v[0] / 4) * (v[1] / 4);
     if (threads < 32 || threads > 1024)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: a %" PRId64 " x %" PRId64 " tile needs %" PRId64
@@ -467,23 +417,44 @@ static fg_status emit_gemm_simt(fg_emitter *em, const gemm_geom *gg)
     return FG_OK;
 }
 
-fg_status fg_emit_gemm(fg_emitter *em)
+/* The geometry of the group's matmul anchor, for an emitter (the check
+ * accepted it, so only an internal error can refuse it here). */
+static fg_status anchor_geometry(fg_emitter *em, gemm_geom *gg)
 {
     int a = em->grp->anchor;
-    if (strcmp(fg_template_base(em->tpl)->name, "gemm_wgmma") == 0)
-        return fg_emit_gemm_wgmma(em);   /* emit_gemm_wgmma.c */
-    if (a < 0 || em->g->nodes[a].op->kind != FG_OPK_MATMUL)
-        return fg_em_error(em, FG_ERR_INPUT, "template %s needs a matmul anchor", em->grp->template_name);
-    gemm_geom gg;
     char why[300];
-    if (!gemm_geometry(em->g, a, em->out, &gg, why, sizeof why))
+    if (!gemm_geometry(em->g, a, em->out, gg, why, sizeof why))
         return fg_em_error(em, FG_ERR_UNSUPPORTED, "template %s cannot run matmul '%s': %s", em->grp->template_name,
                            em->g->nodes[a].name, why);
-    if (strncmp(fg_template_base(em->tpl)->name, "gemm_tc", 7) == 0)
-        return emit_gemm_tc(em, &gg);
-    if (strcmp(fg_template_base(em->tpl)->name, "gemv") == 0)
-        return emit_gemv(em, &gg);
-    return emit_gemm_simt(em, &gg);
+    return FG_OK;
+}
+
+static fg_status emit_gemm(fg_emitter *em)
+{
+    gemm_geom gg;
+    fg_status st = anchor_geometry(em, &gg);
+    return st != FG_OK ? st : render_gemm_simt(em, &gg);
+}
+
+static fg_status emit_gemm_tc(fg_emitter *em)
+{
+    gemm_geom gg;
+    fg_status st = anchor_geometry(em, &gg);
+    return st != FG_OK ? st : render_gemm_tc(em, &gg, 0);
+}
+
+static fg_status emit_gemm_tc_splitk(fg_emitter *em)
+{
+    gemm_geom gg;
+    fg_status st = anchor_geometry(em, &gg);
+    return st != FG_OK ? st : render_gemm_tc(em, &gg, 1);
+}
+
+static fg_status emit_gemv(fg_emitter *em)
+{
+    gemm_geom gg;
+    fg_status st = anchor_geometry(em, &gg);
+    return st != FG_OK ? st : render_gemv(em, &gg);
 }
 
 /* ---- checks ------------------------------------------------------------------ */
@@ -502,7 +473,7 @@ static int cand_geometry(const fg_tcand *c, gemm_geom *gg, char *why, size_t why
     return gemm_geometry(c->g, c->anchor, c->g->nodes[c->nodes[c->nnodes - 1]].output, gg, why, whysz);
 }
 
-int fg_check_gemm(const fg_tcand *c, char *why, size_t whysz)
+static int check_gemm(const fg_tcand *c, char *why, size_t whysz)
 {
     gemm_geom gg;
     return cand_geometry(c, &gg, why, whysz);
@@ -528,7 +499,7 @@ static int tc_ok(const fg_tcand *c, gemm_geom *gg, char *why, size_t whysz)
     return cand_geometry(c, gg, why, whysz);
 }
 
-int fg_check_gemm_tc(const fg_tcand *c, char *why, size_t whysz)
+static int check_gemm_tc(const fg_tcand *c, char *why, size_t whysz)
 {
     gemm_geom gg;
     return tc_ok(c, &gg, why, whysz);
@@ -537,7 +508,7 @@ int fg_check_gemm_tc(const fg_tcand *c, char *why, size_t whysz)
 /* Split-K: when the rows are few (M <= 16, a matrix-vector product) or the
  * plain tiles would leave SMs idle, and the reduction is long enough for two
  * splits of TC_MIN_KT_SPLIT k tiles. */
-int fg_check_gemm_tc_splitk(const fg_tcand *c, char *why, size_t whysz)
+static int check_gemm_tc_splitk(const fg_tcand *c, char *why, size_t whysz)
 {
     gemm_geom gg;
     if (!tc_ok(c, &gg, why, whysz))
@@ -558,7 +529,7 @@ int fg_check_gemm_tc_splitk(const fg_tcand *c, char *why, size_t whysz)
     return 1;
 }
 
-void fg_gemm_tc_describe(const fg_tcand *c, char *buf, size_t size)
+static void describe_gemm_tc(const fg_tcand *c, char *buf, size_t size)
 {
     gemm_geom gg;
     char why[256];
@@ -572,7 +543,7 @@ void fg_gemm_tc_describe(const fg_tcand *c, char *buf, size_t size)
              " blocks for %d SMs)", t->bm, t->bn, s.M, s.N, gg.d.K, s.batch, tc_blocks(t, &s), TC_TARGET_SMS);
 }
 
-void fg_gemm_tc_splitk_describe(const fg_tcand *c, char *buf, size_t size)
+static void describe_gemm_tc_splitk(const fg_tcand *c, char *buf, size_t size)
 {
     gemm_geom gg;
     char why[256];
@@ -615,13 +586,13 @@ static int gv_ok(const fg_tcand *c, gemm_geom *gg, char *why, size_t whysz)
     return 1;
 }
 
-int fg_check_gemv(const fg_tcand *c, char *why, size_t whysz)
+static int check_gemv(const fg_tcand *c, char *why, size_t whysz)
 {
     gemm_geom gg;
     return gv_ok(c, &gg, why, whysz);
 }
 
-void fg_gemv_describe(const fg_tcand *c, char *buf, size_t size)
+static void describe_gemv(const fg_tcand *c, char *buf, size_t size)
 {
     gemm_geom gg;
     char why[256];
@@ -633,3 +604,51 @@ void fg_gemv_describe(const fg_tcand *c, char *buf, size_t size)
              ", batch %" PRId64 ": %" PRId64 " blocks for %d SMs; fixed-order reductions)", s.slice, s.warps, s.splits,
              gg.d.M, gg.d.N, gg.d.K, gg.d.batch, s.slices * gg.d.batch * s.splits, TC_TARGET_SMS);
 }
+
+/* ---- the rows ------------------------------------------------------------------ */
+
+static const int64_t simt_mn[] = {16, 32, 64, 128, 0}, simt_k[] = {8, 16, 32, 0};
+static const fg_tile_key tiles_simt[] = {
+    {.name = "tile_m", .min = 16, .max = 128, .values = simt_mn},
+    {.name = "tile_n", .min = 16, .max = 128, .values = simt_mn},
+    {.name = "tile_k", .min = 8, .max = 32, .values = simt_k},
+    {0},
+};
+/* tile_m x tile_n is one of tc_tiles, which the emitter checks */
+static const int64_t tc_stages[] = {3, 4, 0};
+static const fg_tile_key tiles_tc[] = {
+    {.name = "tile_m", .min = 16, .max = 128},
+    {.name = "tile_n", .min = 32, .max = 128},
+    {.name = "stages", .min = 3, .max = 4, .values = tc_stages},
+    {.name = "split_k", .min = 1, .max = TC_MAX_SPLITS},
+    {0},
+};
+static const fg_tile_key tiles_gemv[] = {
+    {.name = "split_k", .min = 1, .max = GV_MAX_SPLITS},
+    {0},
+};
+
+#define TC_MAP_REFUSAL "it loads 16-byte vectors of its operands (cp.async, ldmatrix)"
+
+static const fg_template rows[] = {
+    {.name = "gemm", .family = "gemm", .order = 30, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_MATMUL,
+     .dtypes = 1u << FG_DTYPE_F32, .priority = 0, .tiles = tiles_simt, .check = check_gemm, .emit = emit_gemm,
+     .summary = "fp32 GEMM on shared-memory tiles (SIMT)"},
+    {.name = "gemm_tc", .family = "gemm", .order = 31, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_MATMUL,
+     .dtypes = FG_DTYPES_HALF | (1u << FG_DTYPE_F32), .priority = 10, .tiles = tiles_tc,
+     .map_refusal = TC_MAP_REFUSAL, .check = check_gemm_tc, .describe = describe_gemm_tc, .emit = emit_gemm_tc,
+     .summary = "GEMM on tensor cores: fp16/bf16 (mma m16n8k16), fp32 with precision tf32 (m16n8k8); ldmatrix, 3-4 "
+                "stage cp.async pipeline, fp32 accumulation"},
+    {.name = "gemm_tc_splitk", .family = "gemm", .order = 32, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_MATMUL,
+     .dtypes = FG_DTYPES_HALF | (1u << FG_DTYPE_F32), .priority = 15, .tiles = tiles_tc,
+     .map_refusal = TC_MAP_REFUSAL, .check = check_gemm_tc_splitk, .describe = describe_gemm_tc_splitk,
+     .emit = emit_gemm_tc_splitk,
+     .summary = "gemm_tc with the reduction split across blocks (M <= 16, or too few tiles to fill the SMs); "
+                "deterministic fixed-order sum in a workspace, epilogue once"},
+    {.name = "gemv", .family = "gemm", .order = 34, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_MATMUL,
+     .dtypes = 1u << FG_DTYPE_F32, .priority = 12, .tiles = tiles_gemv, .check = check_gemv,
+     .describe = describe_gemv, .emit = emit_gemv,
+     .summary = "exact fp32 GEMV / small-M GEMM (M <= 16): a block per column slice, K split across warps and, when "
+                "the slices leave SMs idle, across blocks; fixed-order sums, epilogue once"},
+};
+FG_TEMPLATE_FAMILY(gemm, rows);

@@ -141,56 +141,13 @@ static int gs_geometry(const fg_graph *g, const int *nodes, int n, gs_geom *gg, 
     return 1;
 }
 
-/* The kernel text of the batch: coordinates yb<i> of blockIdx.z's output
- * matrix and the operands' matrix offsets (0 along broadcast axes). */
-static void gs_batch_text(fg_emitter *em, const fg_matmul_geom_t *d, fg_buf *b)
-{
-    char name[16];
-    if (d->nbatch == 0) {
-        fg_buf_put(b, "    const fg_i64 a_base = 0, b_base = 0, y_base = 0;   // one matrix\n");
-        return;
-    }
-    fg_buf_put(b, "    // batch bt of [");
-    for (int i = 0; i < d->nbatch; i++)
-        fg_buf_printf(b, "%s%" PRId64, i ? ", " : "", d->bshape[i]);
-    fg_buf_put(b, "]: its coordinates, the operands' matrices (broadcast axes add 0)\n");
-    for (int i = d->nbatch - 1; i >= 0; i--) {
-        fg_buf_printf(b, "    const fg_i64 yb%d = bt", i);
-        for (int j = d->nbatch - 1; j > i; j--) {
-            snprintf(name, sizeof name, "YB%d", j);
-            fg_em_shape(em, name, d->bshape[j]);
-            fg_buf_printf(b, " / %s", name);
-        }
-        if (i > 0) {
-            snprintf(name, sizeof name, "YB%d", i);
-            fg_em_shape(em, name, d->bshape[i]);
-            fg_buf_printf(b, " %% %s", name);
-        }
-        fg_buf_put(b, ";\n");
-    }
-    const int64_t *strides[2] = {d->astride, d->bstride};
-    for (int o = 0; o < 2; o++) {
-        fg_buf_printf(b, "    const fg_i64 %s_base = ", o ? "b" : "a");
-        int terms = 0;
-        for (int i = 0; i < d->nbatch; i++)
-            if (strides[o][i]) {
-                snprintf(name, sizeof name, "S%c%d", o ? 'B' : 'A', i);
-                fg_em_shape(em, name, strides[o][i]);
-                fg_buf_printf(b, "%syb%d * %s", terms++ ? " + " : "", i, name);
-            }
-        fg_buf_put(b, terms ? ";\n" : "0;\n");
-    }
-    fg_buf_put(b, "    const fg_i64 y_base = bt * M * N;\n");
-}
-
-fg_status fg_emit_gemm_softmax(fg_emitter *em)
+static fg_status emit_gemm_softmax(fg_emitter *em)
 {
     const fg_group *grp = em->grp;
     gs_geom gg;
     char why[400];
-    if (grp->anchor < 0 || !gs_geometry(em->g, grp->nodes, grp->nnodes, &gg, why, sizeof why))
-        return fg_em_error(em, FG_ERR_UNSUPPORTED, "template %s cannot run this group: %s", grp->template_name,
-                           grp->anchor < 0 ? "no matmul anchor" : why);
+    if (!gs_geometry(em->g, grp->nodes, grp->nnodes, &gg, why, sizeof why))
+        return fg_em_error(em, FG_ERR_UNSUPPORTED, "template %s cannot run this group: %s", grp->template_name, why);
     int tc = gg.dt != FG_DTYPE_F32;
     fg_em_shape(em, "M", gg.d.M);
     fg_em_shape(em, "N", gg.d.N);
@@ -199,7 +156,7 @@ fg_status fg_emit_gemm_softmax(fg_emitter *em)
     fg_em_set(em, "B", "%s", fg_em_tensor(em, gg.bt, 0));
     fg_em_set(em, "Y", "%s", fg_em_tensor(em, em->out, 1));
     fg_buf t = {0};
-    gs_batch_text(em, &gg.d, &t);
+    fg_em_batch_text(em, &gg.d, &t);
     fg_em_set(em, "BATCH", "%s", t.s);
     fg_buf_free(&t);
     /* the epilogue's coordinates: batch, row unless A is a vector, col */
@@ -244,10 +201,10 @@ fg_status fg_emit_gemm_softmax(fg_emitter *em)
     return FG_OK;
 }
 
-/* Capability check (template.h): the group's shape (matmul, element-wise
+/* Capability check (fg_template.check): the group's shape (matmul, element-wise
  * ops, softmax), one dtype, the softmax over the matmul's last axis alone,
  * a row of at most GS_MAX_N elements. */
-int fg_check_gemm_softmax(const fg_tcand *c, char *why, size_t whysz)
+static int check_gemm_softmax(const fg_tcand *c, char *why, size_t whysz)
 {
     gs_geom gg;
     if (c->anchor < 0) {
@@ -257,7 +214,7 @@ int fg_check_gemm_softmax(const fg_tcand *c, char *why, size_t whysz)
     return gs_geometry(c->g, c->nodes, c->nnodes, &gg, why, whysz);
 }
 
-void fg_gemm_softmax_describe(const fg_tcand *c, char *buf, size_t size)
+static void describe_gemm_softmax(const fg_tcand *c, char *buf, size_t size)
 {
     gs_geom gg;
     char why[400];
@@ -268,3 +225,12 @@ void fg_gemm_softmax_describe(const fg_tcand *c, char *buf, size_t size)
              ", batch %" PRId64 ": %" PRId64 " blocks; N <= %d)", gg.np, gg.warps, gg.d.M, gg.d.N, gg.d.K, gg.d.batch,
              (gg.d.M + GS_BM - 1) / GS_BM * gg.d.batch, GS_MAX_N);
 }
+
+static const fg_template rows[] = {
+    {.name = "gemm_softmax", .family = "gemm_softmax", .order = 35, FG_TEMPLATE_LIMITS,
+     .kinds = 1u << FG_OPK_MATMUL, .dtypes = FG_DTYPES_HALF | (1u << FG_DTYPE_F32), .priority = 0, .owns_last = 1,
+     .check = check_gemm_softmax, .describe = describe_gemm_softmax, .emit = emit_gemm_softmax,
+     .summary = "matmul, element-wise epilogue and softmax over the rows (N <= 1024) in one kernel: 16 whole rows per "
+                "block in registers; fp16/bf16 mma m16n8k16, exact fp32 SIMT"},
+};
+FG_TEMPLATE_FAMILY(gemm_softmax, rows);

@@ -62,14 +62,6 @@ typedef struct wg_geom {
     int64_t mtiles;      /* tiles along the rows (pixels) */
 } wg_geom;
 
-int fg_arch_hopper(const char *arch)
-{
-    if (!arch)
-        return 0;
-    const char *p = strncmp(arch, "sm_", 3) == 0 ? arch + 3 : strncmp(arch, "compute_", 8) == 0 ? arch + 8 : NULL;
-    return p && (strcmp(p, "90") == 0 || strcmp(p, "90a") == 0);
-}
-
 /* Whether the wgmma path takes dtype dt under the graph's precision (fp32
  * only as tf32, never exact); 0 with the reason. */
 static int wg_dtype_ok(const fg_graph *g, fg_dtype dt, const char *what, char *why, size_t whysz)
@@ -340,17 +332,10 @@ static int wg_anchor_geometry(const fg_graph *g, int anchor, int out, wg_geom *w
     return wg_geometry(g, anchor, out, w, why, whysz);
 }
 
-/* The candidate's geometry with the arch and shape conditions: 1 = the
- * template takes it. */
+/* The candidate's geometry with the shape conditions (the registry checked
+ * the arch, fg_template.arch_ok): 1 = the template takes it. */
 static int wg_ok(const fg_tcand *c, wg_geom *w, char *why, size_t whysz)
 {
-    if (!fg_arch_hopper(c->arch)) {
-        if (c->arch)
-            snprintf(why, whysz, "target arch %s (wgmma needs sm_90)", c->arch);
-        else
-            snprintf(why, whysz, "target arch unknown to the planner (set the arch option or FUSEGEN_ARCH to sm_90)");
-        return 0;
-    }
     for (int i = 1; i < c->nnodes; i++) {
         const fg_node *nd = &c->g->nodes[c->nodes[i]];
         if (fg_kind(nd->op->kind)->role != FG_ROLE_ELEMENTWISE && !nd->folded) {
@@ -375,28 +360,19 @@ static int wg_ok(const fg_tcand *c, wg_geom *w, char *why, size_t whysz)
     return 1;
 }
 
-int fg_check_gemm_wgmma(const fg_tcand *c, char *why, size_t whysz)
+/* Both templates' check (the kinds they compute tell a matmul from a conv). */
+static int check_wgmma(const fg_tcand *c, char *why, size_t whysz)
 {
     wg_geom w;
-    if (c->anchor < 0 || c->g->nodes[c->anchor].op->kind != FG_OPK_MATMUL) {
-        snprintf(why, whysz, "no matmul anchor");
-        return 0;
-    }
-    return wg_ok(c, &w, why, whysz);
-}
-
-int fg_check_conv2d_wgmma(const fg_tcand *c, char *why, size_t whysz)
-{
-    wg_geom w;
-    if (c->anchor < 0 || c->g->nodes[c->anchor].op->kind != FG_OPK_CONV2D) {
-        snprintf(why, whysz, "no conv2d anchor");
+    if (c->anchor < 0) {
+        snprintf(why, whysz, "no %s anchor", fg_op_kind_name(c->g->nodes[c->main_node].op->kind));
         return 0;
     }
     return wg_ok(c, &w, why, whysz);
 }
 
 /* Both templates' --explain line (the anchor tells which). */
-void fg_gemm_wgmma_describe(const fg_tcand *c, char *buf, size_t size)
+static void describe_wgmma(const fg_tcand *c, char *buf, size_t size)
 {
     wg_geom w;
     char why[256];
@@ -500,21 +476,7 @@ static void tile_rows(fg_emitter *em, const wg_geom *w, fg_buf *b)
         return;
     }
     fg_buf_put(b, "            const fg_i64 bt = grow / M, row = grow - bt * M;   // the batch, the row in it\n");
-    char name[16];
-    for (int i = d->nbatch - 1; i >= 0; i--) {
-        fg_buf_printf(b, "            const fg_i64 yb%d = bt", i);
-        for (int j = d->nbatch - 1; j > i; j--) {
-            snprintf(name, sizeof name, "YB%d", j);
-            fg_em_shape(em, name, d->bshape[j]);
-            fg_buf_printf(b, " / %s", name);
-        }
-        if (i > 0) {
-            snprintf(name, sizeof name, "YB%d", i);
-            fg_em_shape(em, name, d->bshape[i]);
-            fg_buf_printf(b, " %% %s", name);
-        }
-        fg_buf_put(b, ";\n");
-    }
+    fg_em_batch_coords(em, d, 3, b);
 }
 
 /* The coordinates fg_epilogue takes for column `col`: the output's logical
@@ -539,8 +501,6 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     wg_geom w;
     char why[300];
     const char *what = kind == FG_OPK_CONV2D ? "conv2d" : "matmul";
-    if (a < 0 || em->g->nodes[a].op->kind != kind)
-        return fg_em_error(em, FG_ERR_INPUT, "template %s needs a %s anchor", em->grp->template_name, what);
     if (!wg_anchor_geometry(em->g, a, em->out, &w, why, sizeof why))
         return fg_em_error(em, FG_ERR_UNSUPPORTED, "template %s cannot run %s '%s': %s", em->grp->template_name,
                            what, em->g->nodes[a].name, why);
@@ -549,14 +509,12 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     fg_status st = fg_em_tile_params(em, keys, 2, v);
     if (st != FG_OK)
         return st;
-    if (v[0] != 64 && v[0] != 128 && v[0] != 256)
-        return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_n = %" PRId64 " (want 64, 128 or 256)", v[0]);
     int bn = (int)v[0];
     fg_dtype dt = em->ot->dtype;
     const int eb = wg_eb(dt), bk = wg_bk(dt);
     int64_t stage_bytes = (int64_t)(WG_BM + bn) * WG_ROW;
     int nbar = w.taps ? 3 : 2;   /* mbarriers per stage: full, empty (, ready) */
-    if (v[1] < 3 || v[1] > 5 || v[1] * stage_bytes + 1024 + 8 * nbar * v[1] > WG_SMEM_MAX)
+    if (v[1] * stage_bytes + 1024 + 8 * nbar * v[1] > WG_SMEM_MAX)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: stages = %" PRId64 " (want 3 to 5 stages of %" PRId64
                            " bytes within %d bytes of shared memory)", v[1], stage_bytes, WG_SMEM_MAX);
     int stages = (int)v[1];
@@ -681,6 +639,31 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     return FG_OK;
 }
 
-fg_status fg_emit_gemm_wgmma(fg_emitter *em) { return wg_emit(em, FG_OPK_MATMUL); }
+static fg_status emit_gemm_wgmma(fg_emitter *em) { return wg_emit(em, FG_OPK_MATMUL); }
 
-fg_status fg_emit_conv2d_wgmma(fg_emitter *em) { return wg_emit(em, FG_OPK_CONV2D); }
+static fg_status emit_conv2d_wgmma(fg_emitter *em) { return wg_emit(em, FG_OPK_CONV2D); }
+
+static const int64_t wg_tile_n[] = {64, 128, 256, 0};
+static const fg_tile_key tiles[] = {
+    {.name = "tile_n", .min = 64, .max = 256, .values = wg_tile_n},
+    {.name = "stages", .min = 3, .max = 5},
+    {0},
+};
+
+static const fg_template rows[] = {
+    {.name = "conv2d_wgmma", .family = "conv2d", .order = 23, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_CONV2D,
+     .dtypes = FG_DTYPES_HALF | (1u << FG_DTYPE_F32), .priority = 30, .tiles = tiles, .arch_ok = fg_arch_hopper,
+     .arch_needs = "wgmma needs sm_90", .arch_hint = "sm_90", .check = check_wgmma, .describe = describe_wgmma,
+     .emit = emit_conv2d_wgmma,
+     .summary = "NHWC convolution (stride 1, groups 1; 1x1, or R x S with the output as large as the input) as an "
+                "implicit GEMM on Hopper (sm_90a): gemm_wgmma's kernel with the conv's epilogue; fp16/bf16, fp32 with "
+                "precision tf32, C and K multiples of 8, large shapes"},
+    {.name = "gemm_wgmma", .family = "gemm", .order = 33, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_MATMUL,
+     .dtypes = FG_DTYPES_HALF | (1u << FG_DTYPE_F32), .priority = 20, .tiles = tiles, .arch_ok = fg_arch_hopper,
+     .arch_needs = "wgmma needs sm_90", .arch_hint = "sm_90", .check = check_wgmma, .describe = describe_wgmma,
+     .emit = emit_gemm_wgmma,
+     .summary = "GEMM on Hopper (sm_90a): wgmma from 128B-swizzled shared memory, TMA loads into a 4-stage mbarrier "
+                "ring, a producer and two consumer warpgroups; fp16/bf16, fp32 with precision tf32 (B stored [N, K]), "
+                "K and N multiples of 8, large shapes"},
+};
+FG_TEMPLATE_FAMILY(gemm_wgmma, rows);

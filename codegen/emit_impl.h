@@ -1,7 +1,8 @@
 /*
  * emit_impl.h -- internals of source emission shared by emit.c (the
  * framework: placeholders, parameters, offsets, the epilogue, assembly) and
- * the template families emit_<family>.c.
+ * the template families emit_<family>.c, whose rows (template.h) point at
+ * their emitters.
  *
  * A family fills the emitter's dictionary (placeholder -> text), names the
  * template file, registers the template's shape constants, and sets the
@@ -91,7 +92,10 @@ int fg_em_chain_input(const fg_emitter *em, int node);
  * epilogue node), a read listed in em->pre is the parameter pre_<k>. */
 fg_status fg_em_apply(fg_emitter *em, int node, const char *chain, const char *const *coords, int ind,
                       fg_buf *code, fg_buf *expr);
-/* Calls the rule's tile hook (if any) for keys[0..n); vals hold defaults. */
+/* The tile parameters keys[0..n), which the template declares
+ * (fg_template.tiles): vals hold the defaults, replaced by the values the
+ * rule's `params:` hook gave at plan time (fg_group.tile, in their declared
+ * ranges). */
 fg_status fg_em_tile_params(fg_emitter *em, const char *const *keys, int n, int64_t *vals);
 /* Records an internal failure once (a limit of the emitter's own tables);
  * fg_emit_group returns it.  For paths that cannot return a status. */
@@ -117,17 +121,46 @@ void fg_em_step_coords(fg_emitter *em, int t, const char *const *coords, int ind
 /* Number of elements of tensor t. */
 int64_t fg_em_numel(const fg_emitter *em, int t);
 
-/* ---- families (the template registry, template.c, points at them) -------- */
+/* Appends dimension `axis` of tensor t: a literal when t is made inside
+ * em's group and is not its output (it has no kernel parameter), else
+ * fg_em_dim's text. */
+void fg_em_group_dim(fg_emitter *em, int t, int axis, fg_buf *out);
+/* Nonzero when tensor t's memory order is its logical row-major order
+ * (every tensor but a rank-4 NHWC one with more than one channel and more
+ * than one pixel). */
+int fg_em_row_major(const fg_emitter *em, int t);
+/* Emits, at indentation ind, locals names[d] = axis d of the logical
+ * (row-major) index `lin` of tensor t, for every axis of size above 1;
+ * names of size-1 axes are set to "0" (not declared).  names must hold
+ * t's rank writable entries; base gives their prefix when non-NULL
+ * ("x" -> x0, x1, ...), else the output coordinate names are used. */
+void fg_em_lin_coords(fg_emitter *em, int t, const char *lin, const char *base, char names[][16], int ind,
+                      fg_buf *out);
+/* Body of a helper `float f(const Params &p, fg_i64 lin)` returning tensor t's
+ * element at logical (row-major) index lin, in t's layout. */
+fg_status fg_em_lin_load_body(fg_emitter *em, int t, fg_buf *b);
+/* Body of a helper `void f(const Params &p, fg_i64 lin, float v)` storing v
+ * through the epilogue at the output's logical index lin. */
+fg_status fg_em_lin_store_body(fg_emitter *em, fg_buf *b);
+/* Sets the launch of a one-dimensional grid-stride kernel over work items. */
+void fg_em_launch_1d(fg_emitter *em, int64_t work, int64_t threads);
+/* The `threads` tile parameter (default def), in the range the template
+ * declares (fg_tile_threads: 32..1024, a multiple of 32). */
+fg_status fg_em_threads(fg_emitter *em, int64_t def, int64_t *threads);
 
-
-fg_status fg_emit_pointwise(fg_emitter *em);
-fg_status fg_emit_conv2d(fg_emitter *em);
-fg_status fg_emit_conv2d_tc(fg_emitter *em);
-fg_status fg_emit_gemm(fg_emitter *em);
-fg_status fg_emit_pool2d(fg_emitter *em);
-
-/* Placeholders a template file uses (NULL-terminated list), or NULL when the
- * file is not a kernel template.  Kept in sync with the files by a test. */
+struct fg_matmul_geom_t;
+/* Emits, at indentation ind, the locals yb<i> = coordinate i of batch `bt`
+ * of a batched matmul's output (d: shape.h), registering the shape
+ * constants YB<i> they divide by. */
+void fg_em_batch_coords(fg_emitter *em, const struct fg_matmul_geom_t *d, int ind, fg_buf *b);
+/* Emits the batch of blockIdx.z's output matrix in a batched matmul kernel:
+ * a comment, fg_em_batch_coords' locals and the operands' matrix offsets
+ * a_base, b_base (0 along broadcast axes, strides SA<i> / SB<i>) and
+ * y_base; one `a_base = 0, b_base = 0, y_base = 0` line without batch axes. */
+void fg_em_batch_text(fg_emitter *em, const struct fg_matmul_geom_t *d, fg_buf *b);
+/* Placeholders an embedded template file uses (NULL-terminated list, read
+ * from the file when it was embedded), or NULL when the file is not a kernel
+ * template. */
 const char *const *fg_template_placeholders(const char *file);
 /* Names of all kernel template files (NULL-terminated). */
 const char *const *fg_template_files(void);

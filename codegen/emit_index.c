@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "emit_impl.h"
+#include "shape.h"
 
 void fg_em_shape(fg_emitter *em, const char *name, int64_t value)
 {
@@ -299,4 +300,190 @@ void fg_em_decompose(fg_emitter *em, int t, const char *lin, const char *const *
         }
         fg_buf_put(out, ";\n");
     }
+}
+
+/* ---- helpers of the row and re-indexing families ------------------------------ */
+
+/* Nonzero when tensor t is made inside em's group and is not its output:
+ * never stored, so it has no kernel parameter. */
+static int inside(const fg_emitter *em, int t)
+{
+    if (t == em->out)
+        return 0;
+    for (int i = 0; i < em->grp->nnodes; i++)
+        if (em->g->nodes[em->grp->nodes[i]].output == t)
+            return 1;
+    return 0;
+}
+
+void fg_em_group_dim(fg_emitter *em, int t, int axis, fg_buf *out)
+{
+    if (inside(em, t))
+        fg_buf_printf(out, "%" PRId64, em->g->tensors[t].shape[axis]);
+    else
+        fg_em_dim(em, t, axis, out);
+}
+
+int fg_em_row_major(const fg_emitter *em, int t)
+{
+    const fg_tensor *x = &em->g->tensors[t];
+    return x->rank != 4 || x->layout != FG_LAYOUT_NHWC || x->shape[1] == 1 || x->shape[2] * x->shape[3] == 1;
+}
+
+void fg_em_lin_coords(fg_emitter *em, int t, const char *lin, const char *base, char names[][16], int ind,
+                      fg_buf *out)
+{
+    const fg_tensor *x = &em->g->tensors[t];
+    const char *const *cn = fg_em_coord_names(x->rank);
+    int first = -1, last = -1;
+    for (int d = 0; d < x->rank; d++) {
+        if (x->shape[d] == 1) {
+            snprintf(names[d], 16, "0");
+            continue;
+        }
+        if (base)
+            snprintf(names[d], 16, "%s%d", base, d);
+        else
+            snprintf(names[d], 16, "%s", cn[d]);
+        if (first < 0)
+            first = d;
+        last = d;
+    }
+    for (int d = 0; d < x->rank; d++) {
+        if (x->shape[d] == 1)
+            continue;
+        fg_buf_iprintf(out, ind, "const fg_i64 %s = ", names[d]);
+        if (d < last) {
+            fg_buf_printf(out, "%s / (", lin);
+            int terms = 0;
+            for (int q = d + 1; q < x->rank; q++) {
+                if (x->shape[q] == 1)
+                    continue;
+                if (terms++)
+                    fg_buf_put(out, " * ");
+                fg_em_group_dim(em, t, q, out);
+            }
+            fg_buf_put(out, ")");
+        } else {
+            fg_buf_put(out, lin);
+        }
+        if (d > first) {
+            fg_buf_put(out, " % ");
+            fg_em_group_dim(em, t, d, out);
+        }
+        fg_buf_printf(out, ";  // %s axis %d\n", x->name, d);
+    }
+}
+
+void fg_em_launch_1d(fg_emitter *em, int64_t work, int64_t threads)
+{
+    int64_t blocks = (work + threads - 1) / threads;
+    em->k->grid[0] = (unsigned)(blocks > 8192 ? 8192 : blocks < 1 ? 1 : blocks);
+    em->k->grid[1] = em->k->grid[2] = 1;
+    em->k->block[0] = (unsigned)threads;
+    em->k->block[1] = em->k->block[2] = 1;
+    em->threads = (unsigned)threads;
+}
+
+/* Body of a helper returning tensor t's element at logical index lin
+ * (emit_impl.h). */
+fg_status fg_em_lin_load_body(fg_emitter *em, int t, fg_buf *b)
+{
+    const fg_tensor *x = &em->g->tensors[t];
+    if (fg_em_row_major(em, t)) {
+        fg_buf_iprintf(b, 1, "return fg_load(p.%s + lin);  // %s, row-major", fg_em_tensor(em, t, 0), x->name);
+        return FG_OK;
+    }
+    char names[FG_MAX_RANK][16];
+    const char *xc[FG_MAX_RANK];
+    fg_em_lin_coords(em, t, "lin", "x", names, 1, b);
+    for (int d = 0; d < x->rank; d++)
+        xc[d] = names[d];
+    fg_buf off = {0};
+    fg_status st = fg_em_offset(em, t, 0, xc, x->rank, x->shape, &off);
+    if (st == FG_OK)
+        fg_buf_iprintf(b, 1, "return fg_load(p.%s + %s);  // %s", fg_em_tensor(em, t, 0), off.s, x->name);
+    fg_buf_free(&off);
+    return st;
+}
+
+/* Body of a helper storing v at the output's logical index lin: the
+ * coordinates, the epilogue, the store (emit_impl.h). */
+fg_status fg_em_lin_store_body(fg_emitter *em, fg_buf *b)
+{
+    const fg_tensor *y = em->ot;
+    char names[FG_MAX_RANK][16];
+    const char *yc[FG_MAX_RANK];
+    fg_em_lin_coords(em, em->out, "lin", NULL, names, 1, b);
+    fg_buf off = {0}, args = {0};
+    for (int d = 0; d < y->rank; d++) {
+        yc[d] = names[d];
+        fg_buf_printf(&args, "%s%s", d ? ", " : "", names[d]);
+    }
+    fg_status st = FG_OK;
+    if (fg_em_row_major(em, em->out))
+        fg_buf_put(&off, "lin");
+    else
+        st = fg_em_offset(em, em->out, 0, yc, y->rank, y->shape, &off);
+    if (st == FG_OK)
+        fg_buf_iprintf(b, 1, "fg_store(p.%s + %s, fg_epilogue(p, v, %s));", fg_em_tensor(em, em->out, 1), off.s,
+                       args.s);
+    fg_buf_free(&off);
+    fg_buf_free(&args);
+    return st;
+}
+
+fg_status fg_em_threads(fg_emitter *em, int64_t def, int64_t *threads)
+{
+    const char *keys[] = {"threads"};
+    *threads = def;
+    return fg_em_tile_params(em, keys, 1, threads);
+}
+
+/* ---- batched matmuls ------------------------------------------------------------ */
+
+void fg_em_batch_coords(fg_emitter *em, const fg_matmul_geom_t *d, int ind, fg_buf *b)
+{
+    char name[16];
+    for (int i = d->nbatch - 1; i >= 0; i--) {
+        fg_buf_iprintf(b, ind, "const fg_i64 yb%d = bt", i);
+        for (int j = d->nbatch - 1; j > i; j--) {
+            snprintf(name, sizeof name, "YB%d", j);
+            fg_em_shape(em, name, d->bshape[j]);
+            fg_buf_printf(b, " / %s", name);
+        }
+        if (i > 0) {
+            snprintf(name, sizeof name, "YB%d", i);
+            fg_em_shape(em, name, d->bshape[i]);
+            fg_buf_printf(b, " %% %s", name);
+        }
+        fg_buf_put(b, ";\n");
+    }
+}
+
+void fg_em_batch_text(fg_emitter *em, const fg_matmul_geom_t *d, fg_buf *b)
+{
+    char name[16];
+    if (d->nbatch == 0) {
+        fg_buf_put(b, "    const fg_i64 a_base = 0, b_base = 0, y_base = 0;   // one matrix\n");
+        return;
+    }
+    fg_buf_printf(b, "    // batch bt of [");
+    for (int i = 0; i < d->nbatch; i++)
+        fg_buf_printf(b, "%s%" PRId64, i ? ", " : "", d->bshape[i]);
+    fg_buf_put(b, "]: its coordinates, the operands' matrices (broadcast axes add 0)\n");
+    fg_em_batch_coords(em, d, 1, b);
+    const int64_t *strides[2] = {d->astride, d->bstride};
+    for (int o = 0; o < 2; o++) {
+        fg_buf_printf(b, "    const fg_i64 %s_base = ", o ? "b" : "a");
+        int terms = 0;
+        for (int i = 0; i < d->nbatch; i++)
+            if (strides[o][i]) {
+                snprintf(name, sizeof name, "S%c%d", o ? 'B' : 'A', i);
+                fg_em_shape(em, name, strides[o][i]);
+                fg_buf_printf(b, "%syb%d * %s", terms++ ? " + " : "", i, name);
+            }
+        fg_buf_put(b, terms ? ";\n" : "0;\n");
+    }
+    fg_buf_put(b, "    const fg_i64 y_base = bt * M * N;\n");
 }

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "emit_ops.h"
+#include "emit_impl.h"
 #include "template.h"
 
 /* A C float literal of v ("1.0f", "0.0001f", "2.5e-05f"). */
@@ -20,11 +20,9 @@ static void float_lit(fg_emitter *em, const char *name, double v)
     fg_em_set(em, name, "%s%sf", b, strpbrk(b, ".e") ? "" : ".0");
 }
 
-fg_status fg_emit_lrn(fg_emitter *em)
+static fg_status emit_lrn(fg_emitter *em)
 {
     int a = em->grp->anchor;
-    if (a < 0 || em->g->nodes[a].op->kind != FG_OPK_LRN)
-        return fg_em_error(em, FG_ERR_INPUT, "template lrn needs an lrn node");
     const fg_node *nd = &em->g->nodes[a];
     int xt = nd->inputs[0];
     const fg_tensor *x = &em->g->tensors[xt], *y = em->ot;
@@ -76,13 +74,20 @@ fg_status fg_emit_lrn(fg_emitter *em)
     return st;
 }
 
-/* Capability check (template.h): an lrn anchor over [N, C, ...]. */
-int fg_check_lrn(const fg_tcand *c, char *why, size_t whysz)
+/* Capability check (fg_template.check): an lrn over [N, C, ...]. */
+static int check_lrn(const fg_tcand *c, char *why, size_t whysz)
 {
     const fg_node *nd = &c->g->nodes[c->main_node];
-    if (nd->op->kind != FG_OPK_LRN || c->g->tensors[nd->inputs[0]].rank < 2) {
+    if (c->g->tensors[nd->inputs[0]].rank < 2) {
         snprintf(why, whysz, "lrn computes an lrn node over [N, C, ...]");
         return 0;
     }
     return 1;
 }
+
+static const fg_template rows[] = {
+    {.name = "lrn", .family = "lrn", .order = 70, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_LRN,
+     .dtypes = FG_DTYPES_ALL, .tiles = fg_tile_threads, .check = check_lrn, .emit = emit_lrn,
+     .summary = "local response normalization across channels, one thread per output element"},
+};
+FG_TEMPLATE_FAMILY(lrn, rows);

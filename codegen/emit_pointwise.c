@@ -248,7 +248,7 @@ static const char *const *base_coord_names(int rank, char store[FG_MAX_RANK][16]
     return ptrs;
 }
 
-fg_status fg_emit_pointwise(fg_emitter *em)
+static fg_status emit_pointwise(fg_emitter *em)
 {
     const fg_node *nd = &em->g->nodes[em->main_node];
     int rank = em->ot->rank;
@@ -256,20 +256,13 @@ fg_status fg_emit_pointwise(fg_emitter *em)
     int64_t numel = fg_em_numel(em, em->out);
     fg_status st;
 
-    const char *keys[] = {"threads"};
-    int64_t threads = 256;
-    if ((st = fg_em_tile_params(em, keys, 1, &threads)) != FG_OK)
+    int64_t threads;
+    if ((st = fg_em_threads(em, 256, &threads)) != FG_OK)
         return st;
-    if (threads < 32 || threads > 1024 || threads % 32)
-        return fg_em_error(em, FG_ERR_HOOK, "tile hook: threads = %" PRId64 " (want a multiple of 32 in 32..1024)",
-                           threads);
     em->template_file = "pointwise.cuh";
     em->threads = (unsigned)threads;
 
     int is_flatten = nd->op->kind == FG_OPK_FLATTEN;
-    if (!is_flatten && nd->op->kind != FG_OPK_POINTWISE && nd->op->kind != FG_OPK_BATCH_NORM)
-        return fg_em_error(em, FG_ERR_INPUT, "template pointwise cannot compute node '%s' (op %s, kind %s)", nd->name,
-                           nd->op->name, fg_op_kind_name(nd->op->kind));
     /* 16 bytes of output per vector; outputs shorter than one vector stay scalar */
     int vec = (int)(16 / fg_dtype_size(em->ot->dtype));
     if (is_flatten || numel < vec)
@@ -405,8 +398,8 @@ fg_status fg_emit_pointwise(fg_emitter *em)
     return st;
 }
 
-/* Capability check (template.h): a flatten main node maps rank >= 2 to rank 2. */
-int fg_check_pointwise(const fg_tcand *c, char *why, size_t whysz)
+/* Capability check (fg_template.check): a flatten main node maps rank >= 2 to rank 2. */
+static int check_pointwise(const fg_tcand *c, char *why, size_t whysz)
 {
     const fg_node *nd = &c->g->nodes[c->main_node];
     if (nd->op->kind == FG_OPK_FLATTEN) {
@@ -418,3 +411,11 @@ int fg_check_pointwise(const fg_tcand *c, char *why, size_t whysz)
     }
     return 1;
 }
+
+static const fg_template rows[] = {
+    {.name = "pointwise", .family = "pointwise", .order = 10, FG_TEMPLATE_LIMITS,
+     .kinds = (1u << FG_OPK_POINTWISE) | (1u << FG_OPK_BATCH_NORM) | (1u << FG_OPK_FLATTEN), .dtypes = FG_DTYPES_ALL,
+     .tiles = fg_tile_threads, .check = check_pointwise, .emit = emit_pointwise,
+     .summary = "element-wise chain (or flatten), one thread per element, 4-wide when inputs align"},
+};
+FG_TEMPLATE_FAMILY(pointwise, rows);

@@ -13,31 +13,9 @@
 #include "emit_impl.h"
 #include "template.h"
 
-static fg_status threads_param(fg_emitter *em, int64_t *threads)
-{
-    const char *keys[] = {"threads"};
-    fg_status st = fg_em_tile_params(em, keys, 1, threads);
-    if (st == FG_OK && (*threads < 32 || *threads > 1024 || *threads % 32))
-        return fg_em_error(em, FG_ERR_HOOK, "tile hook: threads = %" PRId64 " (want a multiple of 32 in 32..1024)",
-                           *threads);
-    return st;
-}
-
-static void launch_1d(fg_emitter *em, int64_t work, int64_t threads)
-{
-    int64_t blocks = (work + threads - 1) / threads;
-    em->k->grid[0] = (unsigned)(blocks > 8192 ? 8192 : blocks < 1 ? 1 : blocks);
-    em->k->grid[1] = em->k->grid[2] = 1;
-    em->k->block[0] = (unsigned)threads;
-    em->k->block[1] = em->k->block[2] = 1;
-    em->threads = (unsigned)threads;
-}
-
-fg_status fg_emit_pool2d(fg_emitter *em)
+static fg_status emit_pool2d(fg_emitter *em)
 {
     int a = em->grp->anchor;
-    if (a < 0 || (em->g->nodes[a].op->kind != FG_OPK_POOL2D && em->g->nodes[a].op->kind != FG_OPK_GLOBAL_POOL))
-        return fg_em_error(em, FG_ERR_INPUT, "template pool2d needs a pool2d or global_pool anchor");
     const fg_node *nd = &em->g->nodes[a];
     int is_max = nd->op->reduce && strcmp(nd->op->reduce, "max") == 0;
     int xt = nd->inputs[0];
@@ -45,8 +23,8 @@ fg_status fg_emit_pool2d(fg_emitter *em)
     if (x->rank != 4)
         return fg_em_error(em, FG_ERR_INPUT, "pooling '%s' needs a rank-4 input", nd->name);
     fg_status st;
-    int64_t threads = 128;
-    if ((st = threads_param(em, &threads)) != FG_OK)
+    int64_t threads;
+    if ((st = fg_em_threads(em, 128, &threads)) != FG_OK)
         return st;
     fg_em_shape(em, "N", x->shape[0]);
     fg_em_shape(em, "C", x->shape[1]);
@@ -84,7 +62,7 @@ fg_status fg_emit_pool2d(fg_emitter *em)
             fg_em_set(em, "FINISH", "H * W > 0 ? acc / (float)(H * W) : 0.0f");
         }
         em->template_file = "global_pool.cuh";
-        launch_1d(em, x->shape[0] * x->shape[1] * 32, threads);
+        fg_em_launch_1d(em, x->shape[0] * x->shape[1] * 32, threads);
         return FG_OK;
     }
 
@@ -122,12 +100,12 @@ fg_status fg_emit_pool2d(fg_emitter *em)
               : include_pad ? "count > 0 ? acc / (float)taps : 0.0f  /* count_include_pad */"
                             : "count > 0 ? acc / (float)count : 0.0f");
     em->template_file = "pool2d.cuh";
-    launch_1d(em, fg_em_numel(em, em->out), threads);
+    fg_em_launch_1d(em, fg_em_numel(em, em->out), threads);
     return FG_OK;
 }
 
 /* Rank-4 input; global pooling writes [N, C, 1, 1] or [N, C]. */
-int fg_check_pool2d(const fg_tcand *c, char *why, size_t whysz)
+static int check_pool2d(const fg_tcand *c, char *why, size_t whysz)
 {
     const fg_node *nd = &c->g->nodes[c->anchor];
     const fg_tensor *x = &c->g->tensors[nd->inputs[0]], *y = &c->g->tensors[nd->output];
@@ -137,3 +115,10 @@ int fg_check_pool2d(const fg_tcand *c, char *why, size_t whysz)
     }
     return 1;
 }
+
+static const fg_template rows[] = {
+    {.name = "pool2d", .family = "pool2d", .order = 40, FG_TEMPLATE_LIMITS,
+     .kinds = (1u << FG_OPK_POOL2D) | (1u << FG_OPK_GLOBAL_POOL), .dtypes = FG_DTYPES_ALL, .tiles = fg_tile_threads,
+     .check = check_pool2d, .emit = emit_pool2d, .summary = "max / average pooling and global average pooling"},
+};
+FG_TEMPLATE_FAMILY(pool2d, rows);

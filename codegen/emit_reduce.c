@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "emit_ops.h"
+#include "emit_impl.h"
 #include "reduce.h"
 #include "template.h"
 
@@ -114,11 +114,9 @@ static void index_code(fg_emitter *em, const run *r, int n, const char *idx, con
     }
 }
 
-fg_status fg_emit_reduce(fg_emitter *em)
+static fg_status emit_reduce(fg_emitter *em)
 {
     int a = em->grp->anchor;
-    if (a < 0 || em->g->nodes[a].op->kind != FG_OPK_REDUCE)
-        return fg_em_error(em, FG_ERR_INPUT, "template reduce needs a reduce node");
     const fg_node *nd = &em->g->nodes[a];
     int xt = nd->inputs[0];
     const fg_tensor *x = &em->g->tensors[xt];
@@ -187,16 +185,23 @@ fg_status fg_emit_reduce(fg_emitter *em)
     return st;
 }
 
-/* Capability check (template.h): a reduce anchor whose axes fit its input. */
-int fg_check_reduce(const fg_tcand *c, char *why, size_t whysz)
+/* Capability check (fg_template.check): a reduce whose axes fit its input. */
+static int check_reduce(const fg_tcand *c, char *why, size_t whysz)
 {
     const fg_node *nd = &c->g->nodes[c->main_node];
     fg_reduce_geom d;
     char r[160];
-    if (nd->op->kind != FG_OPK_REDUCE ||
-        fg_reduce_geom_of(nd, &c->g->tensors[nd->inputs[0]], &d, r, sizeof r) != 0) {
+    if (fg_reduce_geom_of(nd, &c->g->tensors[nd->inputs[0]], &d, r, sizeof r) != 0) {
         snprintf(why, whysz, "reduce computes a reduce node whose axes fit its input");
         return 0;
     }
     return 1;
 }
+
+static const fg_template rows[] = {
+    {.name = "reduce", .family = "reduce", .order = 80, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_REDUCE,
+     .dtypes = FG_DTYPES_ALL, .tiles = fg_tile_threads, .check = check_reduce, .emit = emit_reduce,
+     .summary = "reduction over any axes (sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp): a "
+                "thread, a warp or a block per output"},
+};
+FG_TEMPLATE_FAMILY(reduce, rows);

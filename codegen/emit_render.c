@@ -1,6 +1,7 @@
 /*
  * emit_render.c -- template text: the embedded template files and the
- * placeholders each uses, the emitter's dictionary (placeholder -> text) and
+ * placeholders each uses (found in the files at embed time,
+ * cmake/embed.cmake), the emitter's dictionary (placeholder -> text) and
  * rendering of {{X}} placeholders and {{#X}} / {{^X}} sections.
  */
 #include <ctype.h>
@@ -13,77 +14,13 @@
 
 /* ---- template files and their placeholders -------------------------------- */
 
-static const char *const ph_pointwise[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "OUT", "COORDS", "LOADS",
-                                           "COMPUTE", "COORD_ARGS", "PRE", "VEC", "VEC_OK", "VLOADS", "VELEM",
-                                           "VCOMPUTE", "VPRE", NULL};
-static const char *const ph_conv2d[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "TILE_K", "CHUNK_C", "WTILE",
-                                        "X", "WGT", "Y", NULL};
-static const char *const ph_conv2d_nhwc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "KL", "PPT", "CHUNK_C",
-                                             "WTILE", "WGT", "X", "Y", NULL};
-static const char *const ph_conv2d_dw[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "X", "WGT", "Y", NULL};
-static const char *const ph_conv2d_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BM", "BN", "EPC", "SPLITS",
-                                           "KT_SPLIT", "WARPS_M", "WARPS_N", "T", "MMA", "X", "WGT", "Y", "TF32",
-                                           "SPLIT", "WS", "WSC", "PAIR", "GATHER", "X_NCHW", NULL};
-static const char *const ph_gemm[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "TILE_M", "TILE_N", "TILE_K",
-                                      "BATCH", "A", "B", "Y", "TA", "TB", "EPI_ARGS", NULL};
-static const char *const ph_gemm_tc[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BM", "BN", "EPC", "STAGES",
-                                         "SPLITS", "KT_SPLIT", "WARPS_M", "WARPS_N", "BATCH", "A", "B", "Y", "T",
-                                         "VEC", "TF32", "PACK", "A_KROW", "B_KROW", "B_TF32_ELEM", "MMA", "SPLIT",
-                                         "WS", "WSC", "EPI_ARGS", "PAIR", "EPI_ARGS1", NULL};
-static const char *const ph_gemm_wgmma[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BN", "EB", "STAGES", "SMEM_BYTES",
-                                            "MAXNREG", "TMAP_A", "TB", "TMAP_B", "WGMMA", "ROW", "EPI_ARGS",
-                                            "EPI_ARGS1", "Y", "TAPS", "PIX", "TW", "TH", "TN", "TILE_P", "TILE_C", NULL};
-static const char *const ph_gemv[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "MR", "SLICE", "VW", "WARPS",
-                                      "SPLITS", "KW", "KS", "SPLIT", "BATCH", "A", "B", "TB", "VEC", "TA", "A_VEC",
-                                      "WS", "WSC", "EPI_ARGS", "Y", NULL};
-static const char *const ph_gemm_softmax[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "BK", "WARPS_N", "NI", "NP",
-                                              "TC", "T", "BATCH", "A", "B", "TA", "TB", "PACK", "MMA", "EPI_ARGS",
-                                              "PAIR", "Y", "BVEC", "VW", "CVT", NULL};
-static const char *const ph_pool2d[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "X", "Y", "INIT",
-                                        "REDUCE", "FINISH", NULL};
-static const char *const ph_global_pool[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "X", "Y", "INIT", "REDUCE",
-                                             "FINISH", "EPI_ARGS", NULL};
-
-static const char *const ph_copy[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "LOAD", "OUT",
-                                      "COORD_ARGS", NULL};
-static const char *const ph_softmax[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "LOAD", "STORE", "X", "VEC4",
-                                         "LOG", NULL};
-static const char *const ph_reduce[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "LOAD", "STORE", "MAP", "COMBINE",
-                                        "WARP", "BLOCK", "GROUP", "BASE", "SHIFT", "OFF", "INIT", "FINISH", NULL};
-static const char *const ph_lrn[] = {"KERNEL", "PARAMS", "THREADS", "SHAPES", "COORDS", "CH", "X", "OFF_Q", "OFF",
-                                     "BIAS", "ALPHA", "BETA", "Y", "COORD_ARGS", NULL};
-
-static const struct {
-    const char *file;
-    const char *const *names;
-} template_files[] = {
-    {"pointwise.cuh", ph_pointwise},   {"conv2d.cuh", ph_conv2d}, {"conv2d_depthwise.cuh", ph_conv2d_dw},
-    {"conv2d_nhwc.cuh", ph_conv2d_nhwc},
-    {"conv2d_tc.cuh", ph_conv2d_tc},
-    {"gemm.cuh", ph_gemm},             {"gemm_tc.cuh", ph_gemm_tc}, {"gemv.cuh", ph_gemv},
-    {"gemm_wgmma.cuh", ph_gemm_wgmma},
-    {"gemm_softmax.cuh", ph_gemm_softmax},
-    {"pool2d.cuh", ph_pool2d},
-    {"global_pool.cuh", ph_global_pool},
-    {"copy.cuh", ph_copy},             {"softmax.cuh", ph_softmax}, {"lrn.cuh", ph_lrn},
-    {"reduce.cuh", ph_reduce},
-};
-
 const char *const *fg_template_placeholders(const char *file)
 {
-    for (size_t i = 0; i < FG_COUNTOF(template_files); i++)
-        if (strcmp(template_files[i].file, file) == 0)
-            return template_files[i].names;
-    return NULL;
+    const fg_embedded_file *f = fg_embedded_find(file);
+    return f ? f->placeholders : NULL;
 }
 
-const char *const *fg_template_files(void)
-{
-    static const char *names[FG_COUNTOF(template_files) + 1];
-    for (size_t i = 0; i < FG_COUNTOF(template_files); i++)
-        names[i] = template_files[i].file;
-    return names;
-}
+const char *const *fg_template_files(void) { return fg_embedded_kernel_templates; }
 
 const char *fg_template_text(const char *name)
 {

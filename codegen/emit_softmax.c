@@ -12,62 +12,12 @@
 #include <string.h>
 
 #include "axes.h"
-#include "emit_ops.h"
+#include "emit_impl.h"
 #include "template.h"
 
-/* Body of a helper returning tensor t's element at logical index lin
- * (emit_ops.h). */
-fg_status fg_em_lin_load_body(fg_emitter *em, int t, fg_buf *b)
-{
-    const fg_tensor *x = &em->g->tensors[t];
-    if (fg_em_row_major(em, t)) {
-        fg_buf_iprintf(b, 1, "return fg_load(p.%s + lin);  // %s, row-major", fg_em_tensor(em, t, 0), x->name);
-        return FG_OK;
-    }
-    char names[FG_MAX_RANK][16];
-    const char *xc[FG_MAX_RANK];
-    fg_em_lin_coords(em, t, "lin", "x", names, 1, b);
-    for (int d = 0; d < x->rank; d++)
-        xc[d] = names[d];
-    fg_buf off = {0};
-    fg_status st = fg_em_offset(em, t, 0, xc, x->rank, x->shape, &off);
-    if (st == FG_OK)
-        fg_buf_iprintf(b, 1, "return fg_load(p.%s + %s);  // %s", fg_em_tensor(em, t, 0), off.s, x->name);
-    fg_buf_free(&off);
-    return st;
-}
-
-/* Body of a helper storing v at the output's logical index lin: the
- * coordinates, the epilogue, the store (emit_ops.h). */
-fg_status fg_em_lin_store_body(fg_emitter *em, fg_buf *b)
-{
-    const fg_tensor *y = em->ot;
-    char names[FG_MAX_RANK][16];
-    const char *yc[FG_MAX_RANK];
-    fg_em_lin_coords(em, em->out, "lin", NULL, names, 1, b);
-    fg_buf off = {0}, args = {0};
-    for (int d = 0; d < y->rank; d++) {
-        yc[d] = names[d];
-        fg_buf_printf(&args, "%s%s", d ? ", " : "", names[d]);
-    }
-    fg_status st = FG_OK;
-    if (fg_em_row_major(em, em->out))
-        fg_buf_put(&off, "lin");
-    else
-        st = fg_em_offset(em, em->out, 0, yc, y->rank, y->shape, &off);
-    if (st == FG_OK)
-        fg_buf_iprintf(b, 1, "fg_store(p.%s + %s, fg_epilogue(p, v, %s));", fg_em_tensor(em, em->out, 1), off.s,
-                       args.s);
-    fg_buf_free(&off);
-    fg_buf_free(&args);
-    return st;
-}
-
-fg_status fg_emit_softmax(fg_emitter *em)
+static fg_status emit_softmax(fg_emitter *em)
 {
     int a = em->grp->anchor;
-    if (a < 0 || em->g->nodes[a].op->kind != FG_OPK_SOFTMAX)
-        return fg_em_error(em, FG_ERR_INPUT, "template softmax needs a softmax node");
     const fg_node *nd = &em->g->nodes[a];
     int xt = nd->inputs[0];
     const fg_tensor *x = &em->g->tensors[xt];
@@ -107,14 +57,21 @@ fg_status fg_emit_softmax(fg_emitter *em)
     return st;
 }
 
-/* Capability check (template.h): a softmax anchor whose axes fit its input. */
-int fg_check_softmax(const fg_tcand *c, char *why, size_t whysz)
+/* Capability check (fg_template.check): a softmax whose axes fit its input. */
+static int check_softmax(const fg_tcand *c, char *why, size_t whysz)
 {
     const fg_node *nd = &c->g->nodes[c->main_node];
     int64_t outer, len, inner;
-    if (nd->op->kind != FG_OPK_SOFTMAX || fg_softmax_rows(nd, &c->g->tensors[nd->inputs[0]], &outer, &len, &inner)) {
+    if (fg_softmax_rows(nd, &c->g->tensors[nd->inputs[0]], &outer, &len, &inner)) {
         snprintf(why, whysz, "softmax computes a softmax node whose axes fit its input");
         return 0;
     }
     return 1;
 }
+
+static const fg_template rows[] = {
+    {.name = "softmax", .family = "softmax", .order = 60, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_SOFTMAX,
+     .dtypes = FG_DTYPES_ALL, .tiles = fg_tile_threads, .check = check_softmax, .emit = emit_softmax,
+     .summary = "softmax over rows, one block per row: max, sum of exp, normalize (4-wide loads on contiguous rows)"},
+};
+FG_TEMPLATE_FAMILY(softmax, rows);

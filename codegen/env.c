@@ -1,11 +1,13 @@
 /*
- * env.c -- resolves a context's settings once, at fg_context_init: API
+ * env.c -- resolves a context's settings once, at its creation (fg_ctx_new): API
  * options first, then the environment, then the defaults (see env.h).  This
  * is the only file that calls getenv.
  */
+#define _GNU_SOURCE /* dladdr */
 #include "env.h"
 
 #include <ctype.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,45 @@
 /* Fields added after 0.1 follow that layout directly (size 0 leaves them 0). */
 FG_STATIC_ASSERT(OPTIONS_BASE_SIZE == offsetof(fg_options, remote_cache),
                  "fg_options: size 0 must keep meaning the 0.1 layout (new fields go at the end)");
+
+/* Nonzero when dir/ops.yaml exists. */
+static int has_rules(const char *dir)
+{
+    char *probe = fg_path_join(dir, "ops.yaml");
+    FILE *f = fopen(probe, "r");
+    free(probe);
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+/* The shipped rules, first found of: <prefix>/share/fusegen/rules next to
+ * the installed library that holds this code (wherever it was installed),
+ * the source tree's rules/ (a build tree), the configured install prefix. */
+static char *default_rules_dir(void)
+{
+    Dl_info info;
+    if (dladdr((void *)default_rules_dir, &info) && info.dli_fname) {
+        char *lib = fg_xstrdup(info.dli_fname);
+        char *slash = strrchr(lib, '/');
+        if (slash) {
+            *slash = 0;
+            char *dir = fg_path_join(lib, "../share/fusegen/rules");
+            free(lib);
+            char *real = has_rules(dir) ? realpath(dir, NULL) : NULL;
+            free(dir);
+            if (real)
+                return real;
+        } else {
+            free(lib);
+        }
+    }
+    const char *cands[] = {FG_SOURCE_DIR "/rules", FG_INSTALL_DATA_DIR "/rules"};
+    for (size_t i = 0; i < FG_COUNTOF(cands); i++)
+        if (has_rules(cands[i]))
+            return fg_xstrdup(cands[i]);
+    return fg_xstrdup(cands[0]);
+}
 
 /* ---- strict parsers ------------------------------------------------------ */
 
@@ -410,6 +451,8 @@ fg_status fg_env_resolve(fg_context *ctx, const fg_options *given)
 
     fg_env *e = &ctx->env;
     ctx->rules_dir = o.rules_dir && *o.rules_dir ? fg_xstrdup(o.rules_dir) : env_dup("FUSEGEN_RULES");
+    if (!ctx->rules_dir)
+        ctx->rules_dir = default_rules_dir();
     ctx->cache_dir = cache_dir(o.cache_dir);
     ctx->arch = o.arch && *o.arch ? fg_xstrdup(o.arch) : NULL;
     e->arch = env_dup("FUSEGEN_ARCH");

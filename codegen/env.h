@@ -1,5 +1,5 @@
 /*
- * env.h -- the settings of a context, resolved once by fg_context_init: each
+ * env.h -- the settings of a context, resolved once when it is created (fg_ctx_new): each
  * from the first of the API option (fg_options), its environment variable,
  * the default.  No other module reads the environment: they read ctx->opts
  * (the public fields, resolved) and ctx->env (settings that have no public
@@ -79,8 +79,10 @@ typedef struct fg_env {
 
 /* Resolves every setting of ctx (whose log function is already set) from
  * given (NULL: none) and the environment: fills ctx->opts (public fields,
- * with the strings owned by ctx: rules_dir stays NULL when neither the option
- * nor $FUSEGEN_RULES names one), ctx->env, ctx->quiet.  Returns FG_OK, or
+ * with the strings owned by ctx: rules_dir is the shipped rules when neither
+ * the option nor $FUSEGEN_RULES names one: <prefix>/share/fusegen/rules next
+ * to the installed library, else the source tree's rules/, else the
+ * configured install prefix), ctx->env, ctx->quiet.  Returns FG_OK, or
  * FG_ERR_INPUT / FG_ERR_UNSUPPORTED for bad options (recorded). */
 fg_status fg_env_resolve(fg_context *ctx, const fg_options *given);
 /* Frees the strings of env. */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "fold_names.h"
 #include "hook.h"
 #include "util.h"
 
@@ -26,31 +27,21 @@ static fg_status fold_bn_into_matmul(fg_context *ctx, const fg_rule *r, const fg
 static fg_status fold_affine_merge(fg_context *ctx, const fg_rule *r, const fg_fold *f, fg_graph *g,
                                    fg_group *grp);
 
-static const char *const builtin_names[] = {"bn_into_conv", "bn_into_matmul", "affine_merge"};
-static const fold_fn builtin_fns[] = {fold_bn_into_conv, fold_bn_into_matmul, fold_affine_merge};
-FG_STATIC_ASSERT(FG_COUNTOF(builtin_names) == FG_COUNTOF(builtin_fns), "builtin fold tables out of sync");
-
-int fg_fold_is_builtin(const char *name)
-{
-    for (size_t i = 0; name && i < FG_COUNTOF(builtin_names); i++)
-        if (strcmp(name, builtin_names[i]) == 0)
-            return 1;
-    return 0;
-}
-
-const char *const *fg_fold_builtin_names(int *n)
-{
-    *n = (int)FG_COUNTOF(builtin_names);
-    return builtin_names;
-}
+/* One function per builtin fold, indexed like the names (fold_names.h). */
+static const fold_fn builtin_fns[] = {
+    [FG_FOLD_BN_INTO_CONV] = fold_bn_into_conv,
+    [FG_FOLD_BN_INTO_MATMUL] = fold_bn_into_matmul,
+    [FG_FOLD_AFFINE_MERGE] = fold_affine_merge,
+};
+FG_STATIC_ASSERT(FG_COUNTOF(builtin_fns) == FG_FOLD_BUILTIN_COUNT, "builtin_fns out of sync with fg_fold_builtin");
 
 fg_status fg_fold_apply(fg_context *ctx, const fg_rule *r, const fg_fold *f, fg_graph *g, fg_group *grp)
 {
     if (f->is_hook)
         return fg_hook_fold(ctx, f->name, f->loc, g, grp);
-    for (size_t i = 0; i < FG_COUNTOF(builtin_names); i++)
-        if (strcmp(f->name, builtin_names[i]) == 0)
-            return builtin_fns[i](ctx, r, f, g, grp);
+    int b = fg_fold_builtin_find(f->name);
+    if (b >= 0)
+        return builtin_fns[b](ctx, r, f, g, grp);
     return fg_diag_error(ctx, FG_ERR_INPUT, f->loc, "unknown fold '%s' in rule %s", f->name, r->name);
 }
 
@@ -418,9 +409,9 @@ int fg_fold_check(const fg_rule *r, const fg_fold *f, const fg_graph *g, const i
 {
     if (f->is_hook)
         return 1;   /* a hook's preconditions are its own; its errors carry its location */
-    int bn = -1, c = -1;
+    int bn = -1, c = -1, which = fg_fold_builtin_find(f->name);
     char sub[256];
-    if (strcmp(f->name, "bn_into_conv") == 0) {
+    if (which == FG_FOLD_BN_INTO_CONV) {
         int conv = find_pair_in(g, nodes, n, FG_OPK_CONV2D, &bn);
         if (conv < 0)
             return 1;
@@ -439,7 +430,7 @@ int fg_fold_check(const fg_rule *r, const fg_fold *f, const fg_graph *g, const i
                  (!is_const(g, cn->inputs[bs]) || fg_tensor_numel(&g->tensors[cn->inputs[bs]]) != ch))
             snprintf(sub, sizeof sub, "the bias of %s is not a constant [%lld] vector", cn->name, (long long)ch),
                 c = -2;
-    } else if (strcmp(f->name, "bn_into_matmul") == 0) {
+    } else if (which == FG_FOLD_BN_INTO_MATMUL) {
         int mm = find_pair_in(g, nodes, n, FG_OPK_MATMUL, &bn);
         if (mm < 0)
             return 1;
@@ -462,7 +453,7 @@ int fg_fold_check(const fg_rule *r, const fg_fold *f, const fg_graph *g, const i
                                          g->tensors[mn->inputs[bs]].shape[g->tensors[mn->inputs[bs]].rank - 1] != ch))
             snprintf(sub, sizeof sub, "the bias of %s is not a constant with %lld columns", mn->name, (long long)ch),
                 c = -2;
-    } else if (strcmp(f->name, "affine_merge") == 0) {
+    } else if (which == FG_FOLD_AFFINE_MERGE) {
         int second = -1, first = find_pair_in(g, nodes, n, FG_OPK_BATCH_NORM, &second);
         if (first < 0)
             return 1;

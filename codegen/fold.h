@@ -15,12 +15,10 @@
 
 #include <stddef.h>
 
+#include "fold_names.h"
 #include "ir.h"
 
-/* Nonzero when name is a builtin fold. */
-int fg_fold_is_builtin(const char *name);
-/* Names of the builtin folds (for suggestions); *n set to the count. */
-const char *const *fg_fold_builtin_names(int *n);
+/* The builtin folds' names: fold_names.h (read by the rule loader too). */
 
 /* Side-effect-free check that fold f can apply to the candidate group
  * nodes[0..n) of g (the planner calls it before committing a match): 1, or

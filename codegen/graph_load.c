@@ -14,6 +14,7 @@
 
 #include "context.h"
 #include "input_file.h"
+#include "kind.h"
 #include "load.h"
 #include "onnx_load.h"
 #include "shape.h"
@@ -709,23 +710,23 @@ static void parse_node_body(loader *L, raw_node *r)
         }
 }
 
-/* batch_norm in training mode would normalize with batch statistics, which
- * no kernel computes: refuse it at the node (or its `training:` value)
- * instead of running it with the stored statistics. */
-static void check_training(loader *L, raw_node *r)
+/* A node whose kind has a mode no kernel computes (batch_norm's `training`:
+ * batch statistics) is refused at the node (or its attribute's value)
+ * instead of running in the mode kernels do compute. */
+static void check_mode(loader *L, raw_node *r)
 {
     const fg_node *n = &r->node;
-    if (!n->op || n->op->kind != FG_OPK_BATCH_NORM)
+    const char *mode = n->op ? fg_kind(n->op->kind)->mode_attr : NULL;
+    if (!mode)
         return;
     for (int a = 0; a < n->op->nattrs; a++) {
-        if (strcmp(n->op->attrs[a].name, "training") != 0 || fg_attr_number(&n->attrs[a]) == 0)
+        if (strcmp(n->op->attrs[a].name, mode) != 0 || fg_attr_number(&n->attrs[a]) == 0)
             continue;
         const fg_ynode *am = fg_ymap_get(r->map, "attrs"), *v = NULL;
         if (am && am->kind == FG_YNODE_MAP)
-            v = fg_ymap_get(am, "training");
-        fg_diag_error(L->ctx, FG_ERR_INPUT, v ? v->loc : n->loc,
-                      "%s '%s': training mode (batch statistics) is not supported; fusegen runs inference "
-                      "with the stored mean and var: set training: false", n->op->name, n->name);
+            v = fg_ymap_get(am, mode);
+        fg_diag_error(L->ctx, FG_ERR_INPUT, v ? v->loc : n->loc, "%s '%s': %s", n->op->name, n->name,
+                      fg_kind(n->op->kind)->mode_refused);
         r->bad = 1;
     }
 }
@@ -933,7 +934,7 @@ static fg_status load(fg_context *ctx, const char *file, const char *text, size_
         parse_node_heads(&L, v);
     for (int i = 0; i < L.nraw; i++) {
         parse_node_body(&L, &L.raw[i]);
-        check_training(&L, &L.raw[i]);
+        check_mode(&L, &L.raw[i]);
     }
     if (!(v = fg_ymap_get(m, "outputs")))
         fg_diag_error(ctx, FG_ERR_INPUT, fg_ymap_key(m, "graph")->loc, "graph '%s' has no `outputs`", L.g->name);

@@ -60,9 +60,18 @@ static fg_sandbox_limits hook_limits(const fg_context *ctx)
     return lim;
 }
 
+/* Frees the context's hook state (registered with fg_ctx_on_free). */
+static void hooks_teardown(fg_context *ctx)
+{
+    fg_hooks_free(ctx->hooks);
+    ctx->hooks = NULL;
+}
+
+/* The context's hook state, created (its teardown registered) on first use. */
 static fg_hooks *hooks_get(fg_context *ctx)
 {
     if (!ctx->hooks) {
+        fg_ctx_on_free(ctx, hooks_teardown);
         fg_hooks *h = fg_xcalloc(1, sizeof *h);
         fg_sandbox_limits lim = hook_limits(ctx);
         h->sb = fg_sandbox_new(&lim);

@@ -1,8 +1,8 @@
 /*
  * index_map.c -- composed index maps of reshape / transpose chains (contract
  * in index_map.h): the backward map through each node, the offset helper of
- * an anchor that reads its input through the group's input map, and which
- * templates can take one.
+ * an anchor that reads its input through the group's input map.  Which
+ * templates can take one is a field of their rows (fg_template.input_map).
  */
 #include "index_map.h"
 
@@ -10,28 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "emit_ops.h"
-#include "template.h"
+#include "kind.h"
 
-/* Nonzero when tensor t is made inside em's group and is not its output:
- * never stored, so it has no kernel parameter. */
-static int inside(const fg_emitter *em, int t)
-{
-    if (t == em->out)
-        return 0;
-    for (int i = 0; i < em->grp->nnodes; i++)
-        if (em->g->nodes[em->grp->nodes[i]].output == t)
-            return 1;
-    return 0;
-}
-
-void fg_em_group_dim(fg_emitter *em, int t, int axis, fg_buf *out)
-{
-    if (inside(em, t))
-        fg_buf_printf(out, "%" PRId64, em->g->tensors[t].shape[axis]);
-    else
-        fg_em_dim(em, t, axis, out);
-}
 
 /* One reshape or transpose node of the chain, mapped backwards: from the
  * coordinates of its output (oc, rank of its output) to those of its input
@@ -42,7 +22,7 @@ static void map_back(fg_emitter *em, int node, int stage, const char *lin_given,
 {
     const fg_node *nd = &em->g->nodes[node];
     const fg_tensor *y = &em->g->tensors[nd->output], *x = &em->g->tensors[nd->inputs[0]];
-    if (nd->op->kind == FG_OPK_TRANSPOSE) {
+    if (fg_kind(nd->op->kind)->traits & FG_KIND_AXES) {
         const fg_attr_value *pm = fg_node_attr(nd, "perm");
         for (int d = 0; d < y->rank; d++)
             snprintf(ic[pm->ints[d]], 16, "%s", x->shape[pm->ints[d]] == 1 ? "0" : oc[d]);
@@ -138,34 +118,4 @@ fg_status fg_imap_offset_fn(fg_emitter *em, const char *fname, int t, const char
     fg_buf_free(&body);
     fg_buf_free(&off);
     return st;
-}
-
-/* The built-in templates that read their main input element by element
- * through off_x (conv2d.cuh, conv2d_nhwc.cuh, conv2d_depthwise.cuh), and
- * why the others cannot read through a map. */
-static const struct {
-    const char *name;
-    const char *refusal;   /* NULL: takes an input map */
-} map_caps[] = {
-    {"conv2d", NULL},
-    {"conv2d_depthwise", NULL},
-    {"conv2d_tc", "it loads 16-byte channel vectors of its input (cp.async), which an input map does not keep "
-                  "contiguous"},
-    {"gemm_tc", "it loads 16-byte vectors of its operands (cp.async, ldmatrix)"},
-    {"gemm_tc_splitk", "it loads 16-byte vectors of its operands (cp.async, ldmatrix)"},
-};
-
-int fg_imap_template_ok(const fg_template *t, char *why, size_t whysz)
-{
-    const fg_template *b = fg_template_base(t);
-    for (size_t i = 0; i < FG_COUNTOF(map_caps); i++)
-        if (strcmp(map_caps[i].name, b->name) == 0) {
-            if (!map_caps[i].refusal)
-                return 1;
-            snprintf(why, whysz, "cannot read through an input map: %s", map_caps[i].refusal);
-            return 0;
-        }
-    snprintf(why, whysz, "cannot read through an input map (template %s does not read its input through off_x)",
-             b->name);
-    return 0;
 }

@@ -18,13 +18,6 @@
 
 #include "emit_impl.h"
 
-struct fg_template;
-
-/* Appends dimension `axis` of tensor t: a literal when t is made inside
- * em's group and is not its output (it has no kernel parameter), else
- * fg_em_dim's text. */
-void fg_em_group_dim(fg_emitter *em, int t, int axis, fg_buf *out);
-
 /* Emits, at indentation ind, the locals mapping coordinates oc (logical
  * coordinates of the output of nodes[n - 1]; "0" for a size-1 axis) back
  * through reshape / transpose nodes nodes[n - 1] .. nodes[0] to the logical
@@ -46,10 +39,5 @@ int fg_imap_source(const fg_emitter *em, int t);
  * the map's output, else fg_em_offset_fn's offset in t.  The kernel reads
  * p.<fg_em_tensor(fg_imap_source(em, t))> + fname(p, ...). */
 fg_status fg_imap_offset_fn(fg_emitter *em, const char *fname, int t, const char *const *coords);
-
-/* Nonzero when template t (its built-in base) reads its main input element by
- * element through the generated off_x and may so take an input map; else 0
- * with the reason in why.  Templates not listed refuse (safe default). */
-int fg_imap_template_ok(const struct fg_template *t, char *why, size_t whysz);
 
 #endif /* FG_INDEX_MAP_H */

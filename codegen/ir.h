@@ -63,9 +63,9 @@ typedef struct fg_attr_def {
 
 /* ---- op definitions --------------------------------------------------- */
 
-/* What C knows about an op: shape inference, reference semantics, which
- * template runs it alone.  Everything else (names, inputs, attributes,
- * pointwise expressions) is data in rules/ *.yaml. */
+/* What C knows about an op: its kind, whose entry in the op-kind table
+ * (kind.h) says what the kind means.  Everything else (names, inputs,
+ * attributes, pointwise expressions) is data in rules/ *.yaml. */
 typedef enum fg_op_kind {
     FG_OPK_POINTWISE = 0,  /* expr over inputs; numpy broadcasting; per-channel inputs */
     FG_OPK_CONV2D,         /* x[N,C,H,W] w[K,C/g,R,S] bias?[K]; stride, padding, dilation, groups */
@@ -269,7 +269,10 @@ typedef struct fg_group_epi {
     int node;              /* plan-graph node the stage comes from */
     int tensor;            /* BIAS: the bias tensor; else -1 */
     const char *hook;      /* HOOK */
+    struct fg_expr *expr;  /* HOOK: the hook's expression over v and c, from the planner (owned by the plan) */
 } fg_group_epi;
+
+#define FG_MAX_TILE_KEYS 8     /* tile keys a template declares (fg_template.tiles) */
 
 typedef struct fg_group {
     int rule;                              /* index into ctx rules; -1: single op, no rule */
@@ -280,6 +283,9 @@ typedef struct fg_group {
                                               transposes the anchor reads its input 0 through (never
                                               stored; 0: none); the anchor is nodes[nmap] */
     const char *template_name;             /* the template chosen (template.h) */
+    int64_t tile[FG_MAX_TILE_KEYS];        /* the rule's `params:` hook's value for each of the template's tile
+                                              keys (fg_template.tiles order), in its declared range; 0: the
+                                              template's default */
     int nepi;
     fg_group_epi epi[FG_MAX_EPILOGUE];
     int output;                            /* tensor the group writes */

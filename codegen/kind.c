@@ -4,9 +4,12 @@
  */
 #include "kind.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "axes.h"
+#include "diag.h"
 #include "reduce.h"
 #include "shape.h"
 #include "util.h"
@@ -115,33 +118,142 @@ static int reduce_vars_fn(const fg_graph *g, int nd, double *v)
     return 2;
 }
 
+/* ---- FLOPs (the performance report's roofline) ------------------------- */
+
+/* 2 per multiply-add: out = N*K*P*Q, weight [K, C/groups, R, S]. */
+static double conv_flops(const fg_graph *g, const fg_node *n)
+{
+    const fg_tensor *w = n->ninputs > 1 && n->inputs[1] >= 0 ? &g->tensors[n->inputs[1]] : NULL;
+    if (!w || w->rank != 4)
+        return 0;
+    return 2.0 * (double)fg_tensor_numel(&g->tensors[n->output]) * (double)w->shape[1] * (double)w->shape[2] *
+           (double)w->shape[3];
+}
+
+/* 2 per multiply-add: out = batch * M * N, each over K. */
+static double matmul_flops(const fg_graph *g, const fg_node *n)
+{
+    const fg_tensor *a = n->inputs[0] >= 0 ? &g->tensors[n->inputs[0]] : NULL;
+    if (!a || a->rank < 2)
+        return 0;
+    int trans_a = fg_node_attr_num(n, "trans_a", 0) != 0;
+    double k = (double)a->shape[trans_a ? a->rank - 2 : a->rank - 1];
+    return 2.0 * (double)fg_tensor_numel(&g->tensors[n->output]) * k;
+}
+
+/* One per window tap of each output. */
+static double pool_flops(const fg_graph *g, const fg_node *n)
+{
+    const fg_attr_value *kv = fg_node_attr(n, "kernel");
+    double taps = kv && kv->type == FG_ATTR_INTS && kv->n >= 2 ? (double)kv->ints[0] * (double)kv->ints[1] : 1;
+    return (double)fg_tensor_numel(&g->tensors[n->output]) * taps;
+}
+
+/* One per input element. */
+static double global_pool_flops(const fg_graph *g, const fg_node *n)
+{
+    return n->inputs[0] >= 0 ? (double)fg_tensor_numel(&g->tensors[n->inputs[0]])
+                             : (double)fg_tensor_numel(&g->tensors[n->output]);
+}
+
+/* A scale and a shift per output. */
+static double batch_norm_flops(const fg_graph *g, const fg_node *n)
+{
+    return 2.0 * (double)fg_tensor_numel(&g->tensors[n->output]);
+}
+
+/* One per output. */
+static double pointwise_flops(const fg_graph *g, const fg_node *n)
+{
+    return (double)fg_tensor_numel(&g->tensors[n->output]);
+}
+
+/* ---- checks ------------------------------------------------------------- */
+
+/* An inference batch norm's var + eps must be positive: sqrt of a negative
+ * or NaN would turn every output of the channel into NaN. */
+static fg_status batch_norm_check_weights(fg_context *ctx, const fg_graph *g, int node)
+{
+    const fg_node *nd = &g->nodes[node];
+    if (fg_node_attr_num(nd, "training", 0) != 0)
+        return FG_OK;
+    int vs = fg_node_input(nd, "var");
+    int vt = vs >= 0 && vs < nd->ninputs ? nd->inputs[vs] : -1;
+    if (vt < 0 || !g->tensors[vt].is_weight || !g->tensors[vt].data)
+        return FG_OK;
+    fg_status st = FG_OK;
+    double eps = fg_node_attr_num(nd, "eps", 1e-5);
+    int64_t n = fg_tensor_numel(&g->tensors[vt]);
+    double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof *v);
+    fg_tensor_values_f64(&g->tensors[vt], v);
+    for (int64_t k = 0; k < n; k++)
+        if (!(v[k] + eps > 0)) {
+            st = fg_diag_error(ctx, FG_ERR_INPUT, nd->loc,
+                               "batch_norm '%s': var '%s' is %g at channel %lld; var + eps must be positive",
+                               nd->name, g->tensors[vt].name, v[k], (long long)k);
+            break;
+        }
+    free(v);
+    return st;
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
+static const char *const pool_reductions[] = {"max", "avg", NULL};
+
 static const fg_kind_info kinds[] = {
-    {"pointwise", 1, FG_MAX_INPUTS, "at least one input", FG_ROLE_ELEMENTWISE, 1, 0, "pointwise",
-     fg_infer_pointwise, elementwise_vars, elementwise_vars_fn},
-    {"conv2d", 2, 3, "inputs [x, weight, bias?]", FG_ROLE_ANCHOR, 0, 0, "conv2d", fg_infer_conv, conv_vars,
-     conv_vars_fn},
-    {"matmul", 2, 3, "inputs [a, b, bias?]", FG_ROLE_ANCHOR, 0, 0, "gemm", fg_infer_matmul, matmul_vars,
-     matmul_vars_fn},
-    {"batch_norm", 5, 5, "inputs [x, gamma, beta, mean, var]", FG_ROLE_ELEMENTWISE, 1, 0, "pointwise",
-     fg_infer_batch_norm, elementwise_vars, elementwise_vars_fn},
-    {"pool2d", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 1, "pool2d", fg_infer_pool, pool_vars, pool_vars_fn},
-    {"global_pool", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 1, "pool2d", fg_infer_global_pool, pool_vars,
-     pool_vars_fn},
-    {"flatten", 1, 1, "one input", FG_ROLE_RESHAPE, 0, 0, "pointwise", fg_infer_flatten, elementwise_vars,
-     elementwise_vars_fn},
-    {"reshape", 1, 1, "one input", FG_ROLE_RESHAPE, 0, 0, "copy", fg_infer_reshape, elementwise_vars,
-     elementwise_vars_fn},
-    {"transpose", 1, 1, "one input", FG_ROLE_RESHAPE, 0, 0, "copy", fg_infer_transpose, elementwise_vars,
-     elementwise_vars_fn},
-    {"concat", 2, FG_MAX_INPUTS, "inputs [x0, x1, x2?, ...]", FG_ROLE_RESHAPE, 0, 0, "copy", fg_infer_concat,
-     elementwise_vars, elementwise_vars_fn},
-    {"softmax", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 0, "softmax", fg_infer_softmax, softmax_vars, softmax_vars_fn},
-    {"lrn", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 0, "lrn", fg_infer_lrn, elementwise_vars, elementwise_vars_fn},
-    {"reduce", 1, 1, "one input", FG_ROLE_ANCHOR, 0, 1, "reduce", fg_infer_reduce, reduce_vars, reduce_vars_fn},
+    [FG_OPK_POINTWISE] = {.name = "pointwise", .min_inputs = 1, .max_inputs = FG_MAX_INPUTS,
+                          .inputs_form = "at least one input", .role = FG_ROLE_ELEMENTWISE,
+                          .traits = FG_KIND_EXPR | FG_KIND_REPEAT, .family = "pointwise",
+                          .infer = fg_infer_pointwise, .var_names = elementwise_vars, .vars = elementwise_vars_fn,
+                          .flops = pointwise_flops},
+    [FG_OPK_CONV2D] = {.name = "conv2d", .min_inputs = 2, .max_inputs = 3, .inputs_form = "inputs [x, weight, bias?]",
+                       .role = FG_ROLE_ANCHOR, .family = "conv2d", .infer = fg_infer_conv, .var_names = conv_vars,
+                       .vars = conv_vars_fn, .flops = conv_flops},
+    [FG_OPK_MATMUL] = {.name = "matmul", .min_inputs = 2, .max_inputs = 3, .inputs_form = "inputs [a, b, bias?]",
+                       .role = FG_ROLE_ANCHOR, .traits = FG_KIND_BIAS_COLUMNS, .family = "gemm",
+                       .infer = fg_infer_matmul, .var_names = matmul_vars,
+                       .vars = matmul_vars_fn, .flops = matmul_flops},
+    [FG_OPK_BATCH_NORM] = {.name = "batch_norm", .min_inputs = 5, .max_inputs = 5,
+                           .inputs_form = "inputs [x, gamma, beta, mean, var]", .role = FG_ROLE_ELEMENTWISE,
+                           .traits = FG_KIND_EXPR, .family = "pointwise", .infer = fg_infer_batch_norm,
+                           .var_names = elementwise_vars, .vars = elementwise_vars_fn, .flops = batch_norm_flops,
+                           .mode_attr = "training",
+                           .mode_refused = "training mode (batch statistics) is not supported; fusegen runs "
+                                           "inference with the stored mean and var: set training: false",
+                           .check_weights = batch_norm_check_weights},
+    [FG_OPK_POOL2D] = {.name = "pool2d", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
+                       .role = FG_ROLE_ANCHOR, .reductions = pool_reductions, .family = "pool2d",
+                       .infer = fg_infer_pool, .var_names = pool_vars, .vars = pool_vars_fn, .flops = pool_flops},
+    /* global_pool predates `reduce`: without one it is the mean */
+    [FG_OPK_GLOBAL_POOL] = {.name = "global_pool", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
+                            .role = FG_ROLE_ANCHOR, .reductions = pool_reductions, .reduce_default = "avg",
+                            .family = "pool2d", .infer = fg_infer_global_pool, .var_names = pool_vars,
+                            .vars = pool_vars_fn, .flops = global_pool_flops},
+    [FG_OPK_FLATTEN] = {.name = "flatten", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
+                        .role = FG_ROLE_RESHAPE, .family = "pointwise", .infer = fg_infer_flatten,
+                        .var_names = elementwise_vars, .vars = elementwise_vars_fn},
+    [FG_OPK_RESHAPE] = {.name = "reshape", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
+                        .role = FG_ROLE_RESHAPE, .traits = FG_KIND_PERMUTATION, .family = "copy",
+                        .infer = fg_infer_reshape, .var_names = elementwise_vars, .vars = elementwise_vars_fn},
+    [FG_OPK_TRANSPOSE] = {.name = "transpose", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
+                          .role = FG_ROLE_RESHAPE, .traits = FG_KIND_PERMUTATION | FG_KIND_AXES,
+                          .family = "copy", .infer = fg_infer_transpose, .var_names = elementwise_vars, .vars = elementwise_vars_fn},
+    [FG_OPK_CONCAT] = {.name = "concat", .min_inputs = 2, .max_inputs = FG_MAX_INPUTS,
+                       .inputs_form = "inputs [x0, x1, x2?, ...]", .role = FG_ROLE_RESHAPE, .family = "copy",
+                       .infer = fg_infer_concat, .var_names = elementwise_vars, .vars = elementwise_vars_fn},
+    [FG_OPK_SOFTMAX] = {.name = "softmax", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
+                        .role = FG_ROLE_ANCHOR, .family = "softmax", .infer = fg_infer_softmax,
+                        .var_names = softmax_vars, .vars = softmax_vars_fn},
+    [FG_OPK_LRN] = {.name = "lrn", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
+                    .role = FG_ROLE_ANCHOR, .family = "lrn", .infer = fg_infer_lrn, .var_names = elementwise_vars,
+                    .vars = elementwise_vars_fn},
+    [FG_OPK_REDUCE] = {.name = "reduce", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
+                       .role = FG_ROLE_ANCHOR, .reductions = fg_reduction_names, .family = "reduce",
+                       .infer = fg_infer_reduce, .var_names = reduce_vars, .vars = reduce_vars_fn},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(kinds) == FG_OPK_COUNT, "kinds out of sync with fg_op_kind");
+FG_STATIC_ASSERT(FG_OPK_COUNT <= 32, "sets of kinds (rule steps, templates) are 32-bit masks");
 
 const fg_kind_info *fg_kind(fg_op_kind k) { return (unsigned)k < FG_COUNTOF(kinds) ? &kinds[k] : &kinds[0]; }
 
@@ -170,4 +282,79 @@ int fg_kind_var(fg_op_kind k, const char *name)
         if (strcmp(v[i], name) == 0)
             return i;
     return -1;
+}
+
+unsigned fg_kinds_of_role(fg_kind_role role)
+{
+    unsigned m = 0;
+    for (int k = 0; k < FG_OPK_COUNT; k++)
+        if (kinds[k].role == role)
+            m |= 1u << k;
+    return m;
+}
+
+unsigned fg_kinds_with(unsigned traits)
+{
+    unsigned m = 0;
+    for (int k = 0; k < FG_OPK_COUNT; k++)
+        if ((kinds[k].traits & traits) == traits)
+            m |= 1u << k;
+    return m;
+}
+
+unsigned fg_kinds_reducing(void)
+{
+    unsigned m = 0;
+    for (int k = 0; k < FG_OPK_COUNT; k++)
+        if (kinds[k].reductions)
+            m |= 1u << k;
+    return m;
+}
+
+/* Appends the words of list[0..n) to buf: "a", "a<last_sep>b", "a, b<last_sep>c". */
+static const char *join_words(const char *const *list, int n, const char *last_sep, char *buf, size_t size)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && at < size; i++) {
+        const char *sep = i == 0 ? "" : i == n - 1 ? last_sep : ", ";
+        int w = snprintf(buf + at, size - at, "%s%s", sep, list[i]);
+        if (w < 0)
+            break;
+        at += (size_t)w;
+    }
+    return buf;
+}
+
+const char *fg_kinds_text(unsigned mask, const char *last_sep, char *buf, size_t size)
+{
+    const char *names[FG_OPK_COUNT];
+    int n = 0;
+    for (int k = 0; k < FG_OPK_COUNT; k++)
+        if (mask & (1u << k))
+            names[n++] = kinds[k].name;
+    return join_words(names, n, last_sep, buf, size);
+}
+
+const char *fg_kind_reductions_text(fg_op_kind k, char *buf, size_t size)
+{
+    const char *const *r = fg_kind(k)->reductions;
+    int n = 0;
+    while (r && r[n])
+        n++;
+    if (n == 2)
+        return join_words(r, n, " or ", buf, size);
+    int w = snprintf(buf, size, "one of ");
+    if (w > 0 && (size_t)w < size)
+        join_words(r, n, ", ", buf + w, size - (size_t)w);
+    return buf;
+}
+
+int fg_kind_reduction_ok(fg_op_kind k, const char *r)
+{
+    const char *const *v = fg_kind(k)->reductions;
+    for (int i = 0; v && v[i]; i++)
+        if (strcmp(v[i], r) == 0)
+            return 1;
+    return 0;
 }

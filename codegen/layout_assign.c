@@ -30,8 +30,8 @@
 
 #include <stdlib.h>
 
+#include "arch.h"
 #include "kind.h"
-#include "template.h"
 #include "util.h"
 
 /* Nonzero when node nd is a dense convolution in a tensor-core dtype whose

@@ -17,20 +17,11 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "num.h"
 #include "onnx_load.h"
 #include "util.h"
 
-/* ONNX TensorProto.DataType values the folder holds. */
-enum {
-    DT_FLOAT = 1,
-    DT_INT32 = 6,
-    DT_INT64 = 7,
-    DT_FLOAT16 = 10,
-    DT_DOUBLE = 11,
-    DT_BFLOAT16 = 16,
-};
-
-static const char *dt_name(int dt)
+const char *fg_onnx_dtype_name(int dt)
 {
     static const char *const names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32",
                                         "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64",
@@ -38,9 +29,27 @@ static const char *dt_name(int dt)
     return dt >= 0 && dt < (int)FG_COUNTOF(names) ? names[dt] : "an unknown type";
 }
 
-static int dt_int(int dt) { return dt == DT_INT32 || dt == DT_INT64; }
-static int dt_float(int dt) { return dt == DT_FLOAT || dt == DT_FLOAT16 || dt == DT_BFLOAT16 || dt == DT_DOUBLE; }
-static int dt_held(int dt) { return dt_int(dt) || dt_float(dt); }
+int fg_onnx_dtype_size(int dt)
+{
+    switch (dt) {
+    case FG_ONNX_DTYPE_FLOAT:
+    case FG_ONNX_DTYPE_INT32: return 4;
+    case FG_ONNX_DTYPE_INT64:
+    case FG_ONNX_DTYPE_DOUBLE: return 8;
+    case FG_ONNX_DTYPE_FLOAT16:
+    case FG_ONNX_DTYPE_BFLOAT16: return 2;
+    default: return 0;
+    }
+}
+
+int fg_onnx_dtype_is_float(int dt)
+{
+    return dt == FG_ONNX_DTYPE_FLOAT || dt == FG_ONNX_DTYPE_FLOAT16 || dt == FG_ONNX_DTYPE_BFLOAT16 ||
+           dt == FG_ONNX_DTYPE_DOUBLE;
+}
+
+static int dt_int(int dt) { return dt == FG_ONNX_DTYPE_INT32 || dt == FG_ONNX_DTYPE_INT64; }
+static int dt_held(int dt) { return fg_onnx_dtype_size(dt) != 0; }
 
 /* ---- values ----------------------------------------------------------------- */
 
@@ -131,14 +140,14 @@ static double round_to(double x, int bits, int emin, double max)
 static float round_float(double x, int dt)
 {
     switch (dt) {
-    case DT_FLOAT16: return (float)round_to(x, 10, -14, 65504.0);
-    case DT_BFLOAT16: return (float)round_to((double)(float)x, 7, -126, 3.3895313892515355e38);
+    case FG_ONNX_DTYPE_FLOAT16: return (float)round_to(x, 10, -14, 65504.0);
+    case FG_ONNX_DTYPE_BFLOAT16: return (float)round_to((double)(float)x, 7, -126, 3.3895313892515355e38);
     default: return (float)x;   /* float; double constants are held as fp32 */
     }
 }
 
 /* x wrapped to the integer type dt. */
-static int64_t wrap_int(int64_t x, int dt) { return dt == DT_INT32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)x : x; }
+static int64_t wrap_int(int64_t x, int dt) { return dt == FG_ONNX_DTYPE_INT32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)x : x; }
 
 /* The importer's form of v, in out (values handed over). */
 static void val_to_const(val *v, fg_onnx_const *out)
@@ -175,7 +184,7 @@ static int in_val(fctx *c, int j, val *v)
         return ferr(c, "input %d is %s", j, has_input(c, j) ? "computed, not a constant" : "missing");
     const fg_onnx_const *k = c->ins[j].k;
     if (!dt_held(k->dtype))
-        return ferr(c, "input %d has element type %s", j, dt_name(k->dtype));
+        return ferr(c, "input %d has element type %s", j, fg_onnx_dtype_name(k->dtype));
     if (!val_alloc(c, v, k->dtype, k->rank, k->shape))
         return 0;
     for (int64_t e = 0; e < v->n; e++) {
@@ -197,7 +206,7 @@ static int in_ints(fctx *c, int j, const char *what, int64_t *out, int max)
     if (!k)
         return ferr(c, "input '%s' is computed, not a constant", what), -1;
     if (!k->i)
-        return ferr(c, "input '%s' has element type %s; int32 or int64 expected", what, dt_name(k->dtype)), -1;
+        return ferr(c, "input '%s' has element type %s; int32 or int64 expected", what, fg_onnx_dtype_name(k->dtype)), -1;
     if (k->rank > 1)
         return ferr(c, "input '%s' must be a scalar or 1-D, got rank %d", what, k->rank), -1;
     if (k->numel > max)
@@ -340,7 +349,7 @@ static double float_op(bop op, double a, double b)
 static int binop(fctx *c, bop op, const val *a, const val *b, val *out)
 {
     if (a->dtype != b->dtype && op != B_POW)
-        return ferr(c, "inputs have different element types (%s and %s)", dt_name(a->dtype), dt_name(b->dtype));
+        return ferr(c, "inputs have different element types (%s and %s)", fg_onnx_dtype_name(a->dtype), fg_onnx_dtype_name(b->dtype));
     int r = a->rank;
     int64_t shape[FG_MAX_RANK], ost[FG_MAX_RANK];
     memcpy(shape, a->shape, sizeof shape);
@@ -419,7 +428,7 @@ static int f_unary(fctx *c, val *out)
     if (out->i && !unops[u].ints) {
         int dt = out->dtype;
         val_free(out);
-        return ferr(c, "%s is not defined on %s", unops[u].name, dt_name(dt));
+        return ferr(c, "%s is not defined on %s", unops[u].name, fg_onnx_dtype_name(dt));
     }
     for (int64_t j = 0; j < out->n; j++) {
         if (out->i) {
@@ -444,7 +453,7 @@ static int f_shape(fctx *c, val *out)
     int rank = in->k ? in->k->rank : in->rank;
     const int64_t *shape = in->k ? in->k->shape : in->shape;
     if (strcmp(c->n->op_type, "Size") == 0) {
-        if (!val_alloc(c, out, DT_INT64, 0, NULL))
+        if (!val_alloc(c, out, FG_ONNX_DTYPE_INT64, 0, NULL))
             return 0;
         out->i[0] = 1;
         for (int d = 0; d < rank; d++)
@@ -461,7 +470,7 @@ static int f_shape(fctx *c, val *out)
     start = start < 0 ? 0 : start > rank ? rank : start;
     end = end < 0 ? 0 : end > rank ? rank : end;
     int64_t len = end > start ? end - start : 0;
-    if (!val_alloc(c, out, DT_INT64, 1, &len))
+    if (!val_alloc(c, out, FG_ONNX_DTYPE_INT64, 1, &len))
         return 0;
     for (int64_t d = 0; d < len; d++)
         out->i[d] = shape[start + d];
@@ -477,7 +486,7 @@ static int one_value(fctx *c, const Onnx__TensorProto *t, val *out)
         n *= t->dims[d];
     if (!dt_held(dt))
         return ferr(c, "value has element type %s; the folder holds float, float16, bfloat16, double, int32 and "
-                       "int64", dt_name(dt));
+                       "int64", fg_onnx_dtype_name(dt));
     if (n != 1)
         return ferr(c, "value must hold one element, it holds %lld", (long long)n);
     int64_t one = 1;
@@ -485,42 +494,32 @@ static int one_value(fctx *c, const Onnx__TensorProto *t, val *out)
         return 0;
     if (t->has_raw_data) {
         const uint8_t *p = t->raw_data.data;
-        size_t es = dt == DT_FLOAT || dt == DT_INT32 ? 4 : dt == DT_FLOAT16 || dt == DT_BFLOAT16 ? 2 : 8;
+        size_t es = (size_t)fg_onnx_dtype_size(dt);
         if (t->raw_data.len != es)
             return val_free(out), ferr(c, "value's raw_data holds %zu bytes, %s needs %zu", t->raw_data.len,
-                                       dt_name(dt), es);
-        uint64_t u = 0;
-        for (size_t b = es; b-- > 0;)
-            u = u << 8 | p[b];
+                                       fg_onnx_dtype_name(dt), es);
+        uint64_t u = fg_le_get(p, (int)es);
         switch (dt) {
-        case DT_FLOAT: { uint32_t w = (uint32_t)u; float f; memcpy(&f, &w, 4); out->d[0] = f; break; }
-        case DT_DOUBLE: { double x; memcpy(&x, &u, 8); out->d[0] = x; break; }
-        case DT_INT32: out->i[0] = (int32_t)(uint32_t)u; break;
-        case DT_INT64: out->i[0] = (int64_t)u; break;
-        case DT_BFLOAT16: { uint32_t w = (uint32_t)u << 16; float f; memcpy(&f, &w, 4); out->d[0] = f; break; }
-        default: {   /* FLOAT16 */
-            uint32_t h = (uint32_t)u, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-            double x = e == 0 ? ldexp((double)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp((double)(m | 0x400), (int)e - 25);
-            out->d[0] = (h & 0x8000) ? -x : x;
-        }
+        case FG_ONNX_DTYPE_FLOAT: { uint32_t w = (uint32_t)u; float f; memcpy(&f, &w, 4); out->d[0] = f; break; }
+        case FG_ONNX_DTYPE_DOUBLE: { double x; memcpy(&x, &u, 8); out->d[0] = x; break; }
+        case FG_ONNX_DTYPE_INT32: out->i[0] = (int32_t)(uint32_t)u; break;
+        case FG_ONNX_DTYPE_INT64: out->i[0] = (int64_t)u; break;
+        case FG_ONNX_DTYPE_BFLOAT16: out->d[0] = fg_bf16_to_f32((uint16_t)u); break;
+        default: out->d[0] = fg_f16_to_f32((uint16_t)u); break;   /* FLOAT16 */
         }
         return 1;
     }
-    size_t have = dt == DT_FLOAT ? t->n_float_data : dt == DT_DOUBLE ? t->n_double_data
-                  : dt == DT_INT64 ? t->n_int64_data : t->n_int32_data;
+    size_t have = dt == FG_ONNX_DTYPE_FLOAT ? t->n_float_data : dt == FG_ONNX_DTYPE_DOUBLE ? t->n_double_data
+                  : dt == FG_ONNX_DTYPE_INT64 ? t->n_int64_data : t->n_int32_data;
     if (have != 1)
         return val_free(out), ferr(c, "value holds %zu values, not one", have);
     switch (dt) {
-    case DT_FLOAT: out->d[0] = t->float_data[0]; break;
-    case DT_DOUBLE: out->d[0] = t->double_data[0]; break;
-    case DT_INT64: out->i[0] = t->int64_data[0]; break;
-    case DT_INT32: out->i[0] = t->int32_data[0]; break;
-    case DT_BFLOAT16: { uint32_t w = (uint32_t)t->int32_data[0] << 16; float f; memcpy(&f, &w, 4); out->d[0] = f; break; }
-    default: {
-        uint32_t h = (uint32_t)t->int32_data[0] & 0xffff, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-        double x = e == 0 ? ldexp((double)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp((double)(m | 0x400), (int)e - 25);
-        out->d[0] = (h & 0x8000) ? -x : x;
-    }
+    case FG_ONNX_DTYPE_FLOAT: out->d[0] = t->float_data[0]; break;
+    case FG_ONNX_DTYPE_DOUBLE: out->d[0] = t->double_data[0]; break;
+    case FG_ONNX_DTYPE_INT64: out->i[0] = t->int64_data[0]; break;
+    case FG_ONNX_DTYPE_INT32: out->i[0] = t->int32_data[0]; break;
+    case FG_ONNX_DTYPE_BFLOAT16: out->d[0] = fg_bf16_to_f32((uint16_t)t->int32_data[0]); break;
+    default: out->d[0] = fg_f16_to_f32((uint16_t)t->int32_data[0]); break;   /* FLOAT16 */
     }
     return 1;
 }
@@ -542,7 +541,7 @@ static int f_constant_of_shape(fctx *c, val *out)
             return 0;
     } else {
         int64_t one = 1;
-        if (!val_alloc(c, &fill, DT_FLOAT, 0, &one))
+        if (!val_alloc(c, &fill, FG_ONNX_DTYPE_FLOAT, 0, &one))
             return 0;
     }
     for (int d = 0; d < r; d++)
@@ -706,7 +705,7 @@ static int f_gather(fctx *c, val *out)
     int ok = 0;
     int64_t a = 0, shape[FG_MAX_RANK * 2];
     if (!idx.i) {
-        ferr(c, "indices have element type %s; int32 or int64 expected", dt_name(idx.dtype));
+        ferr(c, "indices have element type %s; int32 or int64 expected", fg_onnx_dtype_name(idx.dtype));
     } else if (data.rank == 0) {
         ferr(c, "data must have rank 1 or more");
     } else if (norm_axis(c, axis, data.rank, &a)) {
@@ -768,8 +767,8 @@ static int f_concat(fctx *c, val *out)
         shape[a] = 0;
         for (int j = 0; ok && j < nv; j++) {
             if (v[j].dtype != v[0].dtype || v[j].rank != v[0].rank)
-                ok = ferr(c, "input %d has type %s and rank %d; input 0 has %s and %d", j, dt_name(v[j].dtype),
-                          v[j].rank, dt_name(v[0].dtype), v[0].rank);
+                ok = ferr(c, "input %d has type %s and rank %d; input 0 has %s and %d", j, fg_onnx_dtype_name(v[j].dtype),
+                          v[j].rank, fg_onnx_dtype_name(v[0].dtype), v[0].rank);
             for (int d = 0; ok && d < v[0].rank; d++)
                 if (d != a && v[j].shape[d] != v[0].shape[d])
                     ok = ferr(c, "input %d has size %lld in dimension %d; input 0 has %lld", j,
@@ -801,6 +800,30 @@ static int f_concat(fctx *c, val *out)
     for (int j = 0; j < nv; j++)
         val_free(&v[j]);
     free(v);
+    return ok;
+}
+
+/* *out = the view of *v (freed) of the given shape whose element at index
+ * (i_0, ...) is v's at index beg[d] + i_d * step[d] along v's axis axis[d]
+ * (beg NULL: 0, step NULL: 1, axis NULL: axis d).  Returns 0 when out
+ * cannot be made (reported). */
+static int take_view(fctx *c, val *v, val *out, const int64_t *shape, const int64_t *beg, const int64_t *step,
+                     const int64_t *axis)
+{
+    int ok = val_alloc(c, out, v->dtype, v->rank, shape);
+    int64_t ist[FG_MAX_RANK], ost[FG_MAX_RANK];
+    strides_of(v->rank, v->shape, ist);
+    strides_of(v->rank, shape, ost);
+    for (int64_t o = 0; ok && o < out->n; o++) {
+        int64_t src = 0;
+        for (int d = 0; d < v->rank; d++)
+            src += ((beg ? beg[d] : 0) + ((o / ost[d]) % shape[d]) * (step ? step[d] : 1)) * ist[axis ? axis[d] : d];
+        if (out->i)
+            out->i[o] = v->i[src];
+        else
+            out->d[o] = v->d[src];
+    }
+    val_free(v);
     return ok;
 }
 
@@ -862,21 +885,7 @@ static int f_slice(fctx *c, val *out)
         beg[a] = b;
         step[a] = s;
     }
-    int ok = val_alloc(c, out, v.dtype, v.rank, shape);
-    int64_t ist[FG_MAX_RANK], ost[FG_MAX_RANK];
-    strides_of(v.rank, v.shape, ist);
-    strides_of(v.rank, shape, ost);
-    for (int64_t o = 0; ok && o < out->n; o++) {
-        int64_t src = 0;
-        for (int d = 0; d < v.rank; d++)
-            src += (beg[d] + ((o / ost[d]) % shape[d]) * step[d]) * ist[d];
-        if (out->i)
-            out->i[o] = v.i[src];
-        else
-            out->d[o] = v.d[src];
-    }
-    val_free(&v);
-    return ok;
+    return take_view(c, &v, out, shape, beg, step, NULL);
 }
 
 /* Transpose by perm (default: reversed axes). */
@@ -900,21 +909,7 @@ static int f_transpose(fctx *c, val *out)
             return val_free(&v), ferr(c, "perm is not a permutation of 0 .. %d", v.rank - 1);
         shape[d] = v.shape[perm[d]];
     }
-    int ok = val_alloc(c, out, v.dtype, v.rank, shape);
-    int64_t ist[FG_MAX_RANK], ost[FG_MAX_RANK];
-    strides_of(v.rank, v.shape, ist);
-    strides_of(v.rank, shape, ost);
-    for (int64_t o = 0; ok && o < out->n; o++) {
-        int64_t src = 0;
-        for (int d = 0; d < v.rank; d++)
-            src += ((o / ost[d]) % shape[d]) * ist[perm[d]];
-        if (out->i)
-            out->i[o] = v.i[src];
-        else
-            out->d[o] = v.d[src];
-    }
-    val_free(&v);
-    return ok;
+    return take_view(c, &v, out, shape, NULL, NULL, perm);
 }
 
 /* Expand: data broadcast with shape (numpy rules, both ways). */
@@ -996,7 +991,7 @@ static int f_castlike(fctx *c, val *out)
 {
     if (!has_input(c, 1))
         return ferr(c, "input 1 (target_type) is missing");
-    return cast_to(c, c->ins[1].k ? c->ins[1].k->dtype : DT_FLOAT, out);
+    return cast_to(c, c->ins[1].k ? c->ins[1].k->dtype : FG_ONNX_DTYPE_FLOAT, out);
 }
 
 /* Input 0 cast to ONNX type to. */
@@ -1004,7 +999,7 @@ static int cast_to(fctx *c, int64_t to, val *out)
 {
     if (!dt_held((int)to))
         return ferr(c, "cast to %s: the folder holds float, float16, bfloat16, double, int32 and int64",
-                    dt_name((int)to));
+                    fg_onnx_dtype_name((int)to));
     val v;
     if (!in_val(c, 0, &v))
         return 0;
@@ -1017,7 +1012,7 @@ static int cast_to(fctx *c, int64_t to, val *out)
         } else {
             double x = trunc(v.d[j]);   /* toward zero, as onnxruntime */
             if (!(x >= -9.2e18 && x <= 9.2e18)) {
-                ok = ferr(c, "value %g does not fit %s", v.d[j], dt_name((int)to));
+                ok = ferr(c, "value %g does not fit %s", v.d[j], fg_onnx_dtype_name((int)to));
                 val_free(out);
                 break;
             }

@@ -22,6 +22,23 @@
 
 #include "ir.h"
 
+/* ONNX TensorProto.DataType values the importer and the folder hold. */
+typedef enum fg_onnx_dtype {
+    FG_ONNX_DTYPE_FLOAT = 1,
+    FG_ONNX_DTYPE_INT32 = 6,
+    FG_ONNX_DTYPE_INT64 = 7,
+    FG_ONNX_DTYPE_FLOAT16 = 10,
+    FG_ONNX_DTYPE_DOUBLE = 11,
+    FG_ONNX_DTYPE_BFLOAT16 = 16,
+} fg_onnx_dtype;
+
+/* The ONNX name of data type dt ("FLOAT", "INT64", ...; any value). */
+const char *fg_onnx_dtype_name(int dt);
+/* Bytes of one element of dt; 0 for a type not held. */
+int fg_onnx_dtype_size(int dt);
+/* Nonzero for the float types held (float, float16, bfloat16, double). */
+int fg_onnx_dtype_is_float(int dt);
+
 /* A constant of the importer: an initializer, a Constant node's value or a
  * folded result.  Float types (float, float16, bfloat16, double) hold their
  * values in f (fp32; fp16 and bf16 values are exact), int32 and int64 in i. */

@@ -1,8 +1,7 @@
 /*
  * opdef_load.c -- op definitions (`op:` documents of a rules directory):
- * name, kind, inputs, typed attributes with defaults, the expression of
- * pointwise and batch_norm ops, the reduction of pool2d and global_pool ops
- * (global_pool without `reduce:` is the mean).
+ * name, kind, inputs, typed attributes with defaults, the expression and
+ * the reduction where the op-kind table (kind.h) says the kind takes them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +11,6 @@
 #include "kind.h"
 #include "expr.h"
 #include "load.h"
-#include "reduce.h"
 
 static const char *const op_keys[] = {"op", "kind", "inputs", "attrs", "expr", "reduce"};
 static const char *const attr_keys[] = {"type", "len", "default"};
@@ -100,21 +98,20 @@ static int parse_kind(fg_context *ctx, const fg_ynode *v, fg_op_kind *out)
     const char *names[FG_OPK_COUNT];
     if (!fg_yget_str(ctx, v, "kind", &s))
         return 0;
-    for (int k = 0; k < FG_OPK_COUNT; k++) {
-        names[k] = fg_op_kind_name((fg_op_kind)k);
-        if (strcmp(s, names[k]) == 0) {
-            *out = (fg_op_kind)k;
-            return 1;
-        }
+    int k = fg_kind_find(s);
+    if (k >= 0) {
+        *out = (fg_op_kind)k;
+        return 1;
     }
+    for (k = 0; k < FG_OPK_COUNT; k++)
+        names[k] = fg_op_kind_name((fg_op_kind)k);
     const char *sug = fg_suggest(s, names, FG_OPK_COUNT);
+    char all[256];
     if (sug)
         fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "unknown op kind '%s' (did you mean '%s'?)", s, sug);
     else
-        fg_diag_error(ctx, FG_ERR_INPUT, v->loc,
-                      "unknown op kind '%s' (expected pointwise, conv2d, matmul, batch_norm, pool2d, global_pool or "
-                      "flatten)",
-                      s);
+        fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "unknown op kind '%s' (expected %s)", s,
+                      fg_kinds_text(fg_kinds_with(0), " or ", all, sizeof all));
     return 0;
 }
 
@@ -345,36 +342,35 @@ fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash
             parse_attr(ctx, op, FG_YKEY(attrs, i), FG_YVAL(attrs, i));
 
     const fg_ynode *reduce = fg_ymap_get(map, "reduce");
-    if (kind_ok && fg_kind(op->kind)->has_reduce) {
-        const char *r;
-        if (!reduce && op->kind == FG_OPK_GLOBAL_POOL)
-            op->reduce = fg_intern(ctx, "avg"); /* global_pool predates `reduce`: the mean */
-        else if (!reduce && op->kind == FG_OPK_REDUCE)
-            fg_diag_error(ctx, FG_ERR_INPUT, op->loc, "reduce op '%s' has no `reduce` (one of %s)", op->name,
-                          FG_REDUCTIONS_TEXT);
+    if (kind_ok && fg_kind(op->kind)->reductions) {
+        const char *r, *def = fg_kind(op->kind)->reduce_default;
+        char allowed[160];
+        fg_kind_reductions_text(op->kind, allowed, sizeof allowed);
+        if (!reduce && def)
+            op->reduce = fg_intern(ctx, def);
         else if (!reduce)
-            fg_diag_error(ctx, FG_ERR_INPUT, op->loc, "pool2d op '%s' has no `reduce` (max or avg)", op->name);
+            fg_diag_error(ctx, FG_ERR_INPUT, op->loc, "%s op '%s' has no `reduce` (%s)", fg_op_kind_name(op->kind),
+                          op->name, allowed);
         else if (fg_yget_str(ctx, reduce, "reduce", &r)) {
-            if (op->kind == FG_OPK_REDUCE && fg_reduction_find(r) < 0)
-                fg_diag_error(ctx, FG_ERR_INPUT, reduce->loc, "reduce must be one of %s, got '%s'",
-                              FG_REDUCTIONS_TEXT, r);
-            else if (op->kind != FG_OPK_REDUCE && strcmp(r, "max") && strcmp(r, "avg"))
-                fg_diag_error(ctx, FG_ERR_INPUT, reduce->loc, "reduce must be max or avg, got '%s'", r);
+            if (!fg_kind_reduction_ok(op->kind, r))
+                fg_diag_error(ctx, FG_ERR_INPUT, reduce->loc, "reduce must be %s, got '%s'", allowed, r);
             else
                 op->reduce = fg_intern(ctx, r);
         }
     } else if (kind_ok && reduce) {
-        fg_diag_error(ctx, FG_ERR_INPUT, fg_ymap_key(map, "reduce")->loc,
-                      "`reduce` is only for pool2d, global_pool and reduce ops");
+        char kinds[160];
+        fg_diag_error(ctx, FG_ERR_INPUT, fg_ymap_key(map, "reduce")->loc, "`reduce` is only for %s ops",
+                      fg_kinds_text(fg_kinds_reducing(), " and ", kinds, sizeof kinds));
     }
 
     const fg_ynode *expr = fg_ymap_get(map, "expr");
-    int wants_expr = kind_ok && fg_kind(op->kind)->has_expr;
+    int wants_expr = kind_ok && (fg_kind(op->kind)->traits & FG_KIND_EXPR);
     if (wants_expr && !expr) {
         fg_diag_error(ctx, FG_ERR_INPUT, op->loc, "%s op '%s' has no `expr`", fg_op_kind_name(op->kind), op->name);
     } else if (kind_ok && !wants_expr && expr) {
-        fg_diag_error(ctx, FG_ERR_INPUT, fg_ymap_key(map, "expr")->loc,
-                      "`expr` is only for pointwise and batch_norm ops");
+        char kinds[160];
+        fg_diag_error(ctx, FG_ERR_INPUT, fg_ymap_key(map, "expr")->loc, "`expr` is only for %s ops",
+                      fg_kinds_text(fg_kinds_with(FG_KIND_EXPR), " and ", kinds, sizeof kinds));
     } else if (expr) {
         const char *src;
         if (fg_yget_str(ctx, expr, "expr", &src)) {

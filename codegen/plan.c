@@ -18,7 +18,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "concat_inplace.h"
 #include "context.h"
@@ -26,12 +25,12 @@
 #include "fold.h"
 #include "layout_assign.h"
 #include "hook.h"
-#include "index_map.h"
 #include "kind.h"
 #include "rewrite.h"
 #include "shape.h"
 #include "template.h"
 #include "util.h"
+#include "where.h"
 
 /* A candidate match of one rule: nodes in chain order and the step each took. */
 typedef struct pmatch {
@@ -73,23 +72,6 @@ typedef struct planner {
 
 /* ---- small helpers ----------------------------------------------------- */
 
-const char *fg_plan_short_path(const char *path)
-{
-    static __thread char cwd[4096];
-    static __thread int have;
-    if (!path)
-        return "?";
-    if (!have) {
-        if (!getcwd(cwd, sizeof cwd))
-            cwd[0] = 0;
-        have = 1;
-    }
-    size_t n = strlen(cwd);
-    if (n > 1 && strncmp(path, cwd, n) == 0 && path[n] == '/')
-        return path + n + 1;
-    return path;
-}
-
 static int op_lookup(const planner *P, const fg_opdef *op)
 {
     int lo = 0, hi = P->nopidx - 1;
@@ -120,24 +102,6 @@ static int step_names_op(const fg_rule_step *st, const fg_opdef *op)
     return (st->kinds & (1u << op->kind)) != 0;
 }
 
-/* Evaluates a step's `where` on a node (variable i is the attribute named
- * st->where_vars[i]): 0 when false or when the expression uses an attribute
- * the node's op does not have. */
-static int where_holds(const fg_context *ctx, const fg_rule_step *st, const fg_node *nd)
-{
-    double vals[FG_MAX_WHERE_VARS + 1];
-    for (int i = 0; i < st->nwhere_vars; i++) {
-        vals[i] = 0.0;
-        if (!fg_expr_uses(st->where, i))
-            continue;
-        const fg_attr_value *v = fg_node_attr(nd, st->where_vars[i]);
-        if (!v)
-            return 0;
-        vals[i] = fg_attr_number(v);
-    }
-    return fg_expr_eval(st->where, vals) != 0.0;
-}
-
 /* Accepts node for step s of r: 1 yes; -1 when the step does not name the
  * node's op at all; 0 when it does but `where` or the predicate hook is
  * false (why is filled in). */
@@ -147,7 +111,7 @@ static int step_accepts(planner *P, const fg_rule *r, int s, int node, char *why
     const fg_node *nd = &P->g->nodes[node];
     if (!step_names_op(st, nd->op))
         return -1;
-    if (st->where && !where_holds(P->ctx, st, nd)) {
+    if (st->where && !fg_where_holds(st->where, st->where_vars, st->nwhere_vars, nd)) {
         snprintf(why, whysz, "where \"%s\" is false", st->where_src ? st->where_src : "?");
         return 0;
     }
@@ -176,7 +140,7 @@ static void add_note(planner *P, const fg_rule *r, int child, int parent, const 
         fg_buf_printf(&b, "%s not fused into %s", g->nodes[child].name, g->nodes[parent].name);
     else
         fg_buf_printf(&b, "%s not matched", g->nodes[child].name);
-    fg_buf_printf(&b, " (rule %s at %s:%d): %s", r->name, fg_plan_short_path(r->loc.file), r->loc.line, why);
+    fg_buf_printf(&b, " (rule %s at %s:%d): %s", r->name, fg_short_path(r->loc.file), r->loc.line, why);
     pnote *nt = FG_PUSH(P->notes, P->nnotes, P->notes_cap);
     nt->child = child;
     nt->parent = parent;
@@ -209,7 +173,7 @@ static int collect_epilogue(const fg_graph *g, const fg_rule *r, const int *node
 #define PUSH_EPI(k, nd_, t_, h_)                                                                              \
     do {                                                                                                       \
         if (cnt < cap)                                                                                         \
-            out[cnt] = (fg_group_epi){(k), (nd_), (t_), (h_)};                                                 \
+            out[cnt] = (fg_group_epi){.kind = (k), .node = (nd_), .tensor = (t_), .hook = (h_)};               \
         cnt++;                                                                                                 \
     } while (0)
     if (!r) {
@@ -340,7 +304,7 @@ static int map_keeps_template(const fg_context *ctx, const fg_tcand *c, int nmap
     for (int i = 0; i < n; i++)
         if (fg_template_check(cands[i], &alone, r, sizeof r) && (!best || cands[i]->priority > best->priority))
             best = cands[i];
-    if (best && !fg_imap_template_ok(best, r, sizeof r)) {
+    if (best && !fg_template_input_map_ok(best, r, sizeof r)) {
         snprintf(why, whysz, "the input map stays a copy: %s, the template for %s alone, %s", best->name, main->name,
                  r);
         return 0;
@@ -371,7 +335,7 @@ static int check_templates(const fg_context *ctx, const fg_tcand *c, const fg_te
     char r[384];
     *best = -1;
     for (int i = 0; i < n; i++) {
-        if (fg_template_check(cands[i], c, r, sizeof r) && (nmap == 0 || fg_imap_template_ok(cands[i], r, sizeof r))) {
+        if (fg_template_check(cands[i], c, r, sizeof r) && (nmap == 0 || fg_template_input_map_ok(cands[i], r, sizeof r))) {
             if (*best < 0 || cands[i]->priority > acc[*best]->priority)
                 *best = na;
             acc[na++] = cands[i];
@@ -449,8 +413,7 @@ static int match_legal(search *S)
     int nmap = match_nmap(r, m->steps, m->n);
     for (int i = 0; i < nmap; i++) {
         const fg_node *nd = &g->nodes[m->nodes[i]];
-        fg_op_kind k = nd->op->kind;
-        if ((k != FG_OPK_RESHAPE && k != FG_OPK_TRANSPOSE) || nd->ninputs < 1 || nd->inputs[0] < 0 ||
+        if (!(fg_kind(nd->op->kind)->traits & FG_KIND_PERMUTATION) || nd->ninputs < 1 || nd->inputs[0] < 0 ||
             fg_tensor_numel(&g->tensors[nd->inputs[0]]) != fg_tensor_numel(&g->tensors[nd->output])) {
             snprintf(why, sizeof why, "%s (op %s) is not a pure permutation of its input's elements, so it cannot "
                      "be an input map", nd->name, nd->op->name);
@@ -916,9 +879,9 @@ static void finish_notes(planner *P, fg_plan *p)
 
 /* ---- weights that cannot be right -------------------------------------- */
 
-/* Before planning: an inference batch norm's var + eps must be positive (an
- * error at the node: sqrt of a negative or NaN would turn every output of
- * the channel into NaN), and a weight holding NaN or inf gets one warning. */
+/* Before planning: a weight holding NaN or inf gets one warning, and each
+ * node's kind checks its constant parameters (an inference batch norm's
+ * var + eps must be positive: an error at the node). */
 static fg_status check_weights(fg_context *ctx, const fg_graph *g)
 {
     fg_status st = FG_OK;
@@ -935,32 +898,73 @@ static fg_status check_weights(fg_context *ctx, const fg_graph *g)
                          (long long)nbad, nbad == 1 ? "" : "s", (long long)bad);
     }
     for (int i = 0; i < g->nnodes; i++) {
-        const fg_node *nd = &g->nodes[i];
-        if (nd->op->kind != FG_OPK_BATCH_NORM || fg_node_attr_num(nd, "training", 0) != 0)
-            continue;
-        int vs = fg_node_input(nd, "var");
-        int vt = vs >= 0 && vs < nd->ninputs ? nd->inputs[vs] : -1;
-        if (vt < 0 || !g->tensors[vt].is_weight || !g->tensors[vt].data)
-            continue;
-        double eps = fg_node_attr_num(nd, "eps", 1e-5);
-        int64_t n = fg_tensor_numel(&g->tensors[vt]);
-        double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof *v);
-        fg_tensor_values_f64(&g->tensors[vt], v);
-        for (int64_t k = 0; k < n; k++)
-            if (!(v[k] + eps > 0)) {
-                st = fg_diag_error(ctx, FG_ERR_INPUT, nd->loc,
-                                   "batch_norm '%s': var '%s' is %g at channel %lld; var + eps must be positive",
-                                   nd->name, g->tensors[vt].name, v[k], (long long)k);
-                break;
-            }
-        free(v);
+        const fg_kind_info *ki = fg_kind(g->nodes[i].op->kind);
+        fg_status cst = ki->check_weights ? ki->check_weights(ctx, g, i) : FG_OK;
+        if (cst != FG_OK)
+            st = cst;
     }
     return st;
 }
 
 /* ---- entry points ------------------------------------------------------ */
 
-FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out)
+/* The name of group grp's main node (the anchor, else its first unfolded
+ * node), for the located errors of its hooks. */
+static const char *main_name(const fg_graph *g, const fg_group *grp)
+{
+    int m = grp->anchor;
+    for (int i = 0; i < grp->nnodes && m < 0; i++)
+        if (!g->nodes[grp->nodes[i]].folded)
+            m = grp->nodes[i];
+    return g->nodes[m >= 0 ? m : grp->nodes[0]].name;
+}
+
+/* Runs the hooks of group grp that decide its kernel, on the finished plan:
+ * the rule's `params:` hook for the chosen template's declared tile keys
+ * (each value checked against its range, kept in grp->tile) and the
+ * epilogue hooks (their expressions kept in grp->epi[].expr), so that
+ * emission is a function of the plan.  Errors are located at the rule. */
+static fg_status run_group_hooks(fg_context *ctx, fg_plan *p, fg_group *grp)
+{
+    const fg_rule *r = grp->rule >= 0 ? ctx->rules[grp->rule] : NULL;
+    if (!r)
+        return FG_OK;
+    fg_status st = FG_OK;
+    const fg_template *t = fg_template_find(ctx, grp->template_name);
+    const fg_tile_key *tk = t ? fg_template_base(t)->tiles : NULL;
+    if (r->tile_hook && tk && tk->name) {
+        const char *keys[FG_MAX_TILE_KEYS];
+        int n = 0;
+        while (n < FG_MAX_TILE_KEYS && tk[n].name) {
+            keys[n] = tk[n].name;
+            n++;
+        }
+        int64_t vals[FG_MAX_TILE_KEYS] = {0};
+        st = fg_hook_params(ctx, r->tile_hook, r->loc, p->graph, grp, keys, n, vals);
+        for (int i = 0; i < n && st == FG_OK; i++) {
+            char msg[256];
+            if (vals[i] && (st = fg_template_tile_check(t, keys[i], vals[i], msg, sizeof msg)) != FG_OK)
+                return fg_diag_error(ctx, st, r->loc, "%s (kernel for %s, rule '%s')", msg, main_name(p->graph, grp),
+                                     r->name);
+            grp->tile[i] = vals[i];
+        }
+    }
+    for (int k = 0; k < grp->nepi && st == FG_OK; k++) {
+        fg_group_epi *e = &grp->epi[k];
+        if (e->kind != FG_EPI_HOOK)
+            continue;
+        fg_loc site = r->loc;
+        for (int i = 0; i < r->nepilogue; i++)
+            if (r->epilogue[i].kind == FG_EPI_HOOK && r->epilogue[i].hook && strcmp(r->epilogue[i].hook, e->hook) == 0) {
+                site = r->epilogue[i].loc;
+                break;
+            }
+        st = fg_hook_epilogue(ctx, e->hook, site, p->graph, grp, &e->expr);
+    }
+    return st;
+}
+
+fg_status fg_plan_make(fg_context *ctx, const fg_graph *g, fg_plan **out)
 {
     if (!out)
         return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_plan_build: out is NULL") : FG_ERR_INPUT;
@@ -1067,6 +1071,15 @@ FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out
     /* Concat elimination: producers that write into their slice of a
      * concat's output, and concats left with nothing to copy (concat_inplace.h). */
     st = fg_concat_inplace_plan(ctx, p);
+    /* every group's hooks, on the finished plan; every error reported */
+    fg_status hst = FG_OK;
+    for (int gi = 0; gi < p->ngroups && st == FG_OK; gi++) {
+        fg_status hs = run_group_hooks(ctx, p, &p->groups[gi]);
+        if (hs != FG_OK && hst == FG_OK)
+            hst = hs;
+    }
+    if (st == FG_OK)
+        st = hst;
     if (st != FG_OK) {
         fg_plan_free(p);
         return st;
@@ -1081,8 +1094,11 @@ FG_API void fg_plan_free(fg_plan *p)
         return;
     if (p->graph)
         fg_graph_free(p->graph);
-    for (int i = 0; i < p->ngroups; i++)
+    for (int i = 0; i < p->ngroups; i++) {
         free(p->groups[i].choice);
+        for (int k = 0; k < p->groups[i].nepi; k++)
+            fg_expr_free(p->groups[i].epi[k].expr);
+    }
     free(p->groups);
     for (int i = 0; i < p->nnotes; i++)
         free(p->notes[i]);

@@ -13,7 +13,14 @@
 
 #include "ir.h"
 
-/* fg_plan_build / fg_plan_free are public (fusegen.h). */
+/* fg_plan_free is public (fusegen.h); so is fg_plan_build, which the API
+ * layer (runtime/api.c) defines: it records the attached GPU's arch on the
+ * context (fg_ctx_set_device_arch), then calls fg_plan_make. */
+
+/* The planner: fg_plan_build's contract (fusegen.h), for the target arch
+ * the context holds (fg_target_arch, arch.h); it asks no device.  Its
+ * messages name fg_plan_build. */
+fg_status fg_plan_make(fg_context *ctx, const fg_graph *g, fg_plan **out);
 
 /* Options for printing. */
 typedef struct fg_plan_print_opts {
@@ -36,9 +43,5 @@ typedef struct fg_plan_stats {
     int64_t saved_bytes;
 } fg_plan_stats;
 void fg_plan_get_stats(const fg_plan *p, fg_plan_stats *s);
-
-/* A file path as shown in plan tables and notes: relative to the current
- * directory when it lies below it, else unchanged; "?" for NULL. */
-const char *fg_plan_short_path(const char *path);
 
 #endif /* FG_PLAN_H */

@@ -41,7 +41,7 @@ static void rule_cell(const fg_context *ctx, const fg_group *grp, fg_buf *b)
         return;
     }
     const fg_rule *r = ctx->rules[grp->rule];
-    fg_buf_printf(b, "%s (%s:%d)", r->name, fg_plan_short_path(r->loc.file), r->loc.line);
+    fg_buf_printf(b, "%s (%s:%d)", r->name, fg_short_path(r->loc.file), r->loc.line);
 }
 
 static void nodes_cell(const fg_plan *p, const fg_group *grp, fg_buf *b)

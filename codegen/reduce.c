@@ -10,16 +10,16 @@
 #include "shape.h"
 #include "util.h"
 
-static const char *const names[] = {"sum", "mean", "max", "min", "prod", "sum_square", "l1", "l2", "log_sum",
-                                    "log_sum_exp"};
-FG_STATIC_ASSERT(FG_COUNTOF(names) == FG_RED_COUNT, "reduction names out of sync with fg_reduction");
+const char *const fg_reduction_names[] = {"sum", "mean", "max", "min", "prod", "sum_square", "l1", "l2",
+                                         "log_sum", "log_sum_exp", NULL};
+FG_STATIC_ASSERT(FG_COUNTOF(fg_reduction_names) == FG_RED_COUNT + 1, "reduction names out of sync with fg_reduction");
 
-const char *fg_reduction_name(fg_reduction r) { return (unsigned)r < FG_RED_COUNT ? names[r] : "?"; }
+const char *fg_reduction_name(fg_reduction r) { return (unsigned)r < FG_RED_COUNT ? fg_reduction_names[r] : "?"; }
 
 int fg_reduction_find(const char *name)
 {
     for (int r = 0; name && r < FG_RED_COUNT; r++)
-        if (strcmp(names[r], name) == 0)
+        if (strcmp(fg_reduction_names[r], name) == 0)
             return r;
     return -1;
 }

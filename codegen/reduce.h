@@ -38,8 +38,9 @@ typedef enum fg_reduction {
     FG_RED_COUNT
 } fg_reduction;
 
-/* The names, for messages. */
-#define FG_REDUCTIONS_TEXT "sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp"
+/* The names as written after `reduce:`, in fg_reduction order and
+ * NULL-terminated (the reduce kind's allowed values in the op-kind table). */
+extern const char *const fg_reduction_names[];
 
 /* Name of reduction r as written after `reduce:` ("sum", "log_sum_exp"). */
 const char *fg_reduction_name(fg_reduction r);

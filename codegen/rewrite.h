@@ -5,11 +5,13 @@
  * write activations as subgraphs (x * sigmoid(x), the erf form of GELU);
  * rewrites turn them back into ops before fusion.
  *
- * fg_rewrite_load (called by rules_dir.c in the rules pass) checks a
- * document and adds the rewrite to the context; fg_rewrite_graph (called by
- * fg_plan_build on the plan's copy of the graph, before matching) applies
- * the context's rewrites until none applies.  The rewrites belong to the
- * context (fg_rewrites_free).
+ * One module in two files behind this header: the loader, rewrite_load.c
+ * (fg_rewrite_load, called by rules_dir.c in the rules pass, checks a
+ * document and adds the rewrite to the context), and the pass,
+ * rewrite_pass.c (fg_rewrite_graph, called by the planner on the plan's
+ * copy of the graph, before matching, applies the context's rewrites until
+ * none applies).  The rewrites belong to the context: the loader registers
+ * their teardown (fg_rewrites_free) with fg_ctx_on_free.
  */
 #ifndef FG_REWRITE_H
 #define FG_REWRITE_H
@@ -132,7 +134,7 @@ fg_status fg_rewrite_load(fg_context *ctx, const fg_ynode *map, uint64_t file_ha
  * "rewrite NAME (FILE:LINE): node, node, ... -> op root". */
 fg_status fg_rewrite_graph(fg_context *ctx, fg_graph *g, char ***notes, int *nnotes);
 
-/* Frees the context's rewrites (fg_context_free). */
+/* Frees the context's rewrites (the teardown fg_rewrite_load registers). */
 void fg_rewrites_free(fg_context *ctx);
 
 #endif /* FG_REWRITE_H */

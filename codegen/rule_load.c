@@ -11,7 +11,7 @@
 
 #include "context.h"
 #include "expr.h"
-#include "fold.h"
+#include "fold_names.h"
 #include "hook.h"
 #include "input_file.h"
 #include "kind.h"
@@ -187,10 +187,7 @@ static void parse_step(fg_context *ctx, fg_rule *r, const fg_ynode *item, const 
         cnt = scalar_list(ctx, kind, "kind", one, &items);
         ok = cnt > 0;
         for (int i = 0; i < cnt; i++) {
-            int found = -1;
-            for (int j = 0; j < FG_OPK_COUNT && found < 0; j++)
-                if (strcmp(items[i]->str, kn[j]) == 0)
-                    found = j;
+            int found = fg_kind_find(items[i]->str);
             if (found < 0) {
                 fg_diag_unknown(ctx, items[i]->loc, "op kind", items[i]->str, kn, FG_OPK_COUNT);
                 ok = 0;
@@ -204,17 +201,20 @@ static void parse_step(fg_context *ctx, fg_rule *r, const fg_ynode *item, const 
     if (opt)
         fg_yget_bool(ctx, opt, "optional", &s->optional);
     if (rep && fg_yget_bool(ctx, rep, "repeat", &s->repeat) && s->repeat && ok &&
-        !step_kinds_within(ctx, s, 1u << FG_OPK_POINTWISE)) {
-        fg_diag_error(ctx, FG_ERR_INPUT, rep->loc, "`repeat` is only for pointwise steps; step '%s' matches other kinds",
-                      s->name);
+        !step_kinds_within(ctx, s, fg_kinds_with(FG_KIND_REPEAT))) {
+        char kt[160];
+        fg_diag_error(ctx, FG_ERR_INPUT, rep->loc, "`repeat` is only for %s steps; step '%s' matches other kinds",
+                      fg_kinds_text(fg_kinds_with(FG_KIND_REPEAT), " and ", kt, sizeof kt), s->name);
     }
     if (s->optional && r->nsteps == 1)
         fg_diag_error(ctx, FG_ERR_INPUT, opt->loc, "the first step of a rule ('%s') cannot be optional", s->name);
     const fg_ynode *im = fg_ymap_get(v, "input_map");
     if (im && fg_yget_bool(ctx, im, "input_map", &s->input_map) && s->input_map && ok) {
-        if (!step_kinds_within(ctx, s, (1u << FG_OPK_RESHAPE) | (1u << FG_OPK_TRANSPOSE)))
-            fg_diag_error(ctx, FG_ERR_INPUT, im->loc, "`input_map` is only for reshape and transpose steps (a pure "
-                          "permutation of the elements); step '%s' matches other kinds", s->name);
+        char kt[160];
+        if (!step_kinds_within(ctx, s, fg_kinds_with(FG_KIND_PERMUTATION)))
+            fg_diag_error(ctx, FG_ERR_INPUT, im->loc, "`input_map` is only for %s steps (a pure permutation of the "
+                          "elements); step '%s' matches other kinds",
+                          fg_kinds_text(fg_kinds_with(FG_KIND_PERMUTATION), " and ", kt, sizeof kt), s->name);
         else if (r->nsteps > 1 && !r->steps[r->nsteps - 2].input_map)
             fg_diag_error(ctx, FG_ERR_INPUT, im->loc, "`input_map` steps must lead the chain; step '%s' follows "
                           "step '%s', which is not one", s->name, r->steps[r->nsteps - 2].name);
@@ -385,9 +385,11 @@ static void parse_epilogue(fg_context *ctx, fg_rule *r, const fg_ynode *epi)
                 unknown_step(ctx, r, v->loc, name);
                 continue;
             }
-            if (!step_kinds_within(ctx, &r->steps[e.step], (1u << FG_OPK_POINTWISE) | (1u << FG_OPK_BATCH_NORM))) {
-                fg_diag_error(ctx, FG_ERR_INPUT, v->loc,
-                              "`apply: %s`: step '%s' must match only pointwise or batch_norm ops", name, name);
+            unsigned stages = fg_kinds_of_role(FG_ROLE_ELEMENTWISE);
+            if (!step_kinds_within(ctx, &r->steps[e.step], stages)) {
+                char kt[160];
+                fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "`apply: %s`: step '%s' must match only %s ops", name, name,
+                              fg_kinds_text(stages, " or ", kt, sizeof kt));
                 continue;
             }
         } else {
@@ -490,8 +492,8 @@ static void parse_hook_file(fg_context *ctx, fg_rule *r, const fg_ynode *v, cons
 }
 
 /* Leading `input_map:` steps (each checked in parse_step) need a step after
- * them that computes: a required step of anchor kinds (conv2d, matmul,
- * pool2d, global_pool), which reads the map's output as its input 0. */
+ * them that computes: a required step of anchor kinds (FG_ROLE_ANCHOR in
+ * the op-kind table), which reads the map's output as its input 0. */
 static void check_input_map(fg_context *ctx, fg_rule *r)
 {
     int nmap = 0;
@@ -505,17 +507,15 @@ static void check_input_map(fg_context *ctx, fg_rule *r)
         return;
     }
     const fg_rule_step *a = &r->steps[nmap];
-    unsigned anchors = 0;
-    for (int k = 0; k < FG_OPK_COUNT; k++)
-        if (fg_kind((fg_op_kind)k)->role == FG_ROLE_ANCHOR)
-            anchors |= 1u << k;
+    unsigned anchors = fg_kinds_of_role(FG_ROLE_ANCHOR);
+    char kt[256];
     if (a->optional)
         fg_diag_error(ctx, FG_ERR_INPUT, a->loc, "rule '%s': step '%s' reads the input map and cannot be optional",
                       r->name, a->name);
     else if ((a->nops || a->kinds) && !step_kinds_within(ctx, a, anchors))
         fg_diag_error(ctx, FG_ERR_INPUT, a->loc, "rule '%s': step '%s' after the `input_map` steps must match "
-                      "anchor ops only (conv2d, matmul, pool2d, global_pool): a kernel reads its input through the "
-                      "map", r->name, a->name);
+                      "anchor ops only (%s): a kernel reads its input through the map", r->name, a->name,
+                      fg_kinds_text(anchors, ", ", kt, sizeof kt));
 }
 
 fg_status fg_rule_load(fg_context *ctx, const fg_ynode *map, const char *dir, uint64_t file_hash)

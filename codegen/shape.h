@@ -1,7 +1,9 @@
 /*
- * shape.h -- shape inference, one rule per op kind (see docs/graphs.md):
- * pointwise numpy broadcasting with per-channel inputs, conv2d, matmul with
- * transposes and a broadcast bias, batch_norm, pool2d, global_pool, flatten.
+ * shape.h -- shape inference, one rule per op kind (see docs/graphs.md),
+ * which the op-kind table (kind.h) points at: pointwise numpy broadcasting
+ * with per-channel inputs, conv2d, matmul with transposes and a broadcast
+ * bias, batch_norm, pool2d, global_pool, flatten, reshape, transpose,
+ * concat, softmax, lrn (reduce: reduce.h).
  */
 #ifndef FG_SHAPE_H
 #define FG_SHAPE_H

@@ -1,8 +1,15 @@
 /*
- * template.h -- the template registry: one table of the kernel templates
- * that can run a fused group, read by the rule loader (names a rule may
- * give), the planner (capability checks before a group is committed, then
- * selection), the emitter (which family renders the source) and the docs.
+ * template.h -- the template registry: the kernel templates that can run a
+ * fused group, read by the rule loader (names a rule may give), the planner
+ * (capability checks before a group is committed, then selection), the
+ * emitter (the row's own emitter renders the source) and the docs.
+ *
+ * A template is one record (fg_template), a row of its family file's table:
+ * codegen/emit_<family>.c holds the rows with everything about them -- the
+ * check, the --explain text, the emitter, capabilities (input maps, the arch
+ * it needs), the tile keys a hook may set with their ranges -- and declares
+ * the table with FG_TEMPLATE_FAMILY.  The build gathers the declarations
+ * (cmake/families.cmake); no other file names a template.
  *
  * A template has a name and belongs to a family ("conv2d" holds the direct
  * convolution `conv2d` and `conv2d_depthwise`; "gemm" holds `gemm` and
@@ -23,6 +30,7 @@
 
 #include <stddef.h>
 
+#include "arch.h"
 #include "ir.h"
 
 struct fg_emitter;
@@ -45,22 +53,59 @@ typedef struct fg_tcand {
 /* Accepts candidate c (1), or refuses it (0) with the reason in why. */
 typedef int (*fg_template_check_fn)(const fg_tcand *c, char *why, size_t whysz);
 
+/* A key a rule's `params:` hook may set, with the values the template takes.
+ * The registry checks a hook's value against it (fg_template_tile_check), so
+ * an emitter sees only values in range; conditions that depend on the shape
+ * (a tile's shared memory, a split no larger than the reduction) stay the
+ * emitter's. */
+typedef struct fg_tile_key {
+    const char *name;
+    int64_t min, max;          /* the value lies in min..max */
+    int64_t step;              /* and is a multiple of step (0: any) */
+    const int64_t *values;     /* or, when not NULL, is one of these (0-terminated) */
+} fg_tile_key;
+
+/* A template file a registered family brings with it (the built-ins' are
+ * embedded from templates/). */
+typedef struct fg_template_source {
+    const char *name;          /* the name its emitter gives em->template_file, e.g. "affine.cuh" */
+    const char *text;
+} fg_template_source;
+
+/* One kernel template: a row of its family file's table (emit_<family>.c),
+ * or a variant a rules directory registers (fg_template_load). */
 typedef struct fg_template {
     const char *name;
     const char *family;
+    int order;                     /* built-ins: position in the registry (listings, --explain, equal
+                                      priorities); unique */
     unsigned kinds;                /* kinds of main node it computes: bit (1u << fg_op_kind) */
     unsigned dtypes, layouts;      /* bit (1u << fg_dtype), bit (1u << fg_layout) */
     int priority;                  /* selection: highest accepted wins */
     int max_nodes;                 /* nodes in the group */
     int max_epilogue;              /* epilogue stages */
     int max_tensors;               /* tensor parameters of the kernel */
-    const char *const *tile_keys;  /* what a `params:` hook may set (NULL-terminated) */
+    const fg_tile_key *tiles;      /* what a `params:` hook may set (ends with a NULL name), or NULL */
+    /* The target arch it needs: arch_ok(arch) is nonzero for the archs it
+     * compiles for (NULL: any); arch_needs says what, as "wgmma needs
+     * sm_90", arch_hint the arch to set when none is known ("sm_90"). */
+    int (*arch_ok)(const char *arch);
+    const char *arch_needs, *arch_hint;
+    /* Input maps (index_map.h): nonzero when the template reads its main
+     * input element by element through the generated off_x; else
+     * map_refusal says why not (NULL: it reads no input through off_x). */
+    int input_map;
+    const char *map_refusal;
+    int owns_last;                 /* the group's last node is computed by the template (gemm_softmax's
+                                      softmax), not an epilogue stage */
     fg_template_check_fn check;    /* the family's own constraints, or NULL */
     /* The default tile / split choice for an accepted candidate as one line
      * for --explain ("" when there is nothing to say), or NULL. */
     void (*describe)(const fg_tcand *c, char *buf, size_t size);
     fg_status (*emit)(struct fg_emitter *em);
     const char *summary;           /* one line for `fusegen rules templates` and the docs */
+    const fg_template_source *sources;   /* its own template files (ends with a NULL name), or NULL: the
+                                            embedded ones */
     /* registered variants (NULL / zero for built-ins) */
     const struct fg_template *base;   /* the built-in whose source it renders (built-ins: NULL) */
     struct fg_expr *where;            /* over fg_kind(first kind)->var_names */
@@ -68,6 +113,49 @@ typedef struct fg_template {
     fg_loc loc;
     uint64_t file_hash;
 } fg_template;
+
+/* A family file's templates.  Each codegen/emit_<family>.c declares its table
+ * with FG_TEMPLATE_FAMILY(name, rows); the build gathers the declarations
+ * (cmake/families.cmake) into the registry's list of built-in families, so
+ * adding a family edits no other source file.  A program (or a test) may
+ * add a family of its own to one context with fg_template_family_register. */
+typedef struct fg_template_family {
+    const char *name;
+    const fg_template *templates;
+    int ntemplates;
+} fg_template_family;
+
+#define FG_TEMPLATE_FAMILY(name_, rows_)                                                                             \
+    const fg_template_family fg_family_##name_ = {.name = #name_, .templates = (rows_),                             \
+                                                  .ntemplates = (int)(sizeof(rows_) / sizeof((rows_)[0]))}
+
+/* The defaults of a built-in row: every layout, the group limits of ir.h,
+ * the executor's tensor-parameter limit. */
+#define FG_TEMPLATE_LIMITS                                                                                            \
+    .layouts = (1u << FG_LAYOUT_COUNT) - 1, .max_nodes = FG_MAX_GROUP_NODES, .max_epilogue = FG_MAX_EPILOGUE,          \
+    .max_tensors = FG_TEMPLATE_TENSOR_LIMIT
+/* Tensor parameters a kernel may take: CUDA's 4 KiB of parameters hold far
+ * more, but the executor packs slots per launch, so keep it modest. */
+#define FG_TEMPLATE_TENSOR_LIMIT 32
+#define FG_DTYPES_ALL ((1u << FG_DTYPE_COUNT) - 1)
+#define FG_DTYPES_HALF ((1u << FG_DTYPE_F16) | (1u << FG_DTYPE_BF16))
+/* The `threads` key most families take: a multiple of 32 in 32..1024. */
+extern const fg_tile_key fg_tile_threads[];
+
+/* Adds family f's templates to ctx, after the built-ins and before rules
+ * directories' variants: they are candidates like the built-ins and may be
+ * a variant's base.  f (and what its rows point at) must outlive ctx.  Errors
+ * when a name is taken or a row is malformed (no emitter, no kinds). */
+fg_status fg_template_family_register(fg_context *ctx, const fg_template_family *f);
+
+/* Checks value v that a tile hook gave key `key` of template t against the
+ * key's declared range: FG_OK, or FG_ERR_HOOK with "tile hook: key = v (want
+ * ...)" in msg; FG_ERR_INTERNAL when t declares no such key. */
+fg_status fg_template_tile_check(const fg_template *t, const char *key, int64_t v, char *msg, size_t msgsz);
+
+/* The text of template file `name` for template t: t's (its base's) own
+ * sources, else the embedded templates/ file; NULL when neither has it. */
+const char *fg_template_source_text(const fg_template *t, const char *name);
 
 /* The built-in a template renders with: t->base, or t itself. */
 static inline const fg_template *fg_template_base(const fg_template *t) { return t->base ? t->base : t; }
@@ -91,61 +179,19 @@ int fg_template_candidates(const fg_context *ctx, const char *rule_template, fg_
  * family's constraints, a registered variant's `where`.  1 = accepted. */
 int fg_template_check(const fg_template *t, const fg_tcand *c, char *why, size_t whysz);
 
+/* Nonzero when template t (its base) reads its main input element by element
+ * through the generated off_x and may so take an input map (index_map.h);
+ * else 0 with the reason in why. */
+int fg_template_input_map_ok(const fg_template *t, char *why, size_t whysz);
+
 /* The default tile / split choice of template t for accepted candidate c,
  * for --explain; "" when the template has nothing to say. */
 void fg_template_describe(const fg_template *t, const fg_tcand *c, char *buf, size_t size);
 
 /* Loads one `template:` document (a registered variant) into the context. */
 fg_status fg_template_load(fg_context *ctx, const struct fg_ynode *map, uint64_t file_hash);
-/* Frees the context's registered templates (fg_context_free). */
+/* Frees the context's registered templates (the teardown fg_template_load registers). */
 void fg_templates_free(fg_context *ctx);
 
-/* The arch of the GPU present ("sm_90"), or NULL when there is none: a
- * function the runtime installs (runtime/cuda.c) so that codegen, which never
- * calls the runtime, plans for the device the JIT will compile for. */
-typedef const char *(*fg_device_arch_fn)(const fg_context *ctx);
-extern fg_device_arch_fn fg_device_arch_hook;
-
-/* The target arch codegen plans for, in the order the JIT resolves its own
- * (runtime/jit.c): the context's arch option, else the GPU's, else
- * $FUSEGEN_ARCH, else NULL (unknown: no GPU and nothing said; the JIT then
- * compiles for sm_90).  Templates that need an arch (gemm_wgmma) refuse
- * unknown. */
-const char *fg_target_arch(const fg_context *ctx);
-
-/* Nonzero when arch (sm_90, sm_90a, compute_90, compute_90a) is a Hopper
- * target: gemm_wgmma's and conv2d_wgmma's (emit_gemm_wgmma.c). */
-int fg_arch_hopper(const char *arch);
-
-/* The families' own checks (emit_<family>.c). */
-int fg_check_pointwise(const fg_tcand *c, char *why, size_t whysz);
-int fg_check_conv2d(const fg_tcand *c, char *why, size_t whysz);
-int fg_check_conv2d_depthwise(const fg_tcand *c, char *why, size_t whysz);
-int fg_check_conv2d_tc(const fg_tcand *c, char *why, size_t whysz);
-void fg_conv2d_tc_describe(const fg_tcand *c, char *buf, size_t size);
-int fg_check_gemm(const fg_tcand *c, char *why, size_t whysz);
-int fg_check_gemm_tc(const fg_tcand *c, char *why, size_t whysz);
-int fg_check_gemm_tc_splitk(const fg_tcand *c, char *why, size_t whysz);
-int fg_check_gemv(const fg_tcand *c, char *why, size_t whysz);
-void fg_gemv_describe(const fg_tcand *c, char *buf, size_t size);
-void fg_gemm_tc_describe(const fg_tcand *c, char *buf, size_t size);
-void fg_gemm_tc_splitk_describe(const fg_tcand *c, char *buf, size_t size);
-int fg_check_pool2d(const fg_tcand *c, char *why, size_t whysz);
-/* gemm_softmax (emit_gemm_softmax.c): a matmul, its element-wise epilogue and
- * a softmax over its rows in one kernel; the emitter is declared here as it
- * belongs to no other family header. */
-int fg_check_gemm_softmax(const fg_tcand *c, char *why, size_t whysz);
-void fg_gemm_softmax_describe(const fg_tcand *c, char *buf, size_t size);
-fg_status fg_emit_gemm_softmax(struct fg_emitter *em);
-/* gemm_wgmma (emit_gemm_wgmma.c): Hopper wgmma + TMA + mbarrier, sm_90a; its
- * emitter is reached through fg_emit_gemm. */
-int fg_check_gemm_wgmma(const fg_tcand *c, char *why, size_t whysz);
-void fg_gemm_wgmma_describe(const fg_tcand *c, char *buf, size_t size);
-fg_status fg_emit_gemm_wgmma(struct fg_emitter *em);
-/* conv2d_wgmma (emit_gemm_wgmma.c): gemm_wgmma's kernel for 1x1, stride 1,
- * unpadded, groups 1 NHWC convolutions (a GEMM as stored); its --explain line
- * is fg_gemm_wgmma_describe's. */
-int fg_check_conv2d_wgmma(const fg_tcand *c, char *why, size_t whysz);
-fg_status fg_emit_conv2d_wgmma(struct fg_emitter *em);
 
 #endif /* FG_TEMPLATE_H */

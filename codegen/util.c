@@ -11,6 +11,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "num.h"
+
 static void oom(size_t n)
 {
     fprintf(stderr, "fusegen: out of memory allocating %zu bytes\n", n);
@@ -160,27 +162,28 @@ char *fg_read_file(const char *path, size_t *len)
 
 int fg_write_file_atomic(const char *path, const void *data, size_t len)
 {
+    /* A fresh temporary name, created with 0666 less the umask (mkstemp's
+     * 0600 would need a umask lookup to widen, which is not thread-safe). */
+    static unsigned counter;
     size_t n = strlen(path);
-    char *tmp = fg_xmalloc(n + 32);
-    snprintf(tmp, n + 32, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
+    char *tmp = fg_xmalloc(n + 48);
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 100; tries++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(tmp, n + 48, "%s.tmp.%ld.%u.%ld", path, (long)getpid(),
+                 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED), (long)ts.tv_nsec);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
     if (fd < 0) {
         free(tmp);
         return -1;
     }
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            goto fail;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fchmod(fd, 0644) != 0 || close(fd) != 0) {
+    if (fg_write_all(fd, data, len) != 0)
+        goto fail;
+    if (close(fd) != 0) {
         fd = -1;
         goto fail;
     }

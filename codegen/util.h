@@ -43,7 +43,8 @@ char *fg_buf_take(fg_buf *b);
 /* Reads a whole file; returns malloc'd NUL-terminated text or NULL with errno. */
 char *fg_read_file(const char *path, size_t *len);
 /* Writes data to path atomically (temporary file in the same directory, then
- * rename).  Returns 0 or -1 with errno. */
+ * rename); the file has mode 0666 less the umask.  Returns 0 or -1 with
+ * errno. */
 int fg_write_file_atomic(const char *path, const void *data, size_t len);
 /* mkdir -p; returns 0 or -1 with errno. */
 int fg_mkdir_p(const char *path, int mode);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "num.h"
 #include "util.h"
 
 static int fail(char *why, size_t whysz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -66,30 +67,6 @@ static const char *shown(const char *s, char out[300])
 
 /* ---- element conversions -------------------------------------------------- */
 
-static float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
-    if (e == 0) {
-        float f = ldexpf((float)m, -24);   /* zero or subnormal: exact */
-        return sign ? -f : f;
-    }
-    if (e == 31)
-        bits = sign | 0x7f800000u | (m << 13);
-    else
-        bits = sign | ((e + 112u) << 23) | (m << 13);
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static float bf16_to_float(uint16_t b)
-{
-    uint32_t bits = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 void fg_file_decode(fg_dtype t, const void *src, float *dst, int64_t n)
 {
     if (t == FG_DTYPE_F32) {
@@ -98,19 +75,12 @@ void fg_file_decode(fg_dtype t, const void *src, float *dst, int64_t n)
     }
     const uint16_t *h = src;
     for (int64_t i = 0; i < n; i++)
-        dst[i] = t == FG_DTYPE_F16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
+        dst[i] = t == FG_DTYPE_F16 ? fg_f16_to_f32(h[i]) : fg_bf16_to_f32(h[i]);
 }
 
 float fg_file_round_bf16(float v)
 {
-    if (v != v)
-        return v;
-    uint32_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    bits &= 0xffff0000u;
-    memcpy(&v, &bits, sizeof v);
-    return v;
+    return v != v ? v : fg_bf16_to_f32(fg_f32_to_bf16(v));   /* a NaN is kept as it is */
 }
 
 /* Converts n little- or big-endian elements of esz bytes (4: float32, 2:

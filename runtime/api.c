@@ -1,5 +1,13 @@
 /*
- * api.c -- the kernel-by-specification API (fg_kernel_*): a chain of ops is
+ * api.c -- the API layer: the public entry points that run more than one
+ * stage.  fg_context_init makes the context record (codegen/context.c) and
+ * loads its rules directory (the loaders, through fg_rules_load);
+ * fg_plan_build resolves the device target (runtime.c: the attached GPU's
+ * arch, asked of the CUDA driver) onto the context, then runs the planner
+ * (codegen/plan.c, fg_plan_make), so codegen plans for the device the JIT
+ * compiles for without asking any device itself.
+ *
+ * And the kernel-by-specification API (fg_kernel_*): a chain of ops is
  * written out as a small graph in the ordinary YAML graph format, parsed with
  * fg_graph_parse, planned with the context's rules, and must come out as one
  * fused kernel, which is then compiled like any plan (fg_plan_compile).  The
@@ -12,6 +20,27 @@
 
 #include "context.h"
 #include "exec.h"
+#include "plan.h"
+#include "runtime.h"
+
+FG_API fg_status fg_context_init(fg_context **out, const fg_options *opts)
+{
+    if (!out)
+        return FG_ERR_INPUT;
+    fg_context *ctx;
+    fg_status st = fg_ctx_new(&ctx, opts);
+    *out = ctx;
+    if (st || ctx->opts.no_rules)
+        return st;
+    return fg_rules_load(ctx, ctx->rules_dir);
+}
+
+FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out)
+{
+    if (ctx)
+        fg_rt_resolve_target(ctx);
+    return fg_plan_make(ctx, g, out);
+}
 
 struct fg_kernel_handle {
     fg_context *ctx;

@@ -1,99 +1,29 @@
 /*
- * cache.c -- the kernel cache (cache.h): a uthash table in memory, then a
- * directory of verified, atomically published entry files that only the
- * current user can have written.
- *
- * Entry file <dir>/<key[0..2)>/<key>.fgk (format 2):
- *
- *   offset  size  field
- *        0     4  magic "FGKC"
- *        4     4  format version (FG_CACHE_FORMAT), little endian
- *        8     4  header size (80)
- *       12     4  metadata size
- *       16     8  payload size
- *       24     8  creation time, seconds since the epoch
- *       32    32  key (32 hex digits)
- *       64    16  XXH3-128 of bytes 0..64, the metadata and the payload
- *                 (low 64 bits, then high)
- *       80     -  metadata text, then the payload
- *
- * Every header field, the key included, is under the checksum, so an entry
- * copied under another key's name, or with its key or sizes rewritten, fails
- * verification.  The checksum detects accidents, not attacks: what keeps other
- * users out is ownership.  The directory is opened once and used through its
- * descriptor; it, each two-digit subdirectory and each entry must be owned by
- * the effective user and not writable by group or others.  Directories are
- * created 0700 and entry files 0600 whatever the umask.  A directory that
- * fails the check makes the cache memory-only with one warning.  An entry
- * file is read only after lstat and fstat show a regular file of bounded size
- * with the right owner and mode (opened O_NOFOLLOW | O_NONBLOCK, so a planted
- * symlink is not followed and a planted FIFO does not block).  A file that
- * fails any check (not the user's own, not a regular file, too large, short,
- * wrong magic / version / key, sizes that do not add up, checksum) is removed
- * when it is still the file that was examined, counted (stats.refused or
- * stats.corrupt) and reported as a miss, so the caller recompiles and
- * replaces it.  Writers publish with a temporary file (O_EXCL, 0600) and
- * renameat, so readers in other processes see the old file, the new one or
- * none, never a mix.  Eviction deletes least-recently-used files (mtime,
- * refreshed on every disk hit) until the directory fits its limit; files that
- * vanish meanwhile (another process evicting) are skipped.
+ * cache.c -- the kernel cache (cache.h): the cache object, its memory tier
+ * (a uthash table of every entry fetched or stored in this process) and the
+ * sequence of the two tiers: a lookup tries memory, then the directory; a
+ * store writes both; clear empties both.  The disk tier -- verified,
+ * atomically published entry files that only the current user can have
+ * written -- is cache_disk.c, behind the private cache_impl.h.
  */
-#define _GNU_SOURCE
 #include "cache.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <uthash.h>
-#include <xxhash.h>
 
+#include "cache_impl.h"
 #include "context.h"
 #include "diag.h"
 #include "util.h"
 
-#define FG_CACHE_FORMAT 2u
-#define HDR_SIZE 80u
-#define SUM_OFFSET 64u              /* the checksum: bytes 64..80 */
 #define DEFAULT_LIMIT_MB 1024u
-#define STALE_TMP_SECONDS 3600
-#define WHY_SIZE 160
-
-_Static_assert(SUM_OFFSET + 16 == HDR_SIZE, "the checksum ends the header");
-_Static_assert(FG_CACHE_ENTRY_MAX <= (uint64_t)SIZE_MAX / 2, "an entry fits in memory");
-
-typedef struct mem_entry {
-    UT_hash_handle hh;
-    char key[33];
-    void *data;
-    size_t size;
-    char *meta;
-} mem_entry;
-
-struct fg_cache {
-    fg_context *ctx;
-    char *path;                 /* the directory as named (NULL: none could be named) */
-    int dfd;                    /* the directory, opened once; -1 when memory-only from the start */
-    uint64_t limit;
-    pthread_mutex_t lock;       /* guards everything below */
-    int use_disk;               /* 0 after falling back to memory only */
-    mem_entry *mem;
-    fg_cache_stats st;
-    int64_t disk_bytes;         /* estimate of the directory's size */
-    int scanned;                /* disk_bytes has been measured once */
-    int warned;                 /* the one "memory only" warning was given */
-    int warned_entry;           /* the one "refused an entry" warning was given */
-};
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static int is_key(const char *k)
+int fg_cache_is_key(const char *k)
 {
     if (!k)
         return 0;
@@ -101,149 +31,6 @@ static int is_key(const char *k)
         if (!((k[i] >= '0' && k[i] <= '9') || (k[i] >= 'a' && k[i] <= 'f')))
             return 0;
     return k[32] == 0;
-}
-
-static void put_le32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_le64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_le32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static uint64_t get_le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-/* "<key>.fgk" */
-static void entry_name(const char *key, char out[40])
-{
-    snprintf(out, 40, "%.32s.fgk", key);
-}
-
-/* "<k0k1>/<key>.fgk", relative to the directory. */
-static void entry_rel(const char *key, char out[48])
-{
-    snprintf(out, 48, "%.2s/%.32s.fgk", key, key);
-}
-
-/* <dir>/<k0k1>/<key>.fgk into a malloc'd string (for listings and messages). */
-static char *entry_path(const char *dir, const char *key)
-{
-    fg_buf b = {0};
-    fg_buf_printf(&b, "%s/%.2s/%s.fgk", dir, key, key);
-    return fg_buf_take(&b);
-}
-
-/* XXH3-128 of an entry's bytes 0..SUM_OFFSET and HDR_SIZE..len (len >= HDR_SIZE). */
-static fg_hash128 entry_sum(const unsigned char *buf, size_t len)
-{
-    XXH3_state_t *st = XXH3_createState();
-    if (!st) {
-        fg_hash128 z = {0, 0};
-        return z;   /* cannot happen in practice; a zero sum fails verification */
-    }
-    XXH3_128bits_reset(st);
-    XXH3_128bits_update(st, buf, SUM_OFFSET);
-    XXH3_128bits_update(st, buf + HDR_SIZE, len - HDR_SIZE);
-    XXH128_hash_t h = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
-    fg_hash128 r = {h.low64, h.high64};
-    return r;
-}
-
-/* Why st (a directory or an entry file) is not the current user's own, into
- * why; returns 0 when it is. */
-static int foreign(const struct stat *st, char *why, size_t n)
-{
-    if (st->st_uid != geteuid()) {
-        snprintf(why, n, "owned by uid %u, not by the current user (uid %u)", (unsigned)st->st_uid,
-                 (unsigned)geteuid());
-        return 1;
-    }
-    if (st->st_mode & (S_IWGRP | S_IWOTH)) {
-        snprintf(why, n, "writable by %s (mode %04o)",
-                 (st->st_mode & S_IWGRP) && (st->st_mode & S_IWOTH) ? "group and others"
-                 : (st->st_mode & S_IWGRP)                          ? "group"
-                                                                    : "others",
-                 (unsigned)(st->st_mode & 07777));
-        return 1;
-    }
-    return 0;
-}
-
-static const char *file_kind(mode_t m)
-{
-    return S_ISLNK(m) ? "a symbolic link" : S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISSOCK(m) ? "a socket"
-           : S_ISCHR(m) || S_ISBLK(m)                   ? "a device"
-                                                        : "not a regular file";
-}
-
-/* Checks an entry file's bytes.  On success points *payload / *meta into buf
- * and returns 1; returns 0 for anything malformed.  key may be NULL (listing
- * by file name checks the name separately). */
-static int entry_verify(const unsigned char *buf, size_t len, const char *key, const unsigned char **payload,
-                        uint64_t *psize, const char **meta, uint32_t *msize, int64_t *created)
-{
-    if (len < HDR_SIZE || memcmp(buf, "FGKC", 4) != 0)
-        return 0;
-    if (get_le32(buf + 4) != FG_CACHE_FORMAT || get_le32(buf + 8) != HDR_SIZE)
-        return 0;
-    uint32_t ms = get_le32(buf + 12);
-    uint64_t ps = get_le64(buf + 16);
-    if (key && memcmp(buf + 32, key, 32) != 0)
-        return 0;
-    if (ps > len || ms > len || (uint64_t)HDR_SIZE + ms + ps != len)
-        return 0;
-    fg_hash128 h = entry_sum(buf, len);
-    if (h.lo != get_le64(buf + SUM_OFFSET) || h.hi != get_le64(buf + SUM_OFFSET + 8))
-        return 0;
-    *payload = buf + HDR_SIZE + ms;
-    *psize = ps;
-    *meta = (const char *)buf + HDR_SIZE;
-    *msize = ms;
-    if (created)
-        *created = (int64_t)get_le64(buf + 24);
-    return 1;
-}
-
-/* Serialises an entry (header + metadata + payload) into a malloc'd buffer. */
-static unsigned char *entry_encode(const char *key, const void *data, size_t size, const char *meta, size_t *len)
-{
-    size_t ms = meta ? strlen(meta) : 0;
-    *len = HDR_SIZE + ms + size;
-    unsigned char *b = fg_xcalloc(1, *len);
-    memcpy(b, "FGKC", 4);
-    put_le32(b + 4, FG_CACHE_FORMAT);
-    put_le32(b + 8, HDR_SIZE);
-    put_le32(b + 12, (uint32_t)ms);
-    put_le64(b + 16, size);
-    put_le64(b + 24, (uint64_t)time(NULL));
-    memcpy(b + 32, key, 32);
-    if (ms)
-        memcpy(b + HDR_SIZE, meta, ms);
-    if (size)
-        memcpy(b + HDR_SIZE + ms, data, size);
-    fg_hash128 h = entry_sum(b, *len);
-    put_le64(b + SUM_OFFSET, h.lo);
-    put_le64(b + SUM_OFFSET + 8, h.hi);
-    return b;
 }
 
 /* ---- configuration ---------------------------------------------------- */
@@ -262,47 +49,8 @@ static uint64_t default_limit(const fg_context *ctx)
     return (uint64_t)DEFAULT_LIMIT_MB << 20;
 }
 
-/* ---- falling back to memory only -------------------------------------- */
-
-/* Drops to memory-only after a failure to use the directory; warns once.
- * Called with c->lock held.  The directory descriptor stays open until
- * fg_cache_close (other threads may be using it). */
-static void degrade_locked(fg_cache *c, const char *what, int err)
-{
-    if (!c->use_disk)
-        return;
-    if (!c->warned && c->ctx)
-        fg_diag_warn(c->ctx, FG_NOLOC, "kernel cache directory '%s' is not usable (%s: %s); caching in memory only",
-                     c->path, what, strerror(err));
-    c->warned = 1;
-    c->use_disk = 0;
-}
-
-/* Drops to memory-only because the directory tree is not the user's own;
- * warns once.  sub: the subdirectory at fault, or NULL for the directory. */
-static void distrust_locked(fg_cache *c, const char *sub, const char *why)
-{
-    if (!c->use_disk)
-        return;
-    if (!c->warned && c->ctx)
-        fg_diag_warn(c->ctx, FG_NOLOC,
-                     "kernel cache directory '%s%s%s' is %s; not using it, caching in memory only (the directory "
-                     "and its entries must belong to the current user and not be writable by group or others: "
-                     "chown it, or chmod 700 it)",
-                     c->path, sub ? "/" : "", sub ? sub : "", why);
-    c->warned = 1;
-    c->use_disk = 0;
-}
-
-static void distrust(fg_cache *c, const char *sub, const char *why)
-{
-    pthread_mutex_lock(&c->lock);
-    distrust_locked(c, sub, why);
-    pthread_mutex_unlock(&c->lock);
-}
-
 /* Whether the disk is in use (snapshot). */
-static int disk_on(fg_cache *c)
+int fg_cache_disk_on(fg_cache *c)
 {
     pthread_mutex_lock(&c->lock);
     int on = c->use_disk;
@@ -310,69 +58,42 @@ static int disk_on(fg_cache *c)
     return on;
 }
 
-/* ---- directories ------------------------------------------------------ */
+/* ---- memory table ----------------------------------------------------- */
 
-/* Creates path and its missing parents with mode 0700 (never more, whatever
- * the umask).  *created says whether path itself was made here.  Returns 0,
- * or -1 with errno. */
-static int make_dirs(const char *path, int *created)
+/* Inserts or replaces key in the memory table.  c->lock held. */
+void fg_cache_mem_store_locked(fg_cache *c, const char *key, const void *data, size_t size, const char *meta)
 {
-    *created = 0;
-    char *p = fg_xstrdup(path);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = 0;
-        if (mkdir(p, 0700) != 0 && errno != EEXIST) {
-            int e = errno;
-            free(p);
-            errno = e;
-            return -1;
-        }
-        *s = '/';
+    mem_entry *e;
+    HASH_FIND(hh, c->mem, key, 32, e);
+    if (!e) {
+        e = fg_xcalloc(1, sizeof *e);
+        memcpy(e->key, key, 33);
+        HASH_ADD(hh, c->mem, key[0], 32, e);
+    } else {
+        free(e->data);
+        free(e->meta);
     }
-    int r = mkdir(p, 0700);
-    int e = errno;
-    free(p);
-    if (r == 0) {
-        *created = 1;
-        return 0;
-    }
-    errno = e;
-    return e == EEXIST ? 0 : -1;
+    e->data = fg_xmalloc(size);
+    if (size)
+        memcpy(e->data, data, size);
+    e->size = size;
+    e->meta = meta ? fg_xstrdup(meta) : NULL;
 }
 
-/* Opens subdirectory name (two hex digits) of the cache directory without
- * following a symlink, creating it 0700 first when create.  Returns the
- * descriptor, or -1 with errno: ENOENT (absent), ENOTDIR/ELOOP (something
- * else is in its place), EPERM (not the user's own; *why says how). */
-static int open_sub(fg_cache *c, const char *name, int create, char *why, size_t n)
+/* Empties the memory table; returns how many entries it held.  c->lock held
+ * (or c private to the caller). */
+static int mem_clear_locked(fg_cache *c)
 {
-    int made = 0;
-    if (create) {
-        if (mkdirat(c->dfd, name, 0700) == 0)
-            made = 1;
-        else if (errno != EEXIST)
-            return -1;
+    mem_entry *e, *tmp;
+    int n = 0;
+    HASH_ITER(hh, c->mem, e, tmp) {
+        HASH_DEL(c->mem, e);
+        free(e->data);
+        free(e->meta);
+        free(e);
+        n++;
     }
-    int fd = openat(c->dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    if (made && (st.st_mode & 07777) != 0700 && fchmod(fd, 0700) == 0)
-        st.st_mode = (st.st_mode & ~(mode_t)07777) | 0700;
-    if (foreign(&st, why, n)) {
-        close(fd);
-        errno = EPERM;
-        return -1;
-    }
-    return fd;
+    return n;
 }
 
 /* ---- open / close ----------------------------------------------------- */
@@ -396,38 +117,7 @@ fg_cache *fg_cache_open(fg_context *ctx, const char *dir, uint64_t limit_bytes)
         c->warned = 1;
         return c;
     }
-    /* Strip trailing slashes so paths print cleanly. */
-    size_t n = strlen(c->path);
-    while (n > 1 && c->path[n - 1] == '/')
-        c->path[--n] = 0;
-
-    c->use_disk = 1;   /* so that the fallbacks below warn */
-    int created = 0;
-    if (make_dirs(c->path, &created) != 0) {
-        degrade_locked(c, "cannot create it", errno);
-        return c;
-    }
-    /* The directory itself may be a symlink (a cache on another disk); what
-     * it resolves to must be the user's own. */
-    c->dfd = open(c->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (c->dfd < 0) {
-        degrade_locked(c, "cannot open it", errno);
-        return c;
-    }
-    struct stat st;
-    char why[WHY_SIZE];
-    if (fstat(c->dfd, &st) != 0) {
-        degrade_locked(c, "cannot stat it", errno);
-    } else {
-        if (created && (st.st_mode & 07777) != 0700 && fchmod(c->dfd, 0700) == 0)
-            st.st_mode = (st.st_mode & ~(mode_t)07777) | 0700;
-        if (foreign(&st, why, sizeof why))
-            distrust_locked(c, NULL, why);
-    }
-    if (!c->use_disk) {
-        close(c->dfd);
-        c->dfd = -1;
-    }
+    fg_cache_disk_open(c);
     return c;
 }
 
@@ -435,13 +125,7 @@ void fg_cache_close(fg_cache *c)
 {
     if (!c)
         return;
-    mem_entry *e, *tmp;
-    HASH_ITER(hh, c->mem, e, tmp) {
-        HASH_DEL(c->mem, e);
-        free(e->data);
-        free(e->meta);
-        free(e);
-    }
+    mem_clear_locked(c);
     if (c->dfd >= 0)
         close(c->dfd);
     free(c->path);
@@ -453,7 +137,7 @@ const char *fg_cache_dir(const fg_cache *c)
 {
     if (!c)
         return NULL;
-    return disk_on((fg_cache *)c) ? c->path : NULL;
+    return fg_cache_disk_on((fg_cache *)c) ? c->path : NULL;
 }
 
 uint64_t fg_cache_limit(const fg_cache *c) { return c ? c->limit : 0; }
@@ -466,204 +150,7 @@ void fg_cache_get_stats(const fg_cache *c, fg_cache_stats *s)
     pthread_mutex_unlock(&m->lock);
 }
 
-/* ---- memory table ----------------------------------------------------- */
-
-/* Inserts or replaces key in the memory table.  c->lock held. */
-static void mem_store_locked(fg_cache *c, const char *key, const void *data, size_t size, const char *meta)
-{
-    mem_entry *e;
-    HASH_FIND(hh, c->mem, key, 32, e);
-    if (!e) {
-        e = fg_xcalloc(1, sizeof *e);
-        memcpy(e->key, key, 33);
-        HASH_ADD(hh, c->mem, key[0], 32, e);
-    } else {
-        free(e->data);
-        free(e->meta);
-    }
-    e->data = fg_xmalloc(size);
-    if (size)
-        memcpy(e->data, data, size);
-    e->size = size;
-    e->meta = meta ? fg_xstrdup(meta) : NULL;
-}
-
-/* ---- reading and removing entry files --------------------------------- */
-
-/* What reading one entry file found. */
-typedef enum read_result {
-    READ_OK = 0,    /* *buf holds the file's bytes */
-    READ_ABSENT,    /* no such file */
-    READ_REFUSED,   /* not a regular file, not the user's own, or too large: why says which */
-    READ_ERROR,     /* could not be examined or read (errno) */
-} read_result;
-
-/* Reads entry file `name` of the directory sfd.  Refuses, without reading a
- * byte, anything but a regular file of at most FG_CACHE_ENTRY_MAX bytes owned
- * by the user and not writable by group or others: lstat first (a symlink,
- * FIFO, socket or device is never opened), then open with O_NOFOLLOW and
- * O_NONBLOCK (a file swapped in meanwhile is neither followed nor waited on)
- * and check the opened file again with fstat.  *seen gets the status of what
- * was examined (remove_seen removes that file and no other).  On READ_OK
- * *buf (malloc'd) holds *len bytes (fewer than the size when the file
- * shrank) and, when fdp is not NULL, *fdp is the open descriptor, which the
- * caller closes. */
-static read_result read_entry(int sfd, const char *name, unsigned char **buf, size_t *len, int *fdp, struct stat *seen,
-                              char *why, size_t n)
-{
-    *buf = NULL;
-    *len = 0;
-    if (fdp)
-        *fdp = -1;
-    if (fstatat(sfd, name, seen, AT_SYMLINK_NOFOLLOW) != 0)
-        return errno == ENOENT ? READ_ABSENT : READ_ERROR;
-    if (!S_ISREG(seen->st_mode)) {
-        snprintf(why, n, "%s, not a regular file", file_kind(seen->st_mode));
-        return READ_REFUSED;
-    }
-    int fd = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return READ_ABSENT;
-        if (errno == ELOOP) {
-            snprintf(why, n, "a symbolic link, not a regular file");
-            return READ_REFUSED;   /* swapped in after the lstat; *seen no longer matches, so it stays */
-        }
-        return READ_ERROR;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return READ_ERROR;
-    }
-    *seen = st;
-    read_result r = READ_REFUSED;
-    if (!S_ISREG(st.st_mode))
-        snprintf(why, n, "%s, not a regular file", file_kind(st.st_mode));
-    else if (foreign(&st, why, n))
-        ;
-    else if ((uint64_t)st.st_size > FG_CACHE_ENTRY_MAX)
-        snprintf(why, n, "%lld bytes, over the %llu MiB limit of an entry", (long long)st.st_size,
-                 (unsigned long long)(FG_CACHE_ENTRY_MAX >> 20));
-    else
-        r = READ_OK;
-    if (r != READ_OK) {
-        close(fd);
-        return r;
-    }
-    size_t want = (size_t)st.st_size, got = 0;
-    unsigned char *b = fg_xmalloc(want + 1);
-    while (got < want) {
-        ssize_t k = read(fd, b + got, want - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            int e = errno;
-            free(b);
-            close(fd);
-            errno = e;
-            return READ_ERROR;
-        }
-        if (k == 0)
-            break;
-        got += (size_t)k;
-    }
-    *buf = b;
-    *len = got;
-    if (fdp)
-        *fdp = fd;
-    else
-        close(fd);
-    return READ_OK;
-}
-
-/* Removes entry `name` of sfd if it is still the file *seen describes (not a
- * replacement another process published meanwhile).  Returns 0 when removed. */
-static int remove_seen(int sfd, const char *name, const struct stat *seen)
-{
-    struct stat now;
-    if (fstatat(sfd, name, &now, AT_SYMLINK_NOFOLLOW) != 0 || now.st_ino != seen->st_ino || now.st_dev != seen->st_dev)
-        return -1;
-    return unlinkat(sfd, name, S_ISDIR(now.st_mode) ? AT_REMOVEDIR : 0);
-}
-
-/* Counts a refused entry and warns about the first one. */
-static void note_refused(fg_cache *c, const char *key, const char *why, int removed, int64_t bytes)
-{
-    pthread_mutex_lock(&c->lock);
-    c->st.refused++;
-    if (removed)
-        c->disk_bytes -= bytes;
-    if (!c->warned_entry && c->ctx) {
-        char *p = entry_path(c->path, key);
-        fg_diag_warn(c->ctx, FG_NOLOC, "kernel cache entry '%s' is %s; %s", p, why,
-                     removed ? "removed it" : "not using it");
-        free(p);
-    }
-    c->warned_entry = 1;
-    pthread_mutex_unlock(&c->lock);
-}
-
 /* ---- lookup ----------------------------------------------------------- */
-
-/* The disk half of fg_cache_fetch.  Never returns FG_CACHE_MEMORY. */
-static fg_cache_where disk_fetch(fg_cache *c, const char *key, void **data, size_t *size, char **meta)
-{
-    char sub[3] = {key[0], key[1], 0}, name[40], why[WHY_SIZE];
-    entry_name(key, name);
-    int sfd = open_sub(c, sub, 0, why, sizeof why);
-    if (sfd < 0) {
-        if (errno == EPERM)
-            distrust(c, sub, why);
-        return FG_CACHE_MISS;   /* absent, or not a directory: the store reports that */
-    }
-    unsigned char *buf;
-    size_t len;
-    int fd;
-    struct stat seen;
-    fg_cache_where where = FG_CACHE_MISS;
-    read_result r = read_entry(sfd, name, &buf, &len, &fd, &seen, why, sizeof why);
-    if (r == READ_REFUSED) {
-        int removed = remove_seen(sfd, name, &seen) == 0;
-        note_refused(c, key, why, removed, S_ISREG(seen.st_mode) ? (int64_t)seen.st_size : 0);
-    } else if (r == READ_OK) {
-        const unsigned char *pl;
-        const char *mt;
-        uint64_t ps;
-        uint32_t ms;
-        if (entry_verify(buf, len, key, &pl, &ps, &mt, &ms, NULL)) {
-            *data = fg_xmalloc(ps);
-            memcpy(*data, pl, ps);
-            *size = ps;
-            char *mcopy = ms ? fg_xstrndup(mt, ms) : NULL;
-            futimens(fd, NULL);   /* LRU: refresh mtime; failure is harmless */
-            pthread_mutex_lock(&c->lock);
-            mem_store_locked(c, key, *data, ps, mcopy);
-            c->st.disk_hits++;
-            pthread_mutex_unlock(&c->lock);
-            if (meta)
-                *meta = mcopy;
-            else
-                free(mcopy);
-            where = FG_CACHE_DISK;
-        } else {
-            /* Corrupt, truncated, of another format or another key: remove
-             * it unless another process has already replaced it. */
-            int removed = remove_seen(sfd, name, &seen) == 0;
-            pthread_mutex_lock(&c->lock);
-            c->st.corrupt++;
-            if (removed)
-                c->disk_bytes -= (int64_t)seen.st_size;
-            pthread_mutex_unlock(&c->lock);
-        }
-        close(fd);
-        free(buf);
-    }
-    close(sfd);
-    return where;
-}
 
 fg_cache_where fg_cache_fetch(fg_cache *c, const char *key, void **data, size_t *size, char **meta)
 {
@@ -673,7 +160,7 @@ fg_cache_where fg_cache_fetch(fg_cache *c, const char *key, void **data, size_t 
         *size = 0;
     if (meta)
         *meta = NULL;
-    if (!c || !is_key(key) || !data || !size)
+    if (!c || !fg_cache_is_key(key) || !data || !size)
         return FG_CACHE_MISS;
 
     pthread_mutex_lock(&c->lock);
@@ -693,7 +180,7 @@ fg_cache_where fg_cache_fetch(fg_cache *c, const char *key, void **data, size_t 
     int on = c->use_disk;
     pthread_mutex_unlock(&c->lock);
 
-    fg_cache_where where = on ? disk_fetch(c, key, data, size, meta) : FG_CACHE_MISS;
+    fg_cache_where where = on ? fg_cache_disk_fetch(c, key, data, size, meta) : FG_CACHE_MISS;
     if (where == FG_CACHE_MISS) {
         pthread_mutex_lock(&c->lock);
         c->st.misses++;
@@ -707,248 +194,19 @@ int fg_cache_get(fg_cache *c, const char *key, void **data, size_t *size)
     return fg_cache_fetch(c, key, data, size, NULL) != FG_CACHE_MISS;
 }
 
-/* ---- directory scanning ----------------------------------------------- */
-
-typedef struct scan_item {
-    char key[33];
-    char rel[48];    /* "<k0k1>/<key>.fgk", relative to the directory */
-    uint64_t size;   /* 0 for what is not a regular file */
-    int64_t mtime;
-} scan_item;
-
-static int is_hex2(const char *s)
-{
-    return strlen(s) == 2 && strchr("0123456789abcdef", s[0]) && strchr("0123456789abcdef", s[1]);
-}
-
-/* A fresh DIR stream over the cache directory (its own file offset). */
-static DIR *open_top(fg_cache *c)
-{
-    int fd = openat(c->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    DIR *d = fdopendir(fd);
-    if (!d)
-        close(fd);
-    return d;
-}
-
-/* Lists every entry file of the directory, whatever its type, so that
- * planted symlinks and FIFOs are listed as invalid and cleared or evicted
- * like any other entry (nothing is followed or opened here).  When
- * clean_tmp, temporary files left behind by writers that died more than an
- * hour ago are removed.  A subdirectory that is not the user's own makes the
- * cache memory-only (with its one warning) and is skipped.  Files vanishing
- * during the scan are skipped.  Returns the count; *out is malloc'd. */
-static int scan_dir(fg_cache *c, scan_item **out, int clean_tmp)
-{
-    scan_item *items = NULL;
-    int n = 0, cap = 0;
-    *out = NULL;
-    if (c->dfd < 0)
-        return 0;
-    DIR *d = open_top(c);
-    if (!d)
-        return 0;
-    struct dirent *de;
-    time_t now = time(NULL);
-    while ((de = readdir(d)) != NULL) {
-        if (!is_hex2(de->d_name))
-            continue;
-        char why[WHY_SIZE];
-        int sfd = open_sub(c, de->d_name, 0, why, sizeof why);
-        if (sfd < 0) {
-            if (errno == EPERM)
-                distrust(c, de->d_name, why);
-            continue;
-        }
-        DIR *sd = fdopendir(sfd);
-        if (!sd) {
-            close(sfd);
-            continue;
-        }
-        struct dirent *fe;
-        while ((fe = readdir(sd)) != NULL) {
-            const char *name = fe->d_name;
-            size_t len = strlen(name);
-            struct stat st;
-            if (fstatat(dirfd(sd), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode))
-                continue;
-            if (len == 36 && strcmp(name + 32, ".fgk") == 0) {
-                char k[33];
-                memcpy(k, name, 32);
-                k[32] = 0;
-                if (is_key(k) && memcmp(k, de->d_name, 2) == 0) {
-                    scan_item *it = FG_PUSH(items, n, cap);
-                    memcpy(it->key, k, 33);
-                    entry_rel(k, it->rel);
-                    it->size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
-                    it->mtime = (int64_t)st.st_mtime;
-                }
-            } else if (clean_tmp && strstr(name, ".fgk.tmp.") && now - st.st_mtime > STALE_TMP_SECONDS) {
-                unlinkat(dirfd(sd), name, 0);
-            }
-        }
-        closedir(sd);
-    }
-    closedir(d);
-    *out = items;
-    return n;
-}
-
-static int by_mtime(const void *a, const void *b)
-{
-    const scan_item *x = a, *y = b;
-    if (x->mtime != y->mtime)
-        return x->mtime < y->mtime ? -1 : 1;
-    return strcmp(x->key, y->key);
-}
-
-/* Deletes least-recently-used entries until the directory fits the limit,
- * sparing `keep` (the entry just written).  Returns the bytes that remain. */
-static int64_t evict(fg_cache *c, const char *keep, uint64_t *evicted)
-{
-    scan_item *items;
-    int n = scan_dir(c, &items, 1);
-    int64_t total = 0;
-    for (int i = 0; i < n; i++)
-        total += (int64_t)items[i].size;
-    if ((uint64_t)total > c->limit) {
-        qsort(items, (size_t)n, sizeof *items, by_mtime);
-        for (int i = 0; i < n && (uint64_t)total > c->limit; i++) {
-            if (keep && strcmp(items[i].key, keep) == 0)
-                continue;
-            if (unlinkat(c->dfd, items[i].rel, 0) == 0)
-                (*evicted)++;
-            /* ENOENT: another process evicted it first; either way it is gone. */
-            total -= (int64_t)items[i].size;
-        }
-    }
-    free(items);
-    return total;
-}
-
 /* ---- store ------------------------------------------------------------ */
-
-/* Writes data to a new file in directory dfd under a fresh temporary name
- * (O_CREAT | O_EXCL | O_NOFOLLOW, mode exactly 0600) and renames it to name,
- * which replaces whatever was there (a symlink is replaced, not followed).
- * Returns 0, or -1 with errno. */
-static int write_atomic_at(int dfd, const char *name, const void *data, size_t len)
-{
-    static uint64_t counter;
-    char tmp[96];
-    int fd = -1;
-    for (int attempt = 0; attempt < 32 && fd < 0; attempt++) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t seed[4] = {(uint64_t)getpid(), (uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec,
-                            __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED)};
-        uint64_t r = fg_hash64(seed, sizeof seed);
-        snprintf(tmp, sizeof tmp, "%s.tmp.%012llx", name, (unsigned long long)(r & 0xffffffffffffull));
-        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && errno != EEXIST)
-            return -1;
-    }
-    if (fd < 0)
-        return -1;
-    const char *p = data;
-    size_t left = len;
-    int ok = fchmod(fd, 0600) == 0;
-    while (ok && left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            if (w == 0)
-                errno = EIO;
-            ok = 0;
-            break;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    int e = errno;
-    if (close(fd) != 0 && ok) {
-        ok = 0;
-        e = errno;
-    }
-    if (ok && renameat(dfd, tmp, dfd, name) != 0) {
-        ok = 0;
-        e = errno;
-    }
-    if (!ok) {
-        unlinkat(dfd, tmp, 0);
-        errno = e;
-        return -1;
-    }
-    return 0;
-}
 
 fg_status fg_cache_put_meta(fg_cache *c, const char *key, const void *data, size_t size, const char *meta)
 {
-    if (!c || !is_key(key) || (size && !data))
+    if (!c || !fg_cache_is_key(key) || (size && !data))
         return FG_ERR_INTERNAL;
     pthread_mutex_lock(&c->lock);
-    mem_store_locked(c, key, data, size, meta);
+    fg_cache_mem_store_locked(c, key, data, size, meta);
     c->st.stores++;
     int on = c->use_disk;
     pthread_mutex_unlock(&c->lock);
-    size_t ms = meta ? strlen(meta) : 0;
-    if (!on || ms > UINT32_MAX || (uint64_t)HDR_SIZE + ms + size > FG_CACHE_ENTRY_MAX)
-        return FG_OK;   /* memory only (an entry too large for the disk stays in memory) */
-
-    size_t len;
-    unsigned char *buf = entry_encode(key, data, size, meta, &len);
-    char sub[3] = {key[0], key[1], 0}, name[40], why[WHY_SIZE];
-    entry_name(key, name);
-    int rc = -1, err;
-    const char *what = "cannot create a subdirectory";
-    int sfd = open_sub(c, sub, 1, why, sizeof why);
-    err = errno;
-    if (sfd >= 0) {
-        rc = write_atomic_at(sfd, name, buf, len);
-        err = errno;
-        what = "cannot write an entry";
-        close(sfd);
-    }
-    free(buf);
-
-    pthread_mutex_lock(&c->lock);
-    if (rc != 0) {
-        if (sfd < 0 && err == EPERM)
-            distrust_locked(c, sub, why);
-        else
-            degrade_locked(c, what, err);
-        pthread_mutex_unlock(&c->lock);
-        return FG_OK;
-    }
-    int need_scan = !c->scanned;
-    c->disk_bytes += (int64_t)len;
-    int over = (uint64_t)(c->disk_bytes > 0 ? c->disk_bytes : 0) > c->limit;
-    pthread_mutex_unlock(&c->lock);
-
-    if (need_scan || over) {
-        uint64_t ev = 0;
-        int64_t remain = 0;
-        if (need_scan) {
-            scan_item *items;
-            int n = scan_dir(c, &items, 1);
-            int64_t total = 0;
-            for (int i = 0; i < n; i++)
-                total += (int64_t)items[i].size;
-            free(items);
-            remain = total;
-            over = (uint64_t)total > c->limit;
-        }
-        if (over)
-            remain = evict(c, key, &ev);
-        pthread_mutex_lock(&c->lock);
-        c->disk_bytes = remain;
-        c->scanned = 1;
-        c->st.evictions += ev;
-        pthread_mutex_unlock(&c->lock);
-    }
+    if (on)
+        fg_cache_disk_store(c, key, data, size, meta);
     return FG_OK;
 }
 
@@ -957,179 +215,24 @@ fg_status fg_cache_put(fg_cache *c, const char *key, const void *data, size_t si
     return fg_cache_put_meta(c, key, data, size, NULL);
 }
 
-/* ---- clear, list, explain --------------------------------------------- */
+/* ---- clear ------------------------------------------------------------ */
 
 int fg_cache_clear(fg_cache *c)
 {
     if (!c)
         return 0;
-    int removed = 0;
     pthread_mutex_lock(&c->lock);
-    mem_entry *e, *tmp;
-    int nmem = 0;
-    HASH_ITER(hh, c->mem, e, tmp) {
-        HASH_DEL(c->mem, e);
-        free(e->data);
-        free(e->meta);
-        free(e);
-        nmem++;
-    }
+    int nmem = mem_clear_locked(c);
     int on = c->use_disk;
     c->disk_bytes = 0;
     c->scanned = 1;
     pthread_mutex_unlock(&c->lock);
     if (!on)
         return nmem;
-    scan_item *items;
-    int n = scan_dir(c, &items, 1);
-    for (int i = 0; i < n; i++)
-        if (unlinkat(c->dfd, items[i].rel, 0) == 0)
-            removed++;
-    free(items);
-    /* Remove the now empty two-digit subdirectories (a concurrent writer's
-     * files keep theirs alive: rmdir fails on a non-empty directory). */
-    DIR *d = open_top(c);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL)
-            if (is_hex2(de->d_name))
-                unlinkat(c->dfd, de->d_name, AT_REMOVEDIR);
-        closedir(d);
-    }
-    return removed;
+    return fg_cache_disk_clear(c);
 }
 
-/* Fills e from an entry file, read like a lookup does (nothing followed,
- * nothing waited on, nothing removed); valid says whether it verified. */
-static void entry_info(fg_cache *c, const char *key, fg_cache_entry *e)
-{
-    memset(e, 0, sizeof *e);
-    memcpy(e->key, key, 33);
-    e->path = entry_path(c->path, key);
-    char sub[3] = {key[0], key[1], 0}, name[40], why[WHY_SIZE];
-    entry_name(key, name);
-    int sfd = open_sub(c, sub, 0, why, sizeof why);
-    if (sfd < 0)
-        return;
-    unsigned char *buf;
-    size_t len;
-    struct stat seen;
-    read_result r = read_entry(sfd, name, &buf, &len, NULL, &seen, why, sizeof why);
-    close(sfd);
-    if (r == READ_ABSENT || r == READ_ERROR)
-        return;
-    e->file_size = (uint64_t)seen.st_size;
-    e->mtime = (int64_t)seen.st_mtime;
-    const unsigned char *pl;
-    const char *mt;
-    uint64_t ps;
-    uint32_t ms;
-    if (r == READ_OK && entry_verify(buf, len, key, &pl, &ps, &mt, &ms, &e->created)) {
-        e->valid = 1;
-        e->payload_size = ps;
-        e->meta = ms ? fg_xstrndup(mt, ms) : NULL;
-    }
-    free(buf);
-}
-
-int fg_cache_list(fg_cache *c, fg_cache_entry **out)
-{
-    *out = NULL;
-    if (!c || !disk_on(c))
-        return 0;
-    scan_item *items;
-    int n = scan_dir(c, &items, 0);
-    if (n > 1)
-        qsort(items, (size_t)n, sizeof *items, by_mtime);
-    fg_cache_entry *es = fg_xcalloc((size_t)(n ? n : 1), sizeof *es);
-    for (int i = 0; i < n; i++)
-        entry_info(c, items[i].key, &es[i]);
-    free(items);
-    *out = es;
-    return n;
-}
-
-int fg_cache_find_entry(fg_cache *c, const char *prefix, fg_cache_entry *e)
-{
-    memset(e, 0, sizeof *e);
-    size_t pl = prefix ? strlen(prefix) : 0;
-    if (!c || !disk_on(c) || pl < 4 || pl > 32)
-        return 0;
-    for (size_t i = 0; i < pl; i++)
-        if (!strchr("0123456789abcdef", prefix[i]))
-            return 0;
-    scan_item *items;
-    int n = scan_dir(c, &items, 0), found = -1, count = 0;
-    for (int i = 0; i < n; i++)
-        if (strncmp(items[i].key, prefix, pl) == 0) {
-            found = i;
-            count++;
-        }
-    if (count == 1)
-        entry_info(c, items[found].key, e);
-    free(items);
-    return count == 1 ? 1 : count > 1 ? -1 : 0;
-}
-
-/* ---- verified payloads for loaders ------------------------------------ */
-
-int fg_cache_write_private(const char *dir, const char *name, const void *data, size_t size, char **path)
-{
-    if (path)
-        *path = NULL;
-    if (!dir || !*dir || !name || !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") ||
-        (size && !data)) {
-        errno = EINVAL;
-        return -1;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0)
-        return -1;
-    struct stat st;
-    if (fstat(dfd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
-        close(dfd);
-        errno = EPERM;
-        return -1;
-    }
-    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        int e = errno;
-        close(dfd);
-        errno = e;
-        return -1;
-    }
-    const char *p = data;
-    size_t left = size;
-    int ok = fchmod(fd, 0600) == 0;
-    while (ok && left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            if (w == 0)
-                errno = EIO;
-            ok = 0;
-            break;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    int e = errno;
-    if (close(fd) != 0 && ok) {
-        ok = 0;
-        e = errno;
-    }
-    if (!ok)
-        unlinkat(dfd, name, 0);
-    close(dfd);
-    if (!ok) {
-        errno = e;
-        return -1;
-    }
-    if (path)
-        *path = fg_path_join(dir, name);
-    return 0;
-}
+/* ---- entries --------------------------------------------------------- */
 
 void fg_cache_entry_free(fg_cache_entry *e)
 {

@@ -5,7 +5,6 @@
  * error name and text.  See cuda_driver.h.
  */
 #include "cuda_driver.h"
-#include "template.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -224,19 +223,6 @@ int fg_cuda_device_arch(fg_context *ctx, char out[16])
         return -1;
     snprintf(out, 16, "%s", drv.arch);
     return 0;
-}
-
-/* fg_device_arch_hook (codegen/template.h): device 0's arch, for the
- * planner's template choice, or NULL without a usable GPU.  Installed when
- * the library is loaded. */
-static const char *device_arch_for_codegen(const fg_context *ctx)
-{
-    return ensure_driver(ctx) == FG_OK && drv.arch[0] ? drv.arch : NULL;
-}
-
-__attribute__((constructor)) static void install_device_arch_hook(void)
-{
-    fg_device_arch_hook = device_arch_for_codegen;
 }
 
 fg_status fg_cuda_fail(fg_context *ctx, CUresult r, const char *call, const char *file, int line, const char *kernel)

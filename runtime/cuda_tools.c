@@ -9,17 +9,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "num.h"
 #include "util.h"
-
-extern char **environ;
 
 static const char *const tool_names[] = {"cuobjdump", "nvdisasm"};
 FG_STATIC_ASSERT(FG_COUNTOF(tool_names) == FG_TOOL_COUNT, "tool_names out of sync");
@@ -30,50 +27,6 @@ static char *tool_paths[FG_TOOL_COUNT];
 const char *fg_cuda_tool_name(fg_cuda_tool t)
 {
     return (unsigned)t < FG_TOOL_COUNT ? tool_names[t] : "?";
-}
-
-/* Runs argv (argv[0] searched on PATH) with stdout and stderr captured into
- * *out (malloc'd).  Returns the exit status, -1 when it could not start,
- * 128 + signal when it was killed. */
-static int spawn_capture(const char *const *argv, char **out)
-{
-    int fds[2];
-    *out = NULL;
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    pid_t pid;
-    int err = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (err != 0) {
-        close(fds[0]);
-        return -1;
-    }
-    fg_buf b = {0};
-    char chunk[8192];
-    ssize_t n;
-    while ((n = read(fds[0], chunk, sizeof chunk)) != 0) {
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        fg_buf_putn(&b, chunk, (size_t)n);
-    }
-    close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    fg_buf_put(&b, "");
-    *out = fg_buf_take(&b);
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 /* "dir/name" when that is an executable regular file, else NULL (malloc'd). */
@@ -116,7 +69,7 @@ static char *python_tool_dirs(void)
         "    print(d)\n";
     const char *argv[] = {"python3", "-c", script, NULL};
     char *out = NULL;
-    if (spawn_capture(argv, &out) != 0) {
+    if (fg_run_capture(argv, NULL, &out) != 0) {
         free(out);
         return NULL;
     }
@@ -175,20 +128,10 @@ int fg_cuda_tool_run(fg_cuda_tool t, const char *const *args, int nargs, const v
     int fd = mkstemp(path);
     if (fd < 0)
         return -1;
-    const char *p = cubin;
-    size_t left = size;
-    while (left > 0) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        p += n;
-        left -= (size_t)n;
-    }
+    int written = fg_write_all(fd, cubin, size) == 0;
     close(fd);
     int rc = -1;
-    if (left == 0) {
+    if (written) {
         const char *argv[12];
         int n = 0;
         argv[n++] = tool;
@@ -196,7 +139,7 @@ int fg_cuda_tool_run(fg_cuda_tool t, const char *const *args, int nargs, const v
             argv[n++] = args[i];
         argv[n++] = path;
         argv[n] = NULL;
-        rc = spawn_capture(argv, out);
+        rc = fg_run_capture(argv, NULL, out);
     }
     unlink(path);
     return rc;

@@ -5,15 +5,16 @@
  * sequence), loads it, and launches it on the scheduler of emu_sched.c.
  * backend_emu.c puts these entries in the backend table.
  *
- * Build: the source and the prelude (as "fusegen_prelude.cuh") go into a
+ * Build: the source, the prelude (as "fusegen_prelude.cuh") and the
+ * interface header it includes (as "fusegen_emu_api.h") go into a
  * private directory under $TMPDIR; the compiler runs there and the .so is
  * read back; every temporary file is removed at once.  Load: the bytes (as
  * verified by the cache, or just compiled) are written with
  * fg_cache_write_private into a fresh private directory, dlopen'd with
  * RTLD_LOCAL and removed.
  * The cache key covers the generator version, the compiler (path and
- * --version), the flags, the prelude text and the source; the payload is the
- * .so itself.
+ * --version), the flags, the prelude and interface texts and the source; the
+ * payload is the .so itself.
  *
  * Settings (read at context init, ctx->env): FUSEGEN_HOST_CXX (compiler,
  * default CMake's C++ compiler), FUSEGEN_EMU_CXXFLAGS (extra flags),
@@ -30,12 +31,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "context.h"
@@ -43,6 +42,7 @@
 #include "embedded.h"
 #include "emu_sched.h"
 #include "kcache.h"
+#include "num.h"
 
 #ifndef FG_HOST_CXX
 #define FG_HOST_CXX "c++"
@@ -52,8 +52,7 @@
 #endif
 
 #define PRELUDE_NAME "fusegen_prelude.cuh"
-
-extern char **environ;
+#define API_NAME "fusegen_emu_api.h"   /* templates/emu_api.h, which the prelude includes */
 
 /* Splits s at white space into a malloc'd NULL-terminated word list (the
  * words point into *copy, also malloc'd); returns the count. */
@@ -69,52 +68,6 @@ static int split_words(const char *s, const char ***words, char **copy)
     for (char *w = strtok_r(*copy, " \t\n", &save); w && n < cap; w = strtok_r(NULL, " \t\n", &save))
         (*words)[n++] = w;
     return n;
-}
-
-/* Runs argv[0] (searched in PATH) in directory cwd with stdout and stderr
- * captured into *out.  Returns the exit status, or -1 (errno) when it could
- * not be started, or 128+signal. */
-static int run_capture(const char *const *argv, const char *cwd, char **out)
-{
-    fg_buf b = {0};
-    int fds[2];
-    *out = NULL;
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (cwd)
-        posix_spawn_file_actions_addchdir_np(&fa, cwd);
-    pid_t pid;
-    int err = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (err != 0) {
-        close(fds[0]);
-        errno = err;
-        return -1;
-    }
-    char chunk[4096];
-    ssize_t n;
-    while ((n = read(fds[0], chunk, sizeof chunk)) != 0) {
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        fg_buf_putn(&b, chunk, (size_t)n);
-    }
-    close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    *out = fg_buf_take(&b);
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 /* The first line of `cxx --version`, remembered per compiler command. */
@@ -142,7 +95,7 @@ static const char *compiler_version(const char *const *cxx, int ncxx, const char
     argv[n++] = "--version";
     argv[n] = NULL;
     char *out = NULL;
-    int rc = run_capture(argv, NULL, &out);
+    int rc = fg_run_capture(argv, NULL, &out);
     int err = errno;
     free(argv);
     errno = err;
@@ -189,10 +142,10 @@ static char *make_tmpdir(const fg_context *ctx)
 /* Removes the files this module writes into dir, then dir. */
 static void remove_tmpdir(const char *dir, const char *name)
 {
-    const char *suffix[] = {".cu", ".so", ""};
+    const char *suffix[] = {".cu", ".so", "", ""};
     for (size_t i = 0; i < FG_COUNTOF(suffix); i++) {
         fg_buf b = {0};
-        fg_buf_printf(&b, "%s/%s%s", dir, i < 2 ? name : PRELUDE_NAME, suffix[i]);
+        fg_buf_printf(&b, "%s/%s%s", dir, i < 2 ? name : i == 2 ? PRELUDE_NAME : API_NAME, suffix[i]);
         unlink(b.s);
         fg_buf_free(&b);
     }
@@ -233,6 +186,7 @@ typedef struct emu_tc {
     char *extra_copy;
     const char *version;          /* first line of --version (process lifetime) */
     const fg_embedded_file *prelude;
+    const fg_embedded_file *api;  /* templates/emu_api.h */
 } emu_tc;
 
 static const char *const fixed_flags[] = {"-std=c++17", "-O1", "-g1", "-fPIC", "-shared", "-Wall", "-Wextra",
@@ -254,12 +208,13 @@ fg_status fg_emu_toolchain_new(fg_context *ctx, const char *target, void **tc)
 {
     (void)target;
     *tc = NULL;
-    const fg_embedded_file *pre = fg_embedded_find("prelude_emu.h");
-    if (!pre)
+    const fg_embedded_file *pre = fg_embedded_find("prelude_emu.h"), *api = fg_embedded_find("emu_api.h");
+    if (!pre || !api)
         return fg_diag_error(ctx, FG_ERR_INTERNAL, FG_NOLOC,
-                             "the emulation prelude (templates/prelude_emu.h) is not embedded");
+                             "the emulation prelude (templates/prelude_emu.h, emu_api.h) is not embedded");
     emu_tc *t = fg_xcalloc(1, sizeof *t);
     t->prelude = pre;
+    t->api = api;
     t->cxx_cmd = ctx->env.host_cxx ? ctx->env.host_cxx : FG_HOST_CXX;
     t->ncxx = split_words(t->cxx_cmd, &t->cxx, &t->cxx_copy);
     if (t->ncxx == 0) {
@@ -303,6 +258,7 @@ void fg_emu_key(const void *tc, const fg_kernel *k, char key[33])
     for (int i = 0; i < t->nflags; i++)
         fg_key_part(&kh, "option", t->flags[i], strlen(t->flags[i]));
     fg_key_part(&kh, "prelude", t->prelude->text, t->prelude->len);
+    fg_key_part(&kh, "prelude-api", t->api->text, t->api->len);
     fg_key_part(&kh, "source", k->source, strlen(k->source));
     fg_key_end(&kh, key);
 }
@@ -317,10 +273,12 @@ static fg_status compile_so(fg_context *ctx, const emu_tc *t, const fg_kernel *k
     char file[80], out_name[80];
     snprintf(file, sizeof file, "%s.cu", k->name);
     snprintf(out_name, sizeof out_name, "%s.so", k->name);
-    char *psrc = fg_path_join(dir, file), *ppre = fg_path_join(dir, PRELUDE_NAME);
-    int werr = write_all(psrc, k->source, strlen(k->source)) || write_all(ppre, t->prelude->text, t->prelude->len);
+    char *psrc = fg_path_join(dir, file), *ppre = fg_path_join(dir, PRELUDE_NAME), *papi = fg_path_join(dir, API_NAME);
+    int werr = write_all(psrc, k->source, strlen(k->source)) || write_all(ppre, t->prelude->text, t->prelude->len) ||
+               write_all(papi, t->api->text, t->api->len);
     free(psrc);
     free(ppre);
+    free(papi);
     if (werr)
         return fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "kernel '%s': cannot write the emulation build files in %s: %s",
                              k->name, dir, strerror(errno));
@@ -337,7 +295,7 @@ static fg_status compile_so(fg_context *ctx, const emu_tc *t, const fg_kernel *k
     argv[n++] = out_name;
     argv[n] = NULL;
     char *out = NULL;
-    int rc = run_capture(argv, dir, &out);
+    int rc = fg_run_capture(argv, dir, &out);
     int err = errno;
     free(argv);
     if (rc != 0) {

@@ -5,8 +5,8 @@
  * device-independent fg_tmap_desc (tmap.h) the way the CUDA backend has the
  * driver's cuTensorMapEncodeTiled write the device's opaque map.
  *
- * The layout (struct fg_emu_tmap) is mirrored in templates/prelude_emu.h
- * (struct fg_emu_tmap_layout); both carry a static size assertion, and the
+ * The layout (struct fg_emu_tmap) is declared in templates/emu_api.h, which
+ * the emulation prelude includes too; both sides assert its size, and the
  * magic word changes whenever the layout does.  The map holds a check word
  * over its fields, so bytes that are not a map this encoder wrote (a kernel
  * parameter passed in the wrong slot, a corrupted copy) are refused by the
@@ -25,26 +25,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../templates/emu_api.h"   /* struct fg_emu_tmap, FG_EMU_TMAP_MAGIC */
 #include "tmap.h"
 
-/* "FGTMAPE2": bump the last character when the layout changes (and in the
- * prelude's mirror). */
-#define FG_EMU_TMAP_MAGIC 0x324550414d544746ull
-
-typedef struct fg_emu_tmap {
-    uint64_t magic;                          /* FG_EMU_TMAP_MAGIC */
-    uint64_t base;                           /* host address of element (0, ...) */
-    uint64_t dim[FG_TMAP_MAX_RANK];          /* elements per axis, axis 0 contiguous */
-    uint64_t stride[FG_TMAP_MAX_RANK - 1];   /* bytes between indices of axes 1.. */
-    uint32_t elem_bytes;                     /* 2 or 4 */
-    uint32_t swizzle;                        /* 0, 32, 64 or 128 (the span in bytes) */
-    uint16_t box[FG_TMAP_MAX_RANK];          /* box extent per axis */
-    uint8_t rank;                            /* 1..5 */
-    uint8_t estride[FG_TMAP_MAX_RANK];       /* traversal step per axis */
-    uint64_t check;                          /* fg_emu_tmap_check_word of the 112 bytes above */
-    uint64_t reserved;                       /* zero */
-} fg_emu_tmap;
-
+_Static_assert(FG_EMU_TMAP_RANK == FG_TMAP_MAX_RANK, "the emulated map has the device's axes");
 _Static_assert(sizeof(fg_emu_tmap) == FG_TMAP_BYTES, "the emulated tensor map is 128 bytes, like the device's");
 _Static_assert(offsetof(fg_emu_tmap, check) == 112, "the check word covers the fields before it, no padding");
 

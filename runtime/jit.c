@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "context.h"
 #include "diag.h"
 #include "nvrtc_check.h"
@@ -154,21 +155,13 @@ fg_status fg_jit_check_arch(fg_context *ctx, const char *arch)
                          arch ? arch : "");
 }
 
-/* Resolution order: the context option, the GPU's, $FUSEGEN_ARCH, sm_90. */
+/* The planner's target (fg_target_arch: the arch option, the attached GPU's,
+ * $FUSEGEN_ARCH), resolved the same way, else sm_90. */
 static void resolve_arch(fg_context *ctx, char out[32])
 {
-    const char *env = ctx->env.arch;
-    const char *opt = ctx->opts.arch;
-    char gpu[16] = "";
-    if (opt && *opt) {
-        snprintf(out, 32, "%s", opt);
-    } else if (fg_cuda_device_arch(ctx, gpu) == 0 && gpu[0]) {
-        snprintf(out, 32, "%.15s", gpu);
-    } else if (env && *env) {
-        snprintf(out, 32, "%s", env);
-    } else {
-        snprintf(out, 32, "sm_90");
-    }
+    fg_rt_resolve_target(ctx);
+    const char *a = fg_target_arch(ctx);
+    snprintf(out, 32, "%s", a ? a : "sm_90");
 }
 
 const char *fg_jit_arch(fg_context *ctx)

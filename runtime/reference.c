@@ -370,13 +370,29 @@ static void run_copy(const fg_graph *g, const fg_node *nd, double **vals, double
     memcpy(y, vals[nd->inputs[0]], (size_t)(nx < total ? nx : total) * sizeof(double));
 }
 
-/* The reference of each op kind, in fg_op_kind order (the op-kind table of
- * codegen/kind.h holds the rest of what a kind means). */
-typedef void (*ref_fn)(const fg_graph *g, const fg_node *nd, double **vals, double *y);
-static const ref_fn ref_ops[] = {run_pointwise,     run_conv,          run_matmul,      run_batch_norm,
-                                 run_pool,          run_global_pool,   run_copy,        fg_ref_reshape,
-                                 fg_ref_transpose,  fg_ref_concat,     fg_ref_softmax,  fg_ref_lrn,
-                                 fg_ref_reduce};
+/* The reference of each op kind (the op-kind table of codegen/kind.h holds
+ * the rest of what a kind means): run computes node nd's output y from the
+ * values of its inputs; needs_expr: it evaluates the op's expression. */
+typedef struct ref_op {
+    void (*run)(const fg_graph *g, const fg_node *nd, double **vals, double *y);
+    int needs_expr;
+} ref_op;
+
+static const ref_op ref_ops[] = {
+    [FG_OPK_POINTWISE] = {.run = run_pointwise, .needs_expr = 1},
+    [FG_OPK_CONV2D] = {.run = run_conv},
+    [FG_OPK_MATMUL] = {.run = run_matmul},
+    [FG_OPK_BATCH_NORM] = {.run = run_batch_norm},
+    [FG_OPK_POOL2D] = {.run = run_pool},
+    [FG_OPK_GLOBAL_POOL] = {.run = run_global_pool},
+    [FG_OPK_FLATTEN] = {.run = run_copy},
+    [FG_OPK_RESHAPE] = {.run = fg_ref_reshape},
+    [FG_OPK_TRANSPOSE] = {.run = fg_ref_transpose},
+    [FG_OPK_CONCAT] = {.run = fg_ref_concat},
+    [FG_OPK_SOFTMAX] = {.run = fg_ref_softmax},
+    [FG_OPK_LRN] = {.run = fg_ref_lrn},
+    [FG_OPK_REDUCE] = {.run = fg_ref_reduce},
+};
 FG_STATIC_ASSERT(FG_COUNTOF(ref_ops) == FG_OPK_COUNT, "ref_ops out of sync with fg_op_kind");
 
 fg_status fg_reference_run(fg_context *ctx, const fg_graph *g, double **vals)
@@ -410,10 +426,11 @@ fg_status fg_reference_run(fg_context *ctx, const fg_graph *g, double **vals)
             memcpy(y, vals[nd->inputs[0]], (size_t)(nx < total ? nx : total) * sizeof(double));
             continue;
         }
-        if ((unsigned)nd->op->kind >= FG_OPK_COUNT || (nd->op->kind == FG_OPK_POINTWISE && !nd->op->expr))
+        const ref_op *ro = (unsigned)nd->op->kind < FG_OPK_COUNT ? &ref_ops[nd->op->kind] : NULL;
+        if (!ro || !ro->run || (ro->needs_expr && !nd->op->expr))
             return fg_diag_error(ctx, FG_ERR_INPUT, nd->loc, "reference: op %s of %s cannot be evaluated",
                                  nd->op->name, nd->name);
-        ref_ops[nd->op->kind](g, nd, vals, y);
+        ro->run(g, nd, vals, y);
     }
     return FG_OK;
 }

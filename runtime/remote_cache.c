@@ -4,11 +4,15 @@
  * connection pool, a circuit breaker; and the per-tier counters of a
  * context, added to the cache directory's (cache_stats.h) when it is freed.
  *
- * Every hiredis call goes through one check (redis_check_at, the FG_REDIS*
- * macros) that records the call, the file and line here and hiredis's or the
- * server's message; every OpenSSL call through FG_OPENSSL_CHECK.  A failure
- * is never an error of the caller: it is counted, warned about once, and the
- * kernel is compiled locally.
+ * hiredis opens the connections; the commands are written and their
+ * replies read here, on the socket, against one deadline per command (the
+ * connection it may open first included, not per read), through the
+ * bounded reply reader (resp.h).  Every command goes through one check
+ * (cmd_at, the FG_CMD macro) that records the command, the file and line
+ * here and the reason or the server's message; the connect call through
+ * FG_REDIS_CONNECTED; every OpenSSL call through FG_OPENSSL_CHECK.  A
+ * failure is never an error of the caller: it is counted, warned about
+ * once, and the kernel is compiled locally.
  */
 #define _GNU_SOURCE
 #include "remote_cache.h"
@@ -20,12 +24,13 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -36,6 +41,7 @@
 #include "context.h"
 #include "diag.h"
 #include "kcache.h"
+#include "resp.h"
 #include "runtime.h"
 
 #define HDR_SIZE 64u
@@ -54,7 +60,7 @@ struct fg_remote {
     unsigned char *secret;
     size_t secret_len;
     int rw;
-    struct timeval timeout;
+    long timeout_ms;                /* the deadline of each command */
     long long ttl_s;
 
     pthread_mutex_t lock;           /* guards everything below */
@@ -113,45 +119,6 @@ static uint64_t get_le64(const unsigned char *p)
     return v;
 }
 
-/* ---- SIGPIPE -------------------------------------------------------------
- * hiredis writes with write(2): a server that closed the connection would
- * kill the process with SIGPIPE.  Each request blocks SIGPIPE on the calling
- * thread and discards one it raised, leaving the application's disposition
- * and any SIGPIPE it already had pending alone. */
-
-typedef struct nopipe {
-    sigset_t old;
-    int pending;
-} nopipe;
-
-static void nopipe_begin(nopipe *np)
-{
-    sigset_t set, pend;
-    sigemptyset(&set);
-    sigaddset(&set, SIGPIPE);
-    sigemptyset(&pend);
-    sigpending(&pend);
-    np->pending = sigismember(&pend, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &set, &np->old);
-}
-
-static void nopipe_end(nopipe *np)
-{
-    if (!np->pending) {
-        sigset_t set, pend;
-        sigemptyset(&set);
-        sigaddset(&set, SIGPIPE);
-        sigemptyset(&pend);
-        sigpending(&pend);
-        if (sigismember(&pend, SIGPIPE) == 1) {
-            struct timespec zero = {0, 0};
-            while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
-                ;
-        }
-    }
-    pthread_sigmask(SIG_SETMASK, &np->old, NULL);
-}
-
 /* ---- failures, the breaker, refused entries --------------------------- */
 
 /* Records a failed connection or command: counts it, keeps its message,
@@ -204,47 +171,162 @@ static void remote_rejected(fg_remote *r, const char *key, const char *why)
                      r->where, key, why, r->rw ? ", compiling locally and replacing it" : ", compiling locally");
 }
 
-/* ---- the one check for hiredis ------------------------------------------ */
+/* ---- commands: a deadline each, bounded replies ------------------------
+ * A command is written with send(MSG_NOSIGNAL) (a server that closed the
+ * connection cannot raise SIGPIPE) and its reply read through the bounded
+ * reader, both waiting in poll for at most what is left until the command's
+ * deadline.  A server that drips its reply, sends a line that never ends or
+ * announces more than the bounds is cut off at the deadline or at the
+ * bound, whichever comes first. */
 
-/* FG_REDIS(r, c, transport, call): call is a hiredis command on context c
- * returning a reply.  No reply (c->errstr says why: I/O, timeout, EOF,
- * protocol) or an error reply (the server's message) is a failure, recorded
- * with the call, file and line (transport: an error reply counts as the
- * server failing, as for the commands that set up a connection); evaluates
- * to the reply, or NULL (the error reply freed).  After NULL, c->err says
- * whether the connection is still usable.
- * FG_REDIS_CTX(r, c, call): call returns REDIS_OK or REDIS_ERR and reports
- * through c->err (redisSetTimeout); evaluates to nonzero on failure. */
-#define FG_REDIS(r, c, transport, call) redis_check_at((r), (c), (redisReply *)(call), (transport), #call, __FILE__, __LINE__)
-#define FG_REDIS_CTX(r, c, call) redis_ctx_at((r), (c), (call), #call, __FILE__, __LINE__)
-/* FG_REDIS_CONNECTED(r, c, name): c is what the connect call `name` returned. */
-#define FG_REDIS_CONNECTED(r, c, name) redis_ctx_at((r), (c), REDIS_OK, (name), __FILE__, __LINE__)
+/* The socket of one command and its deadline (fg_now() seconds). */
+typedef struct cmd_io {
+    int fd;
+    double deadline;
+    long timeout_ms;
+} cmd_io;
 
-static redisReply *redis_check_at(fg_remote *r, redisContext *c, redisReply *rep, int transport, const char *call,
-                                  const char *file, int line)
+/* Milliseconds left until deadline, rounded up; <= 0 when it has passed. */
+static int ms_left(double deadline)
 {
-    if (rep && rep->type != REDIS_REPLY_ERROR)
+    double left = (deadline - fg_now()) * 1e3;
+    return left <= 0 ? 0 : left >= 60e3 ? 60000 : (int)left + 1;
+}
+
+/* Waits until fd is ready for events before io's deadline: 0, or -1 with
+ * why. */
+static int io_wait(cmd_io *io, short events, const char *doing, char *why, size_t n)
+{
+    for (;;) {
+        int left = ms_left(io->deadline);
+        if (left <= 0) {
+            snprintf(why, n, "%s did not finish within the %ld ms timeout", doing, io->timeout_ms);
+            return -1;
+        }
+        struct pollfd p = {io->fd, events, 0};
+        int k = poll(&p, 1, left);
+        if (k > 0)
+            return 0;
+        if (k < 0 && errno != EINTR) {
+            snprintf(why, n, "poll: %s", strerror(errno));
+            return -1;
+        }
+    }
+}
+
+/* The reader's byte source (fg_resp_read_fn) on io. */
+static ssize_t io_read(void *user, void *buf, size_t n, char *why, size_t why_size)
+{
+    cmd_io *io = user;
+    for (;;) {
+        if (io_wait(io, POLLIN, "the reply", why, why_size) != 0)
+            return -1;
+        ssize_t k = recv(io->fd, buf, n, MSG_DONTWAIT);
+        if (k >= 0)
+            return k;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            snprintf(why, why_size, "reading the reply: %s", strerror(errno));
+            return -1;
+        }
+    }
+}
+
+/* Writes len bytes on io; 0, or -1 with why. */
+static int io_send(cmd_io *io, const void *data, size_t len, char *why, size_t n)
+{
+    const char *p = data;
+    while (len > 0) {
+        if (io_wait(io, POLLOUT, "sending the command", why, n) != 0)
+            return -1;
+        ssize_t k = send(io->fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            snprintf(why, n, "sending the command: %s", strerror(errno));
+            return -1;
+        }
+        if (k > 0) {
+            p += k;
+            len -= (size_t)k;
+        }
+    }
+    return 0;
+}
+
+/* Writes the command argv[0..argc) (lens[i] bytes each; NULL: strlen) in
+ * Redis's protocol: the small parts gathered, a large argument (a stored
+ * entry) sent from where it is.  0, or -1 with why. */
+static int send_command(cmd_io *io, int argc, const char *const *argv, const size_t *lens, char *why, size_t n)
+{
+    fg_buf b = {0};
+    fg_buf_printf(&b, "*%d\r\n", argc);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < argc; i++) {
+        size_t len = lens ? lens[i] : strlen(argv[i]);
+        fg_buf_printf(&b, "$%zu\r\n", len);
+        if (len > 65536) {
+            rc = io_send(io, b.s, b.len, why, n) || io_send(io, argv[i], len, why, n) ? -1 : 0;
+            b.len = 0;
+        } else {
+            fg_buf_putn(&b, argv[i], len);
+        }
+        fg_buf_put(&b, "\r\n");
+    }
+    if (rc == 0)
+        rc = io_send(io, b.s, b.len, why, n);
+    fg_buf_free(&b);
+    return rc;
+}
+
+/* FG_CMD(r, c, transport, deadline, argc, argv, lens): sends the command
+ * argv on connection c (a redisContext * variable) and reads its whole
+ * reply, both before deadline.  Evaluates to the reply, or to NULL after
+ * recording the failure with the command's name, the file and line and the
+ * reason.  A reply that does not come in time, is not Redis's protocol or
+ * is over a bound (resp.h; bulk strings up to FG_REMOTE_ENTRY_MAX + 1
+ * bytes) fails the server: c is closed and set to NULL, the breaker opens.
+ * An error reply (the server's message; freed) leaves c usable and fails
+ * the command only (transport: it counts as the server failing, as for the
+ * commands that set up a connection).  A server that answered more than one
+ * reply is out of step: c is closed and set to NULL, the reply kept. */
+#define FG_CMD(r, c, transport, deadline, argc, argv, lens)                                                          \
+    cmd_at((r), &(c), (transport), (deadline), (argc), (argv), (lens), __FILE__, __LINE__)
+
+static fg_resp_reply *cmd_at(fg_remote *r, redisContext **c, int transport, double deadline, int argc,
+                             const char *const *argv, const size_t *lens, const char *file, int line)
+{
+    char why[WHY_SIZE];
+    cmd_io io = {(*c)->fd, deadline, r->timeout_ms};
+    fg_resp_reader rd;
+    fg_resp_reader_init(&rd, io_read, &io, FG_REMOTE_ENTRY_MAX + 1);
+    fg_resp_reply *rep = NULL;
+    const char *what = argc > 1 && strncmp(argv[1], FG_REMOTE_KEY_PREFIX, strlen(FG_REMOTE_KEY_PREFIX)) == 0
+                           ? argv[1] : "";
+    if (send_command(&io, argc, argv, lens, why, sizeof why) != 0 || fg_resp_read(&rd, &rep, why, sizeof why) != 0) {
+        remote_failed(r, 1, "%s %s at %s:%d: %s", argv[0], what, file, line, why);
+        redisFree(*c);
+        *c = NULL;
+        return NULL;
+    }
+    if (fg_resp_pending(&rd)) {
+        redisFree(*c);
+        *c = NULL;
+    }
+    if (rep->type != FG_RESP_ERROR)
         return rep;
-    int timed_out = !rep && c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-    if (timed_out)
-        remote_failed(r, 1, "%.60s at %s:%d: no answer within the %ld ms timeout", call, file, line,
-                      (long)(r->timeout.tv_sec * 1000 + r->timeout.tv_usec / 1000));
-    else if (!rep)
-        remote_failed(r, 1, "%.60s at %s:%d: %s", call, file, line, c->err ? c->errstr : "no reply");
-    else
-        remote_failed(r, transport, "%.60s at %s:%d: the server answered: %.120s", call, file, line,
-                      rep->str ? rep->str : "an error");
-    if (rep)
-        freeReplyObject(rep);
+    remote_failed(r, transport, "%s %s at %s:%d: the server answered: %.120s", argv[0], what, file, line, rep->str);
+    fg_resp_free(rep);
     return NULL;
 }
 
-static int redis_ctx_at(fg_remote *r, redisContext *c, int status, const char *call, const char *file, int line)
+/* FG_REDIS_CONNECTED(r, c, name): c is what the hiredis connect call `name`
+ * returned; nonzero (the failure recorded with hiredis's message) when it
+ * did not connect. */
+#define FG_REDIS_CONNECTED(r, c, name) redis_connected_at((r), (c), (name), __FILE__, __LINE__)
+
+static int redis_connected_at(fg_remote *r, redisContext *c, const char *call, const char *file, int line)
 {
-    if (c && !c->err && status == REDIS_OK)
+    if (c && !c->err)
         return 0;
-    remote_failed(r, 1, "%.60s at %s:%d: %s", call, file, line,
-                  !c ? "out of memory" : c->err ? c->errstr : "failed");
+    remote_failed(r, 1, "%.60s at %s:%d: %s", call, file, line, !c ? "out of memory" : c->errstr);
     return -1;
 }
 
@@ -450,8 +532,7 @@ fg_remote *fg_remote_open(fg_context *ctx)
     r->url = e->remote;
     r->where = fg_xstrdup(e->remote_where);
     r->rw = e->remote_rw;
-    r->timeout.tv_sec = e->remote_timeout_ms / 1000;
-    r->timeout.tv_usec = (e->remote_timeout_ms % 1000) * 1000;
+    r->timeout_ms = e->remote_timeout_ms;
     r->ttl_s = e->remote_ttl_s;
     pthread_mutex_init(&r->lock, NULL);
     return r;
@@ -489,10 +570,14 @@ void fg_remote_get_stats(const fg_remote *r, fg_remote_stats *s)
 
 /* ---- connections -------------------------------------------------------- */
 
-/* A connection: an idle one, or a new one (connected, timeouts set,
- * authenticated, database selected).  NULL when the breaker is open (unless
- * force; counted as skipped) or the connection fails (recorded). */
-static redisContext *conn_get(fg_remote *r, int force)
+/* The deadline of a command that starts now. */
+static double cmd_deadline(const fg_remote *r) { return fg_now() + r->timeout_ms / 1e3; }
+
+/* A connection for a command with this deadline: an idle one, or a new one
+ * (connected, authenticated, database selected, all before the deadline).
+ * NULL when the breaker is open (unless force; counted as skipped) or the
+ * connection fails (recorded). */
+static redisContext *conn_get(fg_remote *r, int force, double deadline)
 {
     pthread_mutex_lock(&r->lock);
     if (!force && fg_now() < r->open_until) {
@@ -505,13 +590,19 @@ static redisContext *conn_get(fg_remote *r, int force)
     if (c)
         return c;
 
-    c = redisConnectWithTimeout(r->url.host, r->url.port, r->timeout);
-    if (FG_REDIS_CONNECTED(r, c, "redisConnectWithTimeout") || FG_REDIS_CTX(r, c, redisSetTimeout(c, r->timeout))) {
+    int left = ms_left(deadline);
+    if (left <= 0) {   /* hiredis would take a zero timeout for none */
+        remote_failed(r, 1, "connecting: no time left of the %ld ms timeout", r->timeout_ms);
+        return NULL;
+    }
+    struct timeval tv = {left / 1000, (left % 1000) * 1000};
+    c = redisConnectWithTimeout(r->url.host, r->url.port, tv);
+    if (FG_REDIS_CONNECTED(r, c, "redisConnectWithTimeout")) {
         if (c)
             redisFree(c);
         return NULL;
     }
-    redisReply *rep;
+    fg_resp_reply *rep;
     if (r->url.password[0]) {
         const char *argv[3] = {"AUTH", r->url.user, r->url.password};
         int argc = 3;
@@ -519,39 +610,53 @@ static redisContext *conn_get(fg_remote *r, int force)
             argv[1] = r->url.password;
             argc = 2;
         }
-        if (!(rep = FG_REDIS(r, c, 1, redisCommandArgv(c, argc, argv, NULL)))) {
-            redisFree(c);
+        if (!(rep = FG_CMD(r, c, 1, deadline, argc, argv, NULL))) {
+            if (c)
+                redisFree(c);
             return NULL;
         }
-        freeReplyObject(rep);
+        fg_resp_free(rep);
     }
-    if (r->url.db) {
+    if (c && r->url.db) {
         char db[16];
         snprintf(db, sizeof db, "%d", r->url.db);
         const char *argv[2] = {"SELECT", db};
-        if (!(rep = FG_REDIS(r, c, 1, redisCommandArgv(c, 2, argv, NULL)))) {
-            redisFree(c);
+        if (!(rep = FG_CMD(r, c, 1, deadline, 2, argv, NULL))) {
+            if (c)
+                redisFree(c);
             return NULL;
         }
-        freeReplyObject(rep);
+        fg_resp_free(rep);
     }
     return c;
 }
 
-/* Gives a connection back: kept for the next request when it is still
- * usable, else closed. */
+/* Gives a connection back (NULL: it was closed): kept for the next request
+ * while the pool has room, else closed. */
 static void conn_put(fg_remote *r, redisContext *c)
 {
-    if (!c->err) {
-        pthread_mutex_lock(&r->lock);
-        if (r->nidle < POOL_MAX) {
-            r->idle[r->nidle++] = c;
-            c = NULL;
-        }
-        pthread_mutex_unlock(&r->lock);
+    if (!c)
+        return;
+    pthread_mutex_lock(&r->lock);
+    if (r->nidle < POOL_MAX) {
+        r->idle[r->nidle++] = c;
+        c = NULL;
     }
+    pthread_mutex_unlock(&r->lock);
     if (c)
         redisFree(c);
+}
+
+/* A reply of a type the command does not give: the server is not Redis, or
+ * out of step.  Recorded as the server failing; c closed and set to NULL;
+ * the reply freed. */
+static void wrong_type(fg_remote *r, redisContext **c, fg_resp_reply *rep, const char *cmd, const char *rkey)
+{
+    remote_failed(r, 1, "%s %s: a reply of type %s", cmd, rkey, fg_resp_type_name(rep->type));
+    fg_resp_free(rep);
+    if (*c)
+        redisFree(*c);
+    *c = NULL;
 }
 
 /* ---- fetch / store ------------------------------------------------------ */
@@ -565,89 +670,79 @@ int fg_remote_fetch(fg_remote *r, const char *key, const void *material, size_t 
         *meta = NULL;
     if (!r || !is_key(key))
         return 0;
-    nopipe np;
-    nopipe_begin(&np);
-    int hit = 0;
-    redisContext *c = conn_get(r, 0);
-    if (c) {
-        char rkey[64], end[32];
-        redis_key(key, rkey);
-        pthread_mutex_lock(&r->lock);
-        r->st.lookups++;
-        pthread_mutex_unlock(&r->lock);
-        /* The length first, so that a value over the limit is refused
-         * unread; then at most one byte over the limit (the value may have
-         * grown in between). */
-        const char *len_argv[2] = {"STRLEN", rkey};
-        snprintf(end, sizeof end, "%zu", FG_REMOTE_ENTRY_MAX);
-        const char *argv[4] = {"GETRANGE", rkey, "0", end};
-        long long vlen = -1;
-        int broken = 0;   /* a reply of the wrong type: the server is not Redis, or out of step */
-        redisReply *rep = FG_REDIS(r, c, 0, redisCommandArgv(c, 2, len_argv, NULL));
-        if (rep) {
-            if (rep->type == REDIS_REPLY_INTEGER)
-                vlen = rep->integer;
-            else
-                broken = rep->type;
-            freeReplyObject(rep);
+    double deadline = cmd_deadline(r);
+    redisContext *c = conn_get(r, 0, deadline);
+    if (!c)
+        return 0;
+    char rkey[64], end[32];
+    redis_key(key, rkey);
+    pthread_mutex_lock(&r->lock);
+    r->st.lookups++;
+    pthread_mutex_unlock(&r->lock);
+    /* The length first, so that a value over the limit is refused unread;
+     * then at most one byte over the limit (the value may have grown in
+     * between). */
+    const char *len_argv[2] = {"STRLEN", rkey};
+    snprintf(end, sizeof end, "%zu", FG_REMOTE_ENTRY_MAX);
+    const char *argv[4] = {"GETRANGE", rkey, "0", end};
+    long long vlen = -1;
+    fg_resp_reply *rep = FG_CMD(r, c, 0, deadline, 2, len_argv, NULL);
+    if (rep) {
+        if (rep->type == FG_RESP_INTEGER) {
+            vlen = rep->integer;
+            fg_resp_free(rep);
+        } else {
+            wrong_type(r, &c, rep, "STRLEN", rkey);
+        }
+        rep = NULL;
+    }
+    if (c && vlen > 0 && (unsigned long long)vlen <= FG_REMOTE_ENTRY_MAX) {
+        rep = FG_CMD(r, c, 0, cmd_deadline(r), 4, argv, NULL);
+        if (rep && rep->type != FG_RESP_BULK) {
+            wrong_type(r, &c, rep, "GETRANGE", rkey);
             rep = NULL;
         }
-        if (vlen > 0 && (unsigned long long)vlen <= FG_REMOTE_ENTRY_MAX) {
-            rep = FG_REDIS(r, c, 0, redisCommandArgv(c, 4, argv, NULL));
-            if (rep && rep->type != REDIS_REPLY_STRING) {
-                broken = rep->type;
-                freeReplyObject(rep);
-                rep = NULL;
-            }
-        }
-        if (broken) {
-            remote_failed(r, 1, "%s %s: a reply of type %d", vlen < 0 ? "STRLEN" : "GETRANGE", rkey, broken);
-            redisFree(c);   /* not reused */
-            c = NULL;
-            vlen = -1;
-        }
-        if (c)
-            conn_put(r, c);
-        if (vlen == 0) {
-            remote_ok(r);
+    }
+    conn_put(r, c);
+    int hit = 0;
+    if (vlen == 0) {
+        remote_ok(r);
+        pthread_mutex_lock(&r->lock);
+        r->st.misses++;
+        pthread_mutex_unlock(&r->lock);
+    } else if (vlen > 0 && (unsigned long long)vlen > FG_REMOTE_ENTRY_MAX) {
+        remote_ok(r);
+        remote_rejected(r, key, "larger than the 64 MiB entry limit; not read");
+    }
+    if (rep) {
+        remote_ok(r);
+        char why[WHY_SIZE];
+        const unsigned char *pl;
+        const char *mt;
+        size_t ps, ml;
+        if (rep->len == 0) {
             pthread_mutex_lock(&r->lock);
             r->st.misses++;
             pthread_mutex_unlock(&r->lock);
-        } else if (vlen > 0 && (unsigned long long)vlen > FG_REMOTE_ENTRY_MAX) {
-            remote_ok(r);
-            remote_rejected(r, key, "larger than the 64 MiB entry limit; not read");
+        } else if (rep->len > FG_REMOTE_ENTRY_MAX) {
+            remote_rejected(r, key, "larger than the 64 MiB entry limit");
+        } else if (!fg_remote_entry_verify(r->secret, r->secret_len, (const unsigned char *)rep->str, rep->len, key,
+                                           material, material_len, &pl, &ps, &mt, &ml, why, sizeof why)) {
+            remote_rejected(r, key, why);
+        } else {
+            *data = fg_xmalloc(ps ? ps : 1);
+            if (ps)
+                memcpy(*data, pl, ps);
+            *size = ps;
+            if (meta)
+                *meta = ml ? fg_xstrndup(mt, ml) : NULL;
+            pthread_mutex_lock(&r->lock);
+            r->st.hits++;
+            pthread_mutex_unlock(&r->lock);
+            hit = 1;
         }
-        if (rep) {
-            remote_ok(r);
-            char why[WHY_SIZE];
-            const unsigned char *pl;
-            const char *mt;
-            size_t ps, ml;
-            if (rep->len == 0) {
-                pthread_mutex_lock(&r->lock);
-                r->st.misses++;
-                pthread_mutex_unlock(&r->lock);
-            } else if (rep->len > FG_REMOTE_ENTRY_MAX) {
-                remote_rejected(r, key, "larger than the 64 MiB entry limit");
-            } else if (!fg_remote_entry_verify(r->secret, r->secret_len, (const unsigned char *)rep->str, rep->len,
-                                               key, material, material_len, &pl, &ps, &mt, &ml, why, sizeof why)) {
-                remote_rejected(r, key, why);
-            } else {
-                *data = fg_xmalloc(ps ? ps : 1);
-                if (ps)
-                    memcpy(*data, pl, ps);
-                *size = ps;
-                if (meta)
-                    *meta = ml ? fg_xstrndup(mt, ml) : NULL;
-                pthread_mutex_lock(&r->lock);
-                r->st.hits++;
-                pthread_mutex_unlock(&r->lock);
-                hit = 1;
-            }
-            freeReplyObject(rep);
-        }
+        fg_resp_free(rep);
     }
-    nopipe_end(&np);
     return hit;
 }
 
@@ -670,34 +765,28 @@ void fg_remote_store(fg_remote *r, const char *key, const void *material, size_t
         remote_failed(r, 0, "signing an entry: %s", why);
         return;
     }
-    nopipe np;
-    nopipe_begin(&np);
-    redisContext *c = conn_get(r, 0);
+    double deadline = cmd_deadline(r);
+    redisContext *c = conn_get(r, 0, deadline);
     if (c) {
         char rkey[64], ttl[32];
         redis_key(key, rkey);
         snprintf(ttl, sizeof ttl, "%lld", r->ttl_s);
         const char *argv[5] = {"SET", rkey, (const char *)buf, "EX", ttl};
         size_t lens[5] = {3, strlen(rkey), len, 2, strlen(ttl)};
-        redisReply *rep = FG_REDIS(r, c, 0, redisCommandArgv(c, 5, argv, lens));
-        if (rep && rep->type != REDIS_REPLY_STATUS) {
-            remote_failed(r, 1, "SET %s: a reply of type %d, not a status", rkey, rep->type);
-            freeReplyObject(rep);
+        fg_resp_reply *rep = FG_CMD(r, c, 0, deadline, 5, argv, lens);
+        if (rep && rep->type != FG_RESP_STATUS) {
+            wrong_type(r, &c, rep, "SET", rkey);
             rep = NULL;
-            redisFree(c);
-            c = NULL;
         }
-        if (c)
-            conn_put(r, c);
+        conn_put(r, c);
         if (rep) {
             remote_ok(r);
             pthread_mutex_lock(&r->lock);
             r->st.stores++;
             pthread_mutex_unlock(&r->lock);
-            freeReplyObject(rep);
+            fg_resp_free(rep);
         }
     }
-    nopipe_end(&np);
     free(buf);
 }
 
@@ -715,35 +804,32 @@ int fg_remote_probe(fg_remote *r, double *ms, char *policy, size_t policy_size, 
     int warned = r->warned;
     r->warned = 1;
     pthread_mutex_unlock(&r->lock);
-    nopipe np;
-    nopipe_begin(&np);
     int ok = 0;
     double t0 = fg_now();
-    redisContext *c = conn_get(r, 1);
-    redisReply *rep = NULL;
+    redisContext *c = conn_get(r, 1, cmd_deadline(r));
     if (c) {
         const char *ping[1] = {"PING"};
-        rep = FG_REDIS(r, c, 1, redisCommandArgv(c, 1, ping, NULL));
+        fg_resp_reply *rep = FG_CMD(r, c, 1, cmd_deadline(r), 1, ping, NULL);
         *ms = (fg_now() - t0) * 1e3;
-        if (rep && rep->type == REDIS_REPLY_STATUS) {
+        if (rep && rep->type == FG_RESP_STATUS) {
             ok = 1;
-            freeReplyObject(rep);
+            fg_resp_free(rep);
+            rep = NULL;
             const char *info[2] = {"INFO", "memory"};
-            rep = FG_REDIS(r, c, 0, redisCommandArgv(c, 2, info, NULL));
-            const char *p = rep && rep->type == REDIS_REPLY_STRING ? strstr(rep->str, "maxmemory_policy:") : NULL;
+            if (c)
+                rep = FG_CMD(r, c, 0, cmd_deadline(r), 2, info, NULL);
+            const char *p = rep && rep->type == FG_RESP_BULK ? strstr(rep->str, "maxmemory_policy:") : NULL;
             if (p) {
                 p += strlen("maxmemory_policy:");
                 size_t n = strcspn(p, "\r\n");
                 snprintf(policy, policy_size, "%.*s", (int)n, p);
             }
+            fg_resp_free(rep);
         } else if (rep) {
-            remote_failed(r, 1, "PING: a reply of type %d, not a status", rep->type);
+            wrong_type(r, &c, rep, "PING", "");
         }
-        if (rep)
-            freeReplyObject(rep);
         conn_put(r, c);
     }
-    nopipe_end(&np);
     pthread_mutex_lock(&r->lock);
     if (!ok)
         snprintf(why, why_size, "%s", r->last);

@@ -19,9 +19,12 @@
  * arch or toolkit, malformed, over FG_REMOTE_ENTRY_MAX) is refused, counted
  * (stats.rejected) and never loaded.
  *
- * Failure.  The remote tier can only save time.  Connections and commands
- * have a timeout (ctx->env.remote_timeout_ms); a failing server (refused,
- * timed out, closed, speaking something else) gives one warning per
+ * Failure.  The remote tier can only save time.  Each command, with the
+ * connection it opens first, has one deadline (ctx->env.remote_timeout_ms
+ * from its start) for sending it and reading its whole reply, and replies
+ * are read with bounds on line length, bulk length and element counts
+ * checked before buffering (resp.h).  A failing server (refused, timed out,
+ * closed, speaking something else, over a bound) gives one warning per
  * fg_remote and opens a circuit breaker: for FG_REMOTE_COOLDOWN_S seconds no
  * further request is made and every kernel is compiled locally.  Error
  * replies (a full server refusing writes, a key of another type) open it

@@ -1,10 +1,13 @@
 /*
  * report_work.c -- FLOPs and minimum bytes of a fused group from its shapes
- * (report.h), for the roofline bound of the performance report.
+ * (report.h), for the roofline bound of the performance report.  A node's
+ * FLOPs come from its kind's entry in the op-kind table (codegen/kind.h).
  */
 #include "report.h"
 
 #include <string.h>
+
+#include "kind.h"
 
 /* Whether plan-graph node `node` belongs to group grp. */
 static int in_group(const fg_group *grp, int node)
@@ -13,43 +16,6 @@ static int in_group(const fg_group *grp, int node)
         if (grp->nodes[k] == node)
             return 1;
     return 0;
-}
-
-/* FLOPs of one un-folded node computing output o. */
-static double node_flops(const fg_graph *g, const fg_node *n)
-{
-    const fg_tensor *o = &g->tensors[n->output];
-    double out = (double)fg_tensor_numel(o);
-    switch (n->op->kind) {
-    case FG_OPK_CONV2D: {
-        const fg_tensor *w = n->ninputs > 1 && n->inputs[1] >= 0 ? &g->tensors[n->inputs[1]] : NULL;
-        if (!w || w->rank != 4)
-            return 0;
-        /* out = N*K*P*Q; w = [K, C/groups, R, S] */
-        return 2.0 * out * (double)w->shape[1] * (double)w->shape[2] * (double)w->shape[3];
-    }
-    case FG_OPK_MATMUL: {
-        const fg_tensor *a = n->inputs[0] >= 0 ? &g->tensors[n->inputs[0]] : NULL;
-        if (!a || a->rank < 2)
-            return 0;
-        int trans_a = fg_node_attr_num(n, "trans_a", 0) != 0;
-        double k = (double)a->shape[trans_a ? a->rank - 2 : a->rank - 1];
-        return 2.0 * out * k;      /* out = batch * M * N */
-    }
-    case FG_OPK_POOL2D: {
-        const fg_attr_value *kv = fg_node_attr(n, "kernel");
-        double taps = kv && kv->type == FG_ATTR_INTS && kv->n >= 2 ? (double)kv->ints[0] * (double)kv->ints[1] : 1;
-        return out * taps;
-    }
-    case FG_OPK_GLOBAL_POOL:
-        return n->inputs[0] >= 0 ? (double)fg_tensor_numel(&g->tensors[n->inputs[0]]) : out;
-    case FG_OPK_BATCH_NORM:
-        return 2.0 * out;
-    case FG_OPK_POINTWISE:
-        return out;
-    default:                       /* re-indexing and other ops: data movement */
-        return 0;
-    }
 }
 
 /* Adds tensor t to set[0..*n) unless there. */
@@ -78,7 +44,9 @@ void fg_group_work(const fg_plan *p, int i, double *flops, double *bytes)
         const fg_node *n = &g->nodes[grp->nodes[k]];
         if (n->folded)
             continue;
-        *flops += node_flops(g, n);
+        const fg_kind_info *ki = fg_kind(n->op->kind);
+        if (ki->flops)
+            *flops += ki->flops(g, n);
         for (int j = 0; j < n->ninputs; j++) {
             int t = n->inputs[j];
             if (t < 0)

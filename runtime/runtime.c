@@ -1,4 +1,5 @@
-/* runtime.c -- life cycle of the per-context runtime state (runtime.h). */
+/* runtime.c -- life cycle of the per-context runtime state (runtime.h), and
+ * the device target recorded on the context before planning and compiling. */
 #include "runtime.h"
 
 #include <stdlib.h>
@@ -36,4 +37,12 @@ struct fg_runtime *fg_rt(fg_context *ctx)
     if (created)
         fg_ctx_on_free(ctx, runtime_free);
     return rt;
+}
+
+void fg_rt_resolve_target(fg_context *ctx)
+{
+    if ((ctx->arch && *ctx->arch) || fg_ctx_device_asked(ctx))
+        return;
+    char gpu[16] = "";
+    fg_ctx_set_device_arch(ctx, fg_cuda_device_arch(ctx, gpu) == 0 ? gpu : NULL);
 }

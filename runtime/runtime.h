@@ -1,6 +1,7 @@
 /*
  * runtime.h -- the runtime's per-context state (ctx->rt): the kernel cache
- * and the resolved target arch.  Created on first use by fg_rt(), which
+ * and the JIT's resolved arch; and the device target the runtime records on
+ * the context for codegen (fg_rt_resolve_target).  Created on first use by fg_rt(), which
  * registers its release with the context (fg_ctx_on_free), so that freeing
  * the context frees it without codegen/ calling into runtime/.  (The CUDA
  * driver's state is per process, in cuda.c; a loaded kernel's state lives in
@@ -32,5 +33,14 @@ struct fg_runtime *fg_rt(fg_context *ctx);
 /* Device query (cuda.c): writes the current GPU's arch ("sm_90") into out and
  * returns 0, or returns nonzero when no driver or GPU is present. */
 int fg_cuda_device_arch(fg_context *ctx, char out[16]);
+
+/* Resolves the device target of ctx for codegen and the JIT: unless the
+ * arch option is set or ctx already holds a device arch, asks the CUDA
+ * driver for the attached GPU's (fg_cuda_device_arch; records nothing when
+ * there is none) and records it, or "no GPU", on the context
+ * (fg_ctx_set_device_arch).  fg_target_arch (arch.h) then gives the target:
+ * the option, the GPU's, $FUSEGEN_ARCH, or unknown.  Called by
+ * fg_plan_build before planning and by the JIT before compiling. */
+void fg_rt_resolve_target(fg_context *ctx);
 
 #endif /* FG_RUNTIME_H */

@@ -1,6 +1,6 @@
 /*
  * tensor_convert.h -- host-side conversions of whole tensors: element types
- * (fp32 <-> fp16 / bf16 with round-to-nearest-even) and the storage layout of
+ * (fp32 <-> fp16 / bf16 with round-to-nearest-even, from num.h) and the storage layout of
  * rank-4 tensors (logical NCHW <-> physical NHWC).  The executor and the
  * `run` command move data between the reference (double, logical NCHW) and
  * device buffers (tensor dtype, tensor layout) with these.
@@ -11,11 +11,8 @@
 #include <stdint.h>
 
 #include "ir.h"
+#include "num.h"   /* fg_f32_to_f16 and the other element conversions */
 
-uint16_t fg_f32_to_f16(float f);
-float fg_f16_to_f32(uint16_t h);
-uint16_t fg_f32_to_bf16(float f);
-float fg_bf16_to_f32(uint16_t h);
 /* v rounded to dtype t (through fp32 first, as a device store does). */
 double fg_round_to_dtype(double v, fg_dtype t);
 

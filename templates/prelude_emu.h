@@ -7,8 +7,9 @@
  * its own cooperative context.  Everything that needs the scheduler (thread
  * and block indices, barriers, warp collectives, errors) goes through a table
  * the runtime installs with fg_emu_bind() after dlopen, so the shared object
- * has no link-time dependency on the library.  The layout of struct
- * fg_emu_api must match runtime/emu_sched.h (checked by version and size).
+ * has no link-time dependency on the library.  struct fg_emu_api is declared
+ * once, in templates/emu_api.h, for the runtime and this prelude (the bind
+ * checks version and size).
  */
 #ifndef FG_PRELUDE_EMU_H
 #define FG_PRELUDE_EMU_H
@@ -41,59 +42,9 @@ typedef unsigned long long fg_u64;
 struct fg_half { unsigned short bits; };
 struct fg_bf16 { unsigned short bits; };
 
-/* ---- the runtime interface (mirror of runtime/emu_sched.h) ---- */
+/* ---- the runtime interface (templates/emu_api.h, written beside this file) ---- */
 
-#define FG_EMU_API_VERSION 4
-
-enum {
-    FG_EMU_WOP_SHFL_XOR = 1,
-    FG_EMU_WOP_SHFL_DOWN,
-    FG_EMU_WOP_SHFL_IDX,
-    FG_EMU_WOP_MMA_F16,
-    FG_EMU_WOP_MMA_BF16,
-    FG_EMU_WOP_LDMATRIX_X4,
-    FG_EMU_WOP_LDMATRIX_X4_TRANS,
-    FG_EMU_WOP_MMA_TF32
-};
-
-struct fg_emu_tinfo {
-    unsigned tid[3];
-    unsigned lane, warp;
-};
-
-struct fg_emu_api {
-    unsigned version, size;
-    const fg_emu_tinfo *cur;         /* the running thread */
-    unsigned bid[3], bdim[3], gdim[3];
-    void (*sync)(void);
-    /* Warp collective: deposits in (nin words) with a per-lane argument,
-     * waits for the warp, writes this lane's result (nout words) to out. */
-    void (*warp)(int op, int arg, const fg_u32 *in, int nin, fg_u32 *out, int nout);
-    /* Aborts the launch with a message (does not return). */
-    void (*fail)(const char *msg);
-    /* cp.async: queues a 16-byte copy (src NULL: 16 zero bytes) in the
-     * running thread's open group; commit closes the group; wait(n) lands
-     * every copy of the thread's committed groups but the n most recent
-     * (n < 0: commit, then land everything). */
-    void (*cp_async)(void *dst, const void *src);
-    void (*cp_commit)(void);
-    void (*cp_wait)(int n);
-    /* Hopper: mbarrier init / arrive (expect: raise the transaction bytes by
-     * tx first) / wait for the phase of a parity; TMA box copy completing on
-     * a barrier; the generic-to-async proxy fence; wgmma issue (kind
-     * FG_EMU_WGMMA_*), fence, commit, and the warpgroup wait. */
-    void (*mbar_init)(void *bar, unsigned count);
-    void (*mbar_arrive)(void *bar, int expect, unsigned tx);
-    void (*mbar_wait)(void *bar, unsigned parity);
-    void (*tma_load)(void *dst, const void *map, int rank, const int *coord, void *bar);
-    void (*fence_proxy_async)(void);
-    void (*wgmma)(int kind, int bn, int trans_b, fg_u64 desc_a, fg_u64 desc_b, int accumulate, float *d);
-    void (*wgmma_fence)(void);
-    void (*wgmma_commit)(void);
-    void (*wgmma_wait)(int n);
-};
-
-enum { FG_EMU_WGMMA_F16 = 1, FG_EMU_WGMMA_BF16, FG_EMU_WGMMA_TF32 };
+#include "fusegen_emu_api.h"
 
 static fg_emu_api *fg_emu_api_;
 
@@ -424,21 +375,8 @@ static inline void fg_cp_async_wait_all() { fg_emu_api_->cp_wait(-1); }
 struct alignas(8) fg_mbar { fg_u64 v; };
 struct alignas(64) fg_tmap { fg_u64 w[16]; };
 
-/* The layout runtime/emu_tmap.c writes into an fg_tmap (mirror of struct
- * fg_emu_tmap in runtime/emu_tmap.h; the runtime reads it). */
-struct fg_emu_tmap_layout {
-    fg_u64 magic;              /* "FGTMAPE2" */
-    fg_u64 base;               /* host address of element (0, ...) */
-    fg_u64 dim[5];             /* elements per axis, axis 0 contiguous */
-    fg_u64 stride[4];          /* bytes between indices of axes 1.. */
-    fg_u32 elem_bytes, swizzle;
-    unsigned short box[5];
-    unsigned char rank, estride[5];
-    fg_u64 check;              /* over the fields above */
-    fg_u64 reserved;
-};
-static_assert(sizeof(fg_emu_tmap_layout) == sizeof(fg_tmap), "the emulated tensor map is 128 bytes");
-#define FG_EMU_TMAP_MAGIC 0x324550414d544746ull
+/* runtime/emu_tmap.c writes an fg_emu_tmap (emu_api.h) into an fg_tmap. */
+static_assert(sizeof(fg_emu_tmap) == sizeof(fg_tmap), "the emulated tensor map is 128 bytes");
 
 /* Where byte `offset` of a box loaded with a swizzle of `span` bytes (32,
  * 64, 128; anything else: none) lies in shared memory: the 16-byte chunk

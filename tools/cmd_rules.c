@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kind.h"
 #include "template.h"
 
 static const char *mask_text(unsigned mask, int count, const char *(*name)(int), char *buf, size_t size)
@@ -60,10 +61,10 @@ int cmd_rules(int argc, char **argv)
         fg_context_free(ctx);
         return 0;
     }
-    int pointwise = 0;
+    int exprs = 0;   /* ops given by an expression: the vocabulary a rules directory adds without C */
     for (int i = 0; i < ctx->nops; i++)
-        pointwise += ctx->ops[i]->kind == FG_OPK_POINTWISE;
-    printf("%s: ok: %d ops (%d pointwise), %d rules, %d registered templates\n", argv[2], ctx->nops, pointwise,
+        exprs += (fg_kind(ctx->ops[i]->kind)->traits & FG_KIND_EXPR) != 0;
+    printf("%s: ok: %d ops (%d by expression), %d rules, %d registered templates\n", argv[2], ctx->nops, exprs,
            ctx->nrules, ctx->ntemplates);
     for (int i = 0; i < ctx->nrules; i++) {
         const fg_rule *r = ctx->rules[i];

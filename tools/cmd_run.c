@@ -238,19 +238,29 @@ static int read_input(const char *spec, const char *file, const fg_tensor_info *
     return rc;
 }
 
-int cmd_run(int argc, char **argv)
+/* The command line of `fusegen run`. */
+typedef struct run_args {
+    const char *graph, *rules, *save_out, *save_ref;
+    const char *inputs[MAX_FILE_INPUTS];   /* NAME=FILE.npy */
+    int ninputs;
+    int check, replay;
+    fg_device dev;
+    uint64_t seed;
+    long iters;
+} run_args;
+
+/* Parses argv into *a.  Returns 0, or the exit status after a usage
+ * message. */
+static int parse_args(int argc, char **argv, run_args *a)
 {
-    const char *graph = NULL, *rules = NULL, *device = "auto", *seed_s = NULL, *iters_s = NULL, *input_s = NULL;
-    const char *save_out = NULL, *save_ref = NULL;
-    const char *inputs[MAX_FILE_INPUTS];
-    int ninputs = 0;
-    int check = 0, replay = 0;
+    const char *device = "auto", *seed_s = NULL, *iters_s = NULL, *input_s = NULL;
+    memset(a, 0, sizeof *a);
     for (int i = 1; i < argc; i++) {
         int m;
-        if ((m = cli_opt(argc, argv, &i, "--rules", &rules)) || (m = cli_opt(argc, argv, &i, "--device", &device)) ||
+        if ((m = cli_opt(argc, argv, &i, "--rules", &a->rules)) || (m = cli_opt(argc, argv, &i, "--device", &device)) ||
             (m = cli_opt(argc, argv, &i, "--seed", &seed_s)) || (m = cli_opt(argc, argv, &i, "--iters", &iters_s)) ||
-            (m = cli_opt(argc, argv, &i, "--save-outputs", &save_out)) ||
-            (m = cli_opt(argc, argv, &i, "--save-reference", &save_ref))) {
+            (m = cli_opt(argc, argv, &i, "--save-outputs", &a->save_out)) ||
+            (m = cli_opt(argc, argv, &i, "--save-reference", &a->save_ref))) {
             if (m < 0)
                 return 2;
         } else if ((m = cli_opt(argc, argv, &i, "--input", &input_s))) {
@@ -259,92 +269,60 @@ int cmd_run(int argc, char **argv)
             const char *eq = strchr(input_s, '=');
             if (!eq || eq == input_s || !eq[1])
                 return cli_usage("--input takes NAME=FILE.npy, not '%s'", input_s);
-            if (ninputs == MAX_FILE_INPUTS)
+            if (a->ninputs == MAX_FILE_INPUTS)
                 return cli_usage("at most %d --input options", MAX_FILE_INPUTS);
-            for (int k = 0; k < ninputs; k++)
-                if (strcspn(inputs[k], "=") == (size_t)(eq - input_s) && !strncmp(inputs[k], input_s, (size_t)(eq - input_s)))
+            for (int k = 0; k < a->ninputs; k++)
+                if (strcspn(a->inputs[k], "=") == (size_t)(eq - input_s) &&
+                    !strncmp(a->inputs[k], input_s, (size_t)(eq - input_s)))
                     return cli_usage("--input %.*s is given twice", (int)(eq - input_s), input_s);
-            inputs[ninputs++] = input_s;
+            a->inputs[a->ninputs++] = input_s;
         } else if (!strcmp(argv[i], "--check")) {
-            check = 1;
+            a->check = 1;
         } else if (!strcmp(argv[i], "--graph-replay")) {
-            replay = 1;
-        } else if (argv[i][0] == '-' || graph) {
+            a->replay = 1;
+        } else if (argv[i][0] == '-' || a->graph) {
             return cli_usage(RUN_USAGE);
         } else {
-            graph = argv[i];
+            a->graph = argv[i];
         }
     }
-    fg_device dev;
-    if (!graph)
+    if (!a->graph)
         return cli_usage(RUN_USAGE);
-    if (parse_device(device, &dev))
+    if (parse_device(device, &a->dev))
         return cli_usage("--device must be auto, cuda or emu, not '%s'", device);
-    uint64_t seed;
     if (seed_s) {
         char *end;
-        seed = strtoull(seed_s, &end, 0);
+        a->seed = strtoull(seed_s, &end, 0);
         if (*end || !*seed_s)
             return cli_usage("--seed takes an integer, not '%s'", seed_s);
     } else {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        seed = ((uint64_t)ts.tv_sec * 1000003u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 20);
-        seed &= 0xffffffffffull;
+        a->seed = ((uint64_t)ts.tv_sec * 1000003u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 20);
+        a->seed &= 0xffffffffffull;
     }
-    long iters = 1;
+    a->iters = 1;
     if (iters_s) {
         char *end;
-        iters = strtol(iters_s, &end, 10);
-        if (*end || iters < 1 || iters > 1000000)
+        a->iters = strtol(iters_s, &end, 10);
+        if (*end || a->iters < 1 || a->iters > 1000000)
             return cli_usage("--iters takes a count from 1 to 1000000, not '%s'", iters_s);
     }
+    return 0;
+}
 
-    int rc;
-    fg_options opts = {.device = dev};
-    fg_context *ctx = cli_context(rules, &opts, &rc);
-    if (!ctx)
-        return rc;
-    const char *why = "";
-    if (dev == FG_DEVICE_AUTO) {
-        char arch[16];
-        why = fg_cuda_device_arch(ctx, arch) == 0 ? " (auto: GPU found)" : " (auto: no CUDA driver or GPU)";
-    }
-    fg_graph *g = NULL;
-    fg_plan *p = NULL;
-    fg_exec *e = NULL;
-    double **ref = NULL;
-    void **bufs = NULL;
-    int nio = 0;
-    double *ksum = NULL;
-    if ((rc = cli_load_plan(ctx, graph, &g, &p)) != 0)
-        goto done;
-    fg_compile_options co = {.device = dev, .graph_replay = replay, .timing = 1};
-    double t0 = fg_now();
-    fg_status st = fg_plan_compile(ctx, p, &co, &e);
-    if (st) {
-        rc = cli_report(ctx, st);
-        goto done;
-    }
-    double compile_s = fg_now() - t0;
-    fg_device used = fg_exec_device(e);
-    printf("run %s: device %s%s%s%s, seed %llu, %d kernels (compiled in %.2f s)\n", graph, fg_device_name(used), why,
-           used == FG_DEVICE_CUDA ? " on " : "", used == FG_DEVICE_CUDA ? fg_cuda_device_name() : "",
-           (unsigned long long)seed, fg_exec_kernel_count(e), compile_s);
-
-    /* Inputs from the seeded values (rounded to the input dtype, so the
-     * reference sees exactly what the kernels read); outputs poisoned. */
-    ref = fg_xcalloc((size_t)g->ntensors + 1, sizeof *ref);
-    fg_reference_random_inputs(g, seed, ref);
-    int nin = fg_exec_input_count(e), nout = fg_exec_output_count(e);
-    /* --input NAME=FILE replaces the random values of input NAME */
-    for (int k = 0; k < ninputs; k++) {
-        const char *eq = strchr(inputs[k], '=');
+/* --input NAME=FILE: replaces the random values of input NAME in ref.
+ * Returns 0, or 2 after a message. */
+static int apply_inputs(const run_args *a, const fg_exec *e, const fg_graph *g, double **ref)
+{
+    int nin = fg_exec_input_count(e);
+    for (int k = 0; k < a->ninputs; k++) {
+        const char *spec = a->inputs[k], *eq = strchr(spec, '=');
         int found = -1;
         fg_tensor_info info;
         for (int j = 0; j < nin && found < 0; j++) {
             fg_exec_input_info(e, j, &info);
-            if (strlen(info.name) == (size_t)(eq - inputs[k]) && !strncmp(info.name, inputs[k], (size_t)(eq - inputs[k])))
+            if (strlen(info.name) == (size_t)(eq - spec) && !strncmp(info.name, spec, (size_t)(eq - spec)))
                 found = j;
         }
         if (found < 0) {
@@ -353,19 +331,28 @@ int cmd_run(int argc, char **argv)
                 fg_exec_input_info(e, j, &info);
                 fg_buf_printf(&names, "%s%s", j ? ", " : "", info.name);
             }
-            fprintf(stderr, "fusegen: --input %s: the graph has no input '%.*s' (its inputs: %s)\n", inputs[k],
-                    (int)(eq - inputs[k]), inputs[k], names.s ? names.s : "none");
+            fprintf(stderr, "fusegen: --input %s: the graph has no input '%.*s' (its inputs: %s)\n", spec,
+                    (int)(eq - spec), spec, names.s ? names.s : "none");
             fg_buf_free(&names);
-            rc = 2;
-            goto done;
+            return 2;
         }
-        if ((rc = read_input(inputs[k], eq + 1, &info, ref[fg_graph_find_tensor(g, info.name)])) != 0)
-            goto done;
+        int rc = read_input(spec, eq + 1, &info, ref[fg_graph_find_tensor(g, info.name)]);
+        if (rc)
+            return rc;
         printf("  input %s from %s\n", info.name, eq + 1);
     }
-    nio = nin + nout;
-    bufs = fg_xcalloc((size_t)nio + 1, sizeof *bufs);
-    fg_binding *b = fg_xcalloc((size_t)nio + 1, sizeof *b);
+    return 0;
+}
+
+/* Host buffers for the nin inputs and nout outputs of e, in that order
+ * (malloc'd, each its own allocation), bound in b[]: inputs are ref's
+ * values rounded to the input's dtype (ref is rounded too, so that the
+ * reference sees exactly what the kernels read) and packed in its layout;
+ * outputs are poisoned (every bit set: NaN in every dtype). */
+static void **bind_buffers(const fg_exec *e, const fg_graph *g, double **ref, fg_binding *b)
+{
+    int nin = fg_exec_input_count(e), nio = nin + fg_exec_output_count(e);
+    void **bufs = fg_xcalloc((size_t)nio + 1, sizeof *bufs);
     for (int i = 0; i < nio; i++) {
         fg_tensor_info info;
         if (i < nin)
@@ -388,12 +375,20 @@ int cmd_run(int argc, char **argv)
             ref[t][k] = fg_round_to_dtype(ref[t][k], info.dtype);
         fg_tensor_pack(&pt, info.layout, ref[t], bufs[i]);
     }
+    return bufs;
+}
+
+/* Runs e iters times on the bindings b[0..nio) and prints the mean time of
+ * each kernel and the median total (the first run, which includes one-time
+ * work such as graph capture, is left out when there are more).  Returns
+ * the first failure's status. */
+static fg_status time_runs(fg_exec *e, const fg_binding *b, int nio, long iters)
+{
     int nk = fg_exec_kernel_count(e);
-    ksum = fg_xcalloc((size_t)nk + 1, sizeof *ksum);
-    /* Per-run totals: the first run includes one-time work (graph capture)
-     * and is left out when there are more. */
+    double *ksum = fg_xcalloc((size_t)nk + 1, sizeof *ksum);
     double *totals = fg_xcalloc((size_t)iters, sizeof *totals);
     long ntot = 0;
+    fg_status st = FG_OK;
     for (long it = 0; it < iters && !st; it++) {
         if (it == 1) {
             memset(ksum, 0, (size_t)nk * sizeof *ksum);
@@ -406,87 +401,157 @@ int cmd_run(int argc, char **argv)
     }
     double median = fg_median(totals, (int)ntot);
     free(totals);
-    free(b);
-    if (st) {
-        rc = cli_report(ctx, st);
-        goto done;
+    if (!st) {
+        long counted = iters > 1 ? iters - 1 : 1;
+        fg_device used = fg_exec_device(e);
+        printf("\n  %-4s %-40s %-12s %12s\n", "#", "kernel", "template", "mean (ms)");
+        for (int k = 0; k < nk; k++) {
+            const fg_kernel *K = fg_exec_kernel(e, k);
+            if (fg_exec_kernel_ms(e, k) < 0)
+                printf("  %-4d %-40s %-12s %12s\n", k, K->name, K->template_name ? K->template_name : "?", "-");
+            else
+                printf("  %-4d %-40s %-12s %12.4f\n", k, K->name, K->template_name ? K->template_name : "?",
+                       ksum[k] / counted);
+        }
+        printf("  total %.4f ms per run (%s, median of %ld run%s%s); arena %zu bytes (%zu without reuse)\n",
+               median, used == FG_DEVICE_CUDA ? "CUDA events" : "wall clock", counted, counted > 1 ? "s" : "",
+               iters > 1 ? " after the first" : "", fg_exec_arena_bytes(e), fg_exec_intermediate_bytes(e));
     }
-    long counted = iters > 1 ? iters - 1 : 1;
-    printf("\n  %-4s %-40s %-12s %12s\n", "#", "kernel", "template", "mean (ms)");
-    for (int k = 0; k < nk; k++) {
-        const fg_kernel *K = fg_exec_kernel(e, k);
-        if (fg_exec_kernel_ms(e, k) < 0)
-            printf("  %-4d %-40s %-12s %12s\n", k, K->name, K->template_name ? K->template_name : "?", "-");
-        else
-            printf("  %-4d %-40s %-12s %12.4f\n", k, K->name, K->template_name ? K->template_name : "?",
-                   ksum[k] / counted);
-    }
-    printf("  total %.4f ms per run (%s, median of %ld run%s%s); arena %zu bytes (%zu without reuse)\n",
-           median, used == FG_DEVICE_CUDA ? "CUDA events" : "wall clock", counted, counted > 1 ? "s" : "",
-           iters > 1 ? " after the first" : "", fg_exec_arena_bytes(e), fg_exec_intermediate_bytes(e));
+    free(ksum);
+    return st;
+}
 
-    if (save_out) {
-        /* logical order; fp16 as float16, fp32 and bf16 as float32 (exact) */
-        char(*names)[300] = fg_xcalloc((size_t)nout + 1, sizeof *names);
-        int nnames = 0;
-        if ((rc = make_dir(save_out)) == 0) {
-            for (int i = 0; i < nout && !rc; i++) {
-                fg_tensor_info info;
-                fg_exec_output_info(e, i, &info);
-                int t = fg_graph_find_tensor(g, info.name);
-                fg_tensor pt = g->tensors[t];
-                pt.dtype = info.dtype;
-                int64_t n = fg_tensor_numel(&pt);
-                double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof *v);
-                fg_tensor_unpack(&pt, info.layout, bufs[nin + i], v);
-                rc = save_npy(save_out, info.name, pt.rank, pt.shape, v,
-                              info.dtype == FG_DTYPE_F16 ? FG_NPY_F16 : FG_NPY_F32, names, &nnames);
-                free(v);
-            }
+/* Saves every graph output of e into dir as <name>.npy: the kernels'
+ * results out[0..nout) when ref is NULL (logical order; fp16 as float16,
+ * fp32 and bf16 as float32, exact), else the reference's (float64).
+ * Returns 0, or 1 after a message. */
+static int save_outputs(const fg_exec *e, const fg_graph *g, const char *dir, void *const *out, double *const *ref)
+{
+    int nout = fg_exec_output_count(e);
+    char(*names)[300] = fg_xcalloc((size_t)nout + 1, sizeof *names);
+    int nnames = 0;
+    int rc = make_dir(dir);
+    for (int i = 0; i < nout && !rc; i++) {
+        fg_tensor_info info;
+        fg_exec_output_info(e, i, &info);
+        int t = fg_graph_find_tensor(g, info.name);
+        if (ref) {
+            rc = save_npy(dir, info.name, g->tensors[t].rank, g->tensors[t].shape, ref[t], FG_NPY_F64, names,
+                          &nnames);
+            continue;
         }
-        free(names);
-        if (rc)
-            goto done;
-        printf("  outputs saved in %s\n", save_out);
+        fg_tensor pt = g->tensors[t];
+        pt.dtype = info.dtype;
+        int64_t n = fg_tensor_numel(&pt);
+        double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof *v);
+        fg_tensor_unpack(&pt, info.layout, out[i], v);
+        rc = save_npy(dir, info.name, pt.rank, pt.shape, v, info.dtype == FG_DTYPE_F16 ? FG_NPY_F16 : FG_NPY_F32,
+                      names, &nnames);
+        free(v);
     }
-    if (check || save_ref) {
-        st = fg_reference_run(ctx, g, ref);
-        if (st) {
-            rc = cli_report(ctx, st);
-            goto done;
-        }
-        if (save_ref) {
-            char(*names)[300] = fg_xcalloc((size_t)nout + 1, sizeof *names);
-            int nnames = 0;
-            if ((rc = make_dir(save_ref)) == 0) {
-                for (int i = 0; i < nout && !rc; i++) {
-                    fg_tensor_info info;
-                    fg_exec_output_info(e, i, &info);
-                    int t = fg_graph_find_tensor(g, info.name);
-                    rc = save_npy(save_ref, info.name, g->tensors[t].rank, g->tensors[t].shape, ref[t], FG_NPY_F64, names,
-                                  &nnames);
-                }
-            }
-            free(names);
-            if (rc)
-                goto done;
-            printf("  reference outputs saved in %s\n", save_ref);
-        }
+    free(names);
+    return rc;
+}
+
+/* --check: compares every output out[i] with the reference ref and prints
+ * a table.  Returns 0 when all are within tolerance, else 1 after a
+ * message naming the seed. */
+static int check_outputs(const fg_exec *e, const fg_graph *g, double **ref, void *const *out, uint64_t seed)
+{
+    int nout = fg_exec_output_count(e);
+    printf("\n  check against the unfused reference (tolerance: relative L2 <= base(dtype) * sqrt(kernels))\n");
+    printf("  %-28s %-5s %10s %10s %10s  %s\n", "output", "dtype", "max_abs", "rel_l2", "tolerance", "result");
+    int ok = 1;
+    for (int i = 0; i < nout; i++)
+        ok &= check_output(e, g, ref, i, out[i], stdout);
+    if (!ok) {
+        fprintf(stderr, "fusegen: check failed (seed %llu): outputs differ from the reference beyond tolerance\n",
+                (unsigned long long)seed);
+        return 1;
     }
-    if (check) {
-        printf("\n  check against the unfused reference (tolerance: relative L2 <= base(dtype) * sqrt(kernels))\n");
-        printf("  %-28s %-5s %10s %10s %10s  %s\n", "output", "dtype", "max_abs", "rel_l2", "tolerance", "result");
-        int ok = 1;
-        for (int i = 0; i < nout; i++)
-            ok &= check_output(e, g, ref, i, bufs[nin + i], stdout);
-        if (!ok) {
-            fprintf(stderr, "fusegen: check failed (seed %llu): outputs differ from the reference beyond tolerance\n",
-                    (unsigned long long)seed);
-            rc = 1;
-        } else {
-            printf("  all %d output%s within tolerance\n", nout, nout == 1 ? "" : "s");
-        }
+    printf("  all %d output%s within tolerance\n", nout, nout == 1 ? "" : "s");
+    return 0;
+}
+
+/* Compiles plan p for a->dev and prints the run's header line (why: how
+ * an automatic device was chosen).  Returns 0, or the exit status after a
+ * report. */
+static int compile_plan(fg_context *ctx, const run_args *a, fg_plan *p, const char *why, fg_exec **e)
+{
+    fg_compile_options co = {.device = a->dev, .graph_replay = a->replay, .timing = 1};
+    double t0 = fg_now();
+    fg_status st = fg_plan_compile(ctx, p, &co, e);
+    if (st)
+        return cli_report(ctx, st);
+    double compile_s = fg_now() - t0;
+    fg_device used = fg_exec_device(*e);
+    printf("run %s: device %s%s%s%s, seed %llu, %d kernels (compiled in %.2f s)\n", a->graph, fg_device_name(used),
+           why, used == FG_DEVICE_CUDA ? " on " : "", used == FG_DEVICE_CUDA ? fg_cuda_device_name() : "",
+           (unsigned long long)a->seed, fg_exec_kernel_count(*e), compile_s);
+    return 0;
+}
+
+/* After the runs: --save-outputs, then the reference (for --check and
+ * --save-reference), its files, and the check of the outputs out[].
+ * Returns the exit status. */
+static int results(fg_context *ctx, const run_args *a, const fg_exec *e, const fg_graph *g, double **ref,
+                   void *const *out)
+{
+    int rc;
+    if (a->save_out) {
+        if ((rc = save_outputs(e, g, a->save_out, out, NULL)) != 0)
+            return rc;
+        printf("  outputs saved in %s\n", a->save_out);
     }
+    if (!a->check && !a->save_ref)
+        return 0;
+    fg_status st = fg_reference_run(ctx, g, ref);
+    if (st)
+        return cli_report(ctx, st);
+    if (a->save_ref) {
+        if ((rc = save_outputs(e, g, a->save_ref, NULL, ref)) != 0)
+            return rc;
+        printf("  reference outputs saved in %s\n", a->save_ref);
+    }
+    return a->check ? check_outputs(e, g, ref, out, a->seed) : 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc;
+    fg_options opts = {.device = a.dev};
+    fg_context *ctx = cli_context(a.rules, &opts, &rc);
+    if (!ctx)
+        return rc;
+    fg_graph *g = NULL;
+    fg_plan *p = NULL;
+    fg_exec *e = NULL;
+    double **ref = NULL;
+    void **bufs = NULL;
+    int nio = 0, nin = 0;
+    const char *why = "";
+    if (a.dev == FG_DEVICE_AUTO) {
+        char arch[16];
+        why = fg_cuda_device_arch(ctx, arch) == 0 ? " (auto: GPU found)" : " (auto: no CUDA driver or GPU)";
+    }
+    if ((rc = cli_load_plan(ctx, a.graph, &g, &p)) != 0 || (rc = compile_plan(ctx, &a, p, why, &e)) != 0)
+        goto done;
+
+    /* inputs from the seeded values, or from --input files */
+    ref = fg_xcalloc((size_t)g->ntensors + 1, sizeof *ref);
+    fg_reference_random_inputs(g, a.seed, ref);
+    if ((rc = apply_inputs(&a, e, g, ref)) != 0)
+        goto done;
+    nin = fg_exec_input_count(e);
+    nio = nin + fg_exec_output_count(e);
+    fg_binding *b = fg_xcalloc((size_t)nio + 1, sizeof *b);
+    bufs = bind_buffers(e, g, ref, b);
+    fg_status st = time_runs(e, b, nio, a.iters);
+    free(b);
+    rc = st ? cli_report(ctx, st) : results(ctx, &a, e, g, ref, bufs + nin);
 done:
     if (ref) {
         fg_reference_free(g, ref);
@@ -495,7 +560,6 @@ done:
     for (int i = 0; bufs && i < nio; i++)
         free(bufs[i]);
     free(bufs);
-    free(ksum);
     fg_exec_free(e);
     fg_plan_free(p);
     fg_graph_free(g);

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes as C
 import difflib
 import json
+import operator
 import os
 import re
 import weakref
@@ -72,6 +73,20 @@ class Error(Exception):
 def _error(code: int, message: str, file: Optional[str] = None) -> Error:
     """An Error raised by the binding itself (argument checks)."""
     return Error(code, [ErrorRecord(_lib.STATUS_NAMES[code], file, 0, 0, message)])
+
+
+def _int(value: Any, what: str, lo: int, hi: int) -> int:
+    """value as a Python int for a C field of range lo..hi: an int (or a
+    NumPy integer, or anything with __index__); OverflowError outside the
+    range, which ctypes would otherwise truncate (2**64 + 2 becomes 2)."""
+    n = operator.index(value)
+    if not lo <= n <= hi:
+        raise OverflowError("%s is %d, outside %d .. %d" % (what, n, lo, hi))
+    return n
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_CINT = (-(1 << 31), (1 << 31) - 1)
 
 
 def _s(b: Optional[bytes]) -> Optional[str]:
@@ -208,7 +223,7 @@ class Context:
         o.cache_dir = _path_bytes(cache_dir) if cache_dir is not None else None
         o.device = dev
         o.arch = arch.encode() if arch else None
-        o.jobs = int(jobs)
+        o.jobs = _int(jobs, "jobs", *_CINT)
         o.cache_off = 0 if cache else 1
         self._log_cb = None
         if log is not None:
@@ -381,7 +396,8 @@ class Context:
 
 
 def _onnx_options(dims: Mapping[str, int], base_dir: Optional[PathLike]):
-    arr = (_lib.OnnxDim * max(1, len(dims)))(*[_lib.OnnxDim(k.encode(), int(v)) for k, v in dims.items()])
+    arr = (_lib.OnnxDim * max(1, len(dims)))(*[_lib.OnnxDim(k.encode(), _int(v, "dimension %r" % k, *_INT64))
+                                                for k, v in dims.items()])
     o = _lib.OnnxOptions(len(dims), arr, _path_bytes(base_dir) if base_dir is not None else None,
                          C.sizeof(_lib.OnnxOptions))
     return o, arr
@@ -393,13 +409,23 @@ def _compile_options(device: Optional[str], graph_replay: bool, timing: bool) ->
 
 
 class _Owned:
-    """An object holding a library handle that its context frees at close."""
+    """An object holding a library handle that its context frees at close.
+
+    Lifetimes: an object keeps what it was made from alive (a plan its
+    graph, an executable its plan, a kernel's executable the kernel; all
+    their context), and closing an object first closes what was made from
+    it (a graph its plans and their executables), so no handle outlives
+    one it uses.  Every use of a closed object raises ValueError."""
     _rank = 2
 
-    def __init__(self, ctx: Context, ptr: C.c_void_p):
+    def __init__(self, ctx: Context, ptr: C.c_void_p, parent: Optional["_Owned"] = None):
         self.context = ctx
         self._ptr: Optional[C.c_void_p] = ptr
+        self._kids: List["weakref.ref[_Owned]"] = []
         ctx._adopt(self._rank, self)
+        if parent is not None:
+            parent._kids = [w for w in parent._kids if w() is not None]
+            parent._kids.append(weakref.ref(self))
 
     def _handle(self) -> C.c_void_p:
         if not self._ptr or not self.context._ptr:
@@ -411,11 +437,17 @@ class _Owned:
 
     def _free(self) -> None:
         if self._ptr:
+            for w in self._kids:
+                o = w()
+                if o is not None:
+                    o._free()
+            self._kids = []
             ptr, self._ptr = self._ptr, None
             self._release(ptr)
 
     def close(self) -> None:
-        """Frees the library object now (also done when garbage-collected)."""
+        """Frees the library object now (also done when garbage-collected),
+        after closing everything made from it.  Safe to call twice."""
         self._free()
 
     @property
@@ -432,8 +464,8 @@ class _Owned:
 
 class Graph(_Owned):
     """A loaded model graph (YAML or ONNX), shapes inferred; made by
-    Context.load / load_bytes / parse.  Plan it with Context.plan; it must
-    stay open while plans made from it are used."""
+    Context.load / load_bytes / parse.  Plan it with Context.plan; plans
+    keep it alive, and close() closes them (and their executables) first."""
     _rank = 2
 
     def __init__(self, ctx: Context, ptr: C.c_void_p, source: str):
@@ -462,7 +494,7 @@ class Plan(_Owned):
     _rank = 1
 
     def __init__(self, ctx: Context, ptr: C.c_void_p, graph: Graph):
-        super().__init__(ctx, ptr)
+        super().__init__(ctx, ptr, graph)
         self.graph = graph
         self._groups: Optional[List[Group]] = None
 
@@ -475,6 +507,7 @@ class Plan(_Owned):
     @property
     def groups(self) -> List[Group]:
         """The groups in execution order."""
+        self._handle()
         if self._groups is None:
             lib = self.context._lib
             if not lib.has("fg_plan_group_info"):
@@ -561,9 +594,9 @@ class Executable(_Owned):
     """
     _rank = 0
 
-    def __init__(self, ctx: Context, ptr: C.c_void_p, owner: Any, owned: bool = True):
-        super().__init__(ctx, ptr)
-        self._owner = owner          # the plan (or kernel) that must outlive this
+    def __init__(self, ctx: Context, ptr: C.c_void_p, owner: "_Owned", owned: bool = True):
+        super().__init__(ctx, ptr, owner)
+        self._owner = owner          # the plan (or kernel) that must outlive this; closing it closes this
         self._owned = owned
         lib = ctx._lib
         self.device: str = _lib.DEVICES[lib.fg_exec_device(ptr)]
@@ -637,6 +670,7 @@ class Executable(_Owned):
         A NumPy array of the tensor's storage dtype, C-contiguous, in an
         NCHW tensor is written directly; others receive a converted copy.
         """
+        self._handle()
         feeds: Dict[str, Any] = dict(inputs or {})
         for k, v in named.items():
             if k in feeds:
@@ -899,9 +933,6 @@ class Kernel(_Owned):
         return e
 
     def _release(self, ptr: C.c_void_p) -> None:
-        e = self._exec_ref() if self._exec_ref is not None else None
-        if e is not None:
-            e._free()
         self.context._lib.fg_kernel_handle_free(ptr)
 
     @property
@@ -932,7 +963,7 @@ def _make_kernel(ctx: Context, chain: Sequence[Any], input_shape: Sequence[int],
         raise ValueError("the chain is empty")
     dt = _code(_lib.DTYPES, dtype or ctx.precision or "fp32", "dtype")
     lay = _code(_lib.LAYOUTS, layout, "layout")
-    shape = [int(d) for d in input_shape]
+    shape = [_int(d, "input_shape[%d]" % k, *_INT64) for k, d in enumerate(input_shape)]
     if not 1 <= len(shape) <= 6:
         raise ValueError("input_shape must have 1 to 6 dimensions")
     ops = (_lib.SpecOp * len(steps))(*[_lib.SpecOp(n.encode(), o.encode(), a.encode() if a is not None else None)
@@ -943,7 +974,8 @@ def _make_kernel(ctx: Context, chain: Sequence[Any], input_shape: Sequence[int],
         w = _lib.SpecWeight()
         w.name = name.encode()
         if isinstance(value, tuple) and all(isinstance(d, (int, np.integer)) for d in value):
-            shp, w.data = value, None                       # a shape: seeded random values
+            shp, w.data = tuple(_int(d, "weight %r shape[%d]" % (name, k), *_INT64)
+                                for k, d in enumerate(value)), None   # a shape: seeded random values
         else:
             a = np.ascontiguousarray(np.asarray(value, dtype=np.float32))
             keep.append(a)
@@ -953,7 +985,7 @@ def _make_kernel(ctx: Context, chain: Sequence[Any], input_shape: Sequence[int],
             raise ValueError("weight %r must have 1 to 6 dimensions" % name)
         w.rank = len(shp)
         for k, d in enumerate(shp):
-            w.shape[k] = int(d)
+            w.shape[k] = _int(d, "weight %r shape[%d]" % (name, k), *_INT64)
         ws.append(w)
     warr = (_lib.SpecWeight * max(1, len(ws)))(*ws)
     spec = _lib.KernelSpec()

@@ -4,10 +4,15 @@ Redis server: servers that fail, and entries tampered with.
 
   remote_helper.py port
       prints a loopback port that nothing listens on
-  remote_helper.py serve stall|garbage PORTFILE
+  remote_helper.py serve MODE PORTFILE
       listens on a loopback port (written to PORTFILE) and, for every
-      connection, answers nothing (stall) or a line that is not Redis's
-      protocol (garbage); stops by itself after 120 s
+      connection, answers nothing (stall), a line that is not Redis's
+      protocol (garbage), or, once a command arrived, a hostile reply: a
+      status line dripped one byte every 10 ms (drip), an integer line that
+      never ends (long-line), a 1 GiB bulk string header and its bytes
+      (huge-bulk), a multi-bulk header of 2^31-1 elements and integers
+      (huge-array), each for at most 64 MiB or 10 s; stops by itself after
+      120 s
   remote_helper.py tamper HOST PORT DB KEYFILE ACTION KEY [OTHER]
       changes the entry stored under Redis key KEY: flip (one payload byte),
       other-secret (re-signed with another secret), copy (the entry of OTHER
@@ -33,6 +38,29 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+HOSTILE = {"drip": (b"+", b"x"), "long-line": (b":", b"1" * 65536), "huge-bulk": (b"$1073741824\r\n", bytes(65536)),
+           "huge-array": (b"*2147483647\r\n", b":1\r\n" * 16384)}
+
+
+def hostile(c, mode):
+    head, chunk = HOSTILE[mode]
+    try:
+        c.settimeout(5)
+        if not c.recv(4096):
+            return
+        c.sendall(head)
+        sent, end = 0, time.time() + 10
+        while sent < (64 << 20) and time.time() < end:
+            if mode == "drip":
+                time.sleep(0.01)
+            c.sendall(chunk)
+            sent += len(chunk)
+    except OSError:
+        pass
+    finally:
+        c.close()
 
 
 def serve(mode, portfile):
@@ -62,6 +90,8 @@ def serve(mode, portfile):
             continue
         if mode == "stall":
             held.append(c)  # read nothing, answer nothing
+        elif mode in HOSTILE:
+            threading.Thread(target=hostile, args=(c, mode), daemon=True).start()
         else:
             threading.Thread(target=garbage, args=(c,), daemon=True).start()
     for c in held:
@@ -136,7 +166,7 @@ def tamper(host, port, db, keyfile, action, key, other=None):
 def main(argv):
     if argv[1:2] == ["port"]:
         print(free_port())
-    elif argv[1:2] == ["serve"] and len(argv) == 4 and argv[2] in ("stall", "garbage"):
+    elif argv[1:2] == ["serve"] and len(argv) == 4 and argv[2] in ("stall", "garbage", *HOSTILE):
         serve(argv[2], argv[3])
     elif argv[1:2] == ["tamper"] and len(argv) in (8, 9):
         tamper(*argv[2:])

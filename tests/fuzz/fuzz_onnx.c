@@ -1,6 +1,6 @@
 /*
  * fuzz_onnx.c -- fuzz target for the ONNX model loader from memory
- * (fg_graph_load_onnx_memory, codegen/onnx_load.c).
+ * (fg_graph_load_onnx_memory, codegen/onnx_graph.c).
  *
  * Input: a serialized ModelProto.  It is loaded from memory against the
  * shipped rules (one context reused across inputs, renewed every RENEW

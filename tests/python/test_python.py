@@ -520,6 +520,89 @@ def _conv_bn(x, w):
     return (y - w.mean[None, :, None, None]) * s + w.beta[None, :, None, None]
 
 
+class TestLifetimes(Base):
+    """An object keeps alive what it was made from; closing a parent closes
+    what was made from it first; every later use raises ValueError; integers
+    are range-checked before ctypes could truncate them."""
+
+    def _exe(self):
+        w = Weights()
+        g = self.ctx.parse(w.yaml(), "block.yaml")
+        p = self.ctx.plan(g)
+        return g, p, self.ctx.compile(p)
+
+    def test_executable_keeps_plan_and_graph(self):
+        import gc
+        exe = self._exe()[2]
+        gc.collect()
+        self.assertFalse(exe._owner.closed or exe._owner.graph.closed)
+        y = exe(x=rnd(1, 4, 6, 6))["y"]
+        self.assertEqual(y.shape, (1, 4, 6, 6))
+
+    def test_close_plan_closes_its_executables(self):
+        g, p, exe = self._exe()
+        p.close()
+        self.assertTrue(exe.closed)
+        self.assertFalse(g.closed)
+        with self.assertRaisesRegex(ValueError, "Executable is closed"):
+            exe(x=rnd(1, 4, 6, 6))
+        with self.assertRaises(ValueError):
+            exe.kernels
+        with self.assertRaises(ValueError):
+            exe.arena_bytes
+        with self.assertRaises(ValueError):
+            p.compile()
+        with self.assertRaises(ValueError):
+            p.groups
+        p.close()   # twice: nothing
+        exe.close()
+        # the graph still plans
+        self.assertGreater(len(self.ctx.plan(g)), 0)
+
+    def test_close_graph_closes_plans_and_executables(self):
+        g, p, exe = self._exe()
+        groups = p.groups
+        self.assertTrue(groups)
+        g.close()
+        self.assertTrue(p.closed and exe.closed)
+        for use in (lambda: self.ctx.compile(p), lambda: len(p), lambda: p.groups, lambda: p.explain(),
+                    lambda: self.ctx.plan(g), lambda: exe(x=rnd(1, 4, 6, 6))):
+            with self.assertRaises(ValueError):
+                use()
+
+    def test_close_kernel_closes_its_executable(self):
+        k = self.ctx.kernel(["relu"], (1, 4, 3, 3))
+        e = k.exec
+        k.close()
+        self.assertTrue(e.closed)
+        for use in (lambda: k(rnd(1, 4, 3, 3)), lambda: k.exec, lambda: e(x=rnd(1, 4, 3, 3))):
+            with self.assertRaises(ValueError):
+                use()
+
+    def test_integers_range_checked(self):
+        big = 2 ** 64 + 2   # ctypes would store 2
+        with self.assertRaises(OverflowError):
+            self.ctx.kernel(["relu"], (1, 4, big, 3))
+        with self.assertRaises(OverflowError):
+            self.ctx.kernel([("c", "conv2d")], (1, 4, 6, 6), {"c.weight": (4, 4, big, 3)})
+        with self.assertRaises(OverflowError):
+            fusegen.Context(device="emu", jobs=2 ** 32 + 1)
+        with self.assertRaises(TypeError):
+            self.ctx.kernel(["relu"], (1, 4, 2.5, 3))
+        if onnx is not None:
+            g = oh.make_graph([oh.make_node("Relu", ["x"], ["y"], name="relu")], "r",
+                              [oh.make_tensor_value_info("x", TP.FLOAT, ["batch", 4])],
+                              [oh.make_tensor_value_info("y", TP.FLOAT, None)])
+            model = oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)])
+            model.ir_version = 8
+            with self.assertRaises(OverflowError):
+                self.ctx.load(model, dims={"batch": big})
+            with self.assertRaises(OverflowError):
+                self.ctx.load_bytes(model.SerializeToString(), dims={"batch": -2 ** 63 - 1})
+            self.assertEqual(self.ctx.compile(self.ctx.load(model, dims={"batch": np.int64(3)})).inputs[0].shape,
+                             (3, 4))
+
+
 class TestKernel(unittest.TestCase):
     def test_conv_bn_relu(self):
         c, k = 6, 8

@@ -435,43 +435,39 @@ static void test_selection(void **state)
 }
 
 /* The planner's target arch is resolved as the JIT resolves its own: the
- * arch option, else the GPU's (the runtime's fg_device_arch_hook), else
- * $FUSEGEN_ARCH.  A stand-in hook plays the GPU. */
-static const char *gpu_sm90(const fg_context *ctx)
-{
-    (void)ctx;
-    return "sm_90";
-}
-
+ * arch option, else the attached GPU's, else $FUSEGEN_ARCH.  The API layer
+ * asks the driver for the GPU's arch before planning and records it on the
+ * context (fg_ctx_set_device_arch), the first recording standing; a
+ * stand-in GPU is recorded the same way, before fg_plan_build asks. */
 static void test_target_arch_order(void **state)
 {
     (void)state;
-    fg_device_arch_fn real = fg_device_arch_hook;
-    fg_device_arch_hook = gpu_sm90;
     setenv("FUSEGEN_ARCH", "sm_80", 1);
     fg_context *ctx = NULL;
     fg_options o = {0};
     o.no_rules = 1;
     assert_int_equal(fg_context_init(&ctx, &o), FG_OK);
+    fg_ctx_set_device_arch(ctx, "sm_90");   /* the stand-in GPU */
     assert_string_equal(fg_target_arch(ctx), "sm_90");   /* the GPU before the environment */
     assert_int_equal(fg_rules_load(ctx, tu_src("rules")), FG_OK);
     fg_graph *g = parse(ctx, "gpu", "fp16", MLP(4096, 768, 3072, gelu));
-    fg_plan *p = plan(ctx, g);
+    fg_plan *p = plan(ctx, g);   /* fg_plan_build keeps the recorded GPU */
     assert_string_equal(template_of(p, "mm"), "gemm_wgmma");
+    assert_string_equal(fg_target_arch(ctx), "sm_90");
     fg_plan_free(p);
     fg_graph_free(g);
     fg_context_free(ctx);
     o.arch = "sm_80";   /* the option before the GPU */
     assert_int_equal(fg_context_init(&ctx, &o), FG_OK);
+    fg_ctx_set_device_arch(ctx, "sm_90");
     assert_string_equal(fg_target_arch(ctx), "sm_80");
     fg_context_free(ctx);
-    fg_device_arch_hook = NULL;   /* no GPU: the environment */
-    o.arch = NULL;
+    o.arch = NULL;   /* no GPU: the environment */
     assert_int_equal(fg_context_init(&ctx, &o), FG_OK);
+    fg_ctx_set_device_arch(ctx, NULL);
     assert_string_equal(fg_target_arch(ctx), "sm_80");
     fg_context_free(ctx);
     unsetenv("FUSEGEN_ARCH");
-    fg_device_arch_hook = real;
 }
 
 int main(void)

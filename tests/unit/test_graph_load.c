@@ -42,7 +42,7 @@ static const char *const OPS =
     "- op: batch_norm\n"
     "  kind: batch_norm\n"
     "  inputs: [x, gamma, beta, mean, var]\n"
-    "  attrs: { eps: { type: float, default: 1e-5 } }\n"
+    "  attrs: { eps: { type: float, default: 1e-5 }, training: { type: bool, default: false } }\n"
     "  expr: (x - mean) * rsqrt(var + eps) * gamma + beta\n"
     "- op: maxpool\n"
     "  kind: pool2d\n"
@@ -542,6 +542,18 @@ static void test_unknown_op(void **state)
                  "g.yaml:5:20: error: unknown op 'rleu' (did you mean 'relu'?)");
 }
 
+/* A mode no kernel computes (batch_norm's `training`, named by the op-kind
+ * table) is refused at the attribute's value. */
+static void test_mode_refused(void **state)
+{
+    (void)state;
+    expect_bad_h("weights: [ { name: p, shape: [32] } ]\n"
+                 "nodes: [ { name: bn, op: batch_norm, inputs: [x, p, p, p, p], attrs: { training: true } } ]\n"
+                 "outputs: [bn]\n",
+                 "g.yaml:5:82: error: batch_norm 'bn': training mode (batch statistics) is not supported; fusegen "
+                 "runs inference with the stored mean and var: set training: false");
+}
+
 static void test_attr_errors(void **state)
 {
     (void)state;
@@ -636,6 +648,7 @@ int main(void)
         cmocka_unit_test(test_other_shape_errors),
         cmocka_unit_test(test_unknown_tensor),
         cmocka_unit_test(test_unknown_op),
+        cmocka_unit_test(test_mode_refused),
         cmocka_unit_test(test_attr_errors),
         cmocka_unit_test(test_input_counts),
         cmocka_unit_test(test_duplicates),

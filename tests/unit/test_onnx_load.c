@@ -1,4 +1,4 @@
-/* test_onnx_load.c -- the ONNX loader (onnx_load.c) on models built here
+/* test_onnx_load.c -- the ONNX loader (codegen/onnx_*.c) on models built here
  * with the generated protobuf-c code: the graph it makes for a small model,
  * symbolic dimensions, the encodings of initializers, and its error paths
  * (corrupt and truncated protobuf, deep nesting, the one error listing

@@ -3,7 +3,10 @@
  * byte anywhere, another secret, another key, other key material, bad
  * sizes), the fleet secret's file (owner-only), and the failure behaviour
  * against servers that refuse, stall or speak garbage (one warning, the
- * timeout at most once, then the breaker) and read-only mode (never
+ * timeout at most once, then the breaker), hostile servers (a reply
+ * dripped a byte at a time, a line that never ends, a 1 GiB bulk string, a
+ * multi-bulk reply of 2^31-1 elements: each cut off within the timeout and
+ * in bounded memory), the reply reader's bounds, and read-only mode (never
  * connects to write).  The cases with a real server are in
  * tests/cli/test_remote_cache.sh. */
 #define _GNU_SOURCE
@@ -21,12 +24,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "env.h"
 #include "remote_cache.h"
+#include "resp.h"
 #include "testutil.h"
 
 static const char secret[] = "0123456789abcdef-fleet-secret";
@@ -287,7 +292,18 @@ static void test_key_file(void **state)
 
 /* ---- servers that fail ---------------------------------------------------- */
 
-typedef enum fake_mode { FAKE_STALL, FAKE_GARBAGE } fake_mode;
+typedef enum fake_mode {
+    FAKE_STALL,        /* reads nothing, answers nothing */
+    FAKE_GARBAGE,      /* answers a line that is not Redis's protocol */
+    FAKE_DRIP,         /* a status line, one byte every 10 ms, never ending */
+    FAKE_LONG_LINE,    /* an integer line that never ends, as fast as it goes */
+    FAKE_HUGE_BULK,    /* a 1 GiB bulk string header, then its bytes */
+    FAKE_HUGE_ARRAY,   /* a multi-bulk header of 2^31-1 elements, then integers */
+} fake_mode;
+
+/* What a hostile fake sends on a connection, at most: then it closes it. */
+#define HOSTILE_MAX_BYTES ((size_t)64 << 20)
+#define HOSTILE_MAX_S 4.0
 
 typedef struct fake {
     int fd;
@@ -297,6 +313,48 @@ typedef struct fake {
     volatile int stop;
     pthread_t th;
 } fake;
+
+/* Sends the hostile stream of mode on connection c after the command
+ * arrived, until the client goes away or the limits (HOSTILE_MAX_*). */
+static void hostile(fake *f, int c)
+{
+    char cmd[512];
+    struct pollfd q = {c, POLLIN, 0};
+    if (poll(&q, 1, 1000) <= 0 || read(c, cmd, sizeof cmd) <= 0)
+        return;
+    static char chunk[65536];
+    const char *head = "";
+    char fill = '1';
+    switch (f->mode) {
+    case FAKE_DRIP: head = "+"; fill = 'x'; break;
+    case FAKE_LONG_LINE: head = ":"; fill = '1'; break;
+    case FAKE_HUGE_BULK: head = "$1073741824\r\n"; fill = 0; break;
+    case FAKE_HUGE_ARRAY: head = "*2147483647\r\n"; break;
+    default: return;
+    }
+    if (f->mode == FAKE_HUGE_ARRAY)
+        for (size_t i = 0; i + 4 <= sizeof chunk; i += 4)
+            memcpy(chunk + i, ":1\r\n", 4);
+    else
+        memset(chunk, fill, sizeof chunk);
+    if (send(c, head, strlen(head), MSG_NOSIGNAL) < 0)
+        return;
+    double end = fg_now() + HOSTILE_MAX_S;
+    size_t sent = 0;
+    while (!f->stop && sent < HOSTILE_MAX_BYTES && fg_now() < end) {
+        struct pollfd w = {c, POLLOUT, 0};
+        if (poll(&w, 1, 10) <= 0)
+            continue;
+        size_t n = f->mode == FAKE_DRIP ? 1 : sizeof chunk;
+        ssize_t k = send(c, chunk, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return;
+        if (k > 0)
+            sent += (size_t)k;
+        if (f->mode == FAKE_DRIP)
+            usleep(10000);
+    }
+}
 
 static void *fake_main(void *arg)
 {
@@ -310,7 +368,10 @@ static void *fake_main(void *arg)
         if (c < 0)
             continue;
         f->accepted++;
-        if (f->mode == FAKE_GARBAGE) {
+        if (f->mode >= FAKE_DRIP) {
+            hostile(f, c);
+            close(c);
+        } else if (f->mode == FAKE_GARBAGE) {
             char buf[256];
             struct pollfd q = {c, POLLIN, 0};
             if (poll(&q, 1, 1000) > 0 && read(c, buf, sizeof buf) > 0) {
@@ -436,6 +497,151 @@ static void test_garbage(void **state)
     fake_stop(&f);
 }
 
+/* Peak resident memory so far, in KiB. */
+static long peak_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* A hostile server (mode): the first request ends within the 200 ms
+ * timeout plus a margin, one warning, the breaker opens, and the peak
+ * resident memory grows by less than 16 MiB. */
+static void expect_cut_off(fake_mode mode)
+{
+    fake f;
+    fake_start(&f, mode);
+    long before = peak_rss_kib();
+    expect_degraded(f.port, "ro", 0.2 + 0.3);
+    long grew = peak_rss_kib() - before;
+    print_message("peak resident memory grew by %ld KiB\n", grew);
+    assert_true(grew < 16 * 1024);
+    assert_int_equal(f.accepted, 1);
+    fake_stop(&f);
+}
+
+static void test_hostile_drip(void **state)
+{
+    (void)state;
+    expect_cut_off(FAKE_DRIP);
+}
+
+static void test_hostile_long_line(void **state)
+{
+    (void)state;
+    expect_cut_off(FAKE_LONG_LINE);
+}
+
+static void test_hostile_huge_bulk(void **state)
+{
+    (void)state;
+    expect_cut_off(FAKE_HUGE_BULK);
+}
+
+static void test_hostile_huge_array(void **state)
+{
+    (void)state;
+    expect_cut_off(FAKE_HUGE_ARRAY);
+}
+
+/* ---- the reply reader ------------------------------------------------------ */
+
+/* A byte source over a string, step bytes at a time. */
+typedef struct memsrc {
+    const char *s;
+    size_t len, at, step;
+} memsrc;
+
+static ssize_t mem_read(void *user, void *buf, size_t n, char *why, size_t why_size)
+{
+    memsrc *m = user;
+    (void)why;
+    (void)why_size;
+    size_t k = m->len - m->at;
+    if (k > n)
+        k = n;
+    if (k > m->step)
+        k = m->step;
+    memcpy(buf, m->s + m->at, k);
+    m->at += k;
+    return (ssize_t)k;
+}
+
+/* Reads one reply from text (len bytes) step bytes at a time; 0 or -1 (why). */
+static int read_from(const char *text, size_t len, size_t step, size_t bulk_max, fg_resp_reply **out, char *why)
+{
+    memsrc m = {text, len, 0, step};
+    fg_resp_reader rd;
+    fg_resp_reader_init(&rd, mem_read, &m, bulk_max);
+    return fg_resp_read(&rd, out, why, 256);
+}
+
+static void test_reader(void **state)
+{
+    (void)state;
+    char why[256];
+    fg_resp_reply *r;
+    static const char ok[] = "*5\r\n+OK\r\n:-42\r\n$5\r\nab\r\nc\r\n$-1\r\n*1\r\n-ERR x\r\n";
+    for (size_t step = 1; step <= sizeof ok; step += 7) {
+        assert_int_equal(read_from(ok, sizeof ok - 1, step, 16, &r, why), 0);
+        assert_int_equal(r->type, FG_RESP_ARRAY);
+        assert_int_equal(r->n, 5);
+        assert_int_equal(r->elem[0]->type, FG_RESP_STATUS);
+        assert_string_equal(r->elem[0]->str, "OK");
+        assert_int_equal(r->elem[1]->integer, -42);
+        assert_int_equal(r->elem[2]->type, FG_RESP_BULK);
+        assert_int_equal(r->elem[2]->len, 5);
+        assert_memory_equal(r->elem[2]->str, "ab\r\nc", 5);
+        assert_int_equal(r->elem[3]->type, FG_RESP_NIL);
+        assert_int_equal(r->elem[4]->elem[0]->type, FG_RESP_ERROR);
+        fg_resp_free(r);
+    }
+    /* A bulk string of exactly bulk_max bytes, one byte at a time. */
+    static const char b8[] = "$8\r\n01234567\r\n";
+    assert_int_equal(read_from(b8, sizeof b8 - 1, 1, 8, &r, why), 0);
+    assert_int_equal(r->len, 8);
+    fg_resp_free(r);
+
+    /* Refused: each with the reason that names it. */
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"$9\r\n012345678\r\n", "bulk string of 9 bytes"},
+        {"$1073741824\r\n", "bulk string of 1073741824"},
+        {"*2147483647\r\n", "2147483647 elements"},
+        {"*65\r\n", "65 elements"},
+        {"*40\r\n*40\r\n", "40 elements"},
+        {"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", "nested deeper"},
+        {":99999999999999999999\r\n", "not an integer"},
+        {":12a\r\n", "not an integer"},
+        {"$-2\r\n", "bulk string of -2"},
+        {"$3\r\nabcd\r\n", "not followed by CRLF"},
+        {"HTTP/1.1 400\r\n", "not Redis's protocol"},
+        {"\r\n", "empty reply line"},
+        {"$5\r\nab", "closed the connection"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (read_from(bad[i].text, strlen(bad[i].text), 3, 8, &r, why) == 0)
+            fail_msg("accepted '%s'", bad[i].text);
+        assert_null(r);
+        if (!strstr(why, bad[i].why))
+            fail_msg("'%s': '%s' does not say '%s'", bad[i].text, why, bad[i].why);
+    }
+    /* A line longer than the bound is refused at the bound, before its end. */
+    size_t n = FG_RESP_LINE_MAX * 4;
+    char *line = malloc(n);
+    memset(line, '7', n);
+    line[0] = ':';
+    memsrc m = {line, n, 0, 100};
+    fg_resp_reader rd;
+    fg_resp_reader_init(&rd, mem_read, &m, 8);
+    assert_int_equal(fg_resp_read(&rd, &r, why, sizeof why), -1);
+    assert_non_null(strstr(why, "reply line longer than"));
+    assert_true(m.at <= FG_RESP_LINE_MAX + sizeof rd.buf);
+    free(line);
+}
+
 /* Read-only mode never connects to store. */
 static void test_read_only_never_writes(void **state)
 {
@@ -473,6 +679,9 @@ int main(void)
         cmocka_unit_test(test_key_file),         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_stalled),          cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_read_only_never_writes),
+        cmocka_unit_test(test_hostile_drip),     cmocka_unit_test(test_hostile_long_line),
+        cmocka_unit_test(test_hostile_huge_bulk), cmocka_unit_test(test_hostile_huge_array),
+        cmocka_unit_test(test_reader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

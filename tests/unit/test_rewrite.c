@@ -1,4 +1,4 @@
-/* test_rewrite.c -- rewrite rules (codegen/rewrite.c, rules/rewrites.yaml).
+/* test_rewrite.c -- rewrite rules (codegen/rewrite_load.c, rewrite_pass.c, rules/rewrites.yaml).
  * Every shipped rewrite fires on a graph written in the ops ONNX import
  * produces (and a shipped rewrite without a case here fails the test); the
  * plan then fuses the replacement (matmul + bias + GELU into one gemm

@@ -321,6 +321,9 @@ static void test_unknown_kind(void **state)
     (void)state;
     expect_bad("o.yaml", "op: foo\nkind: pointwize\nexpr: x\n",
                "o.yaml:2:7: error: unknown op kind 'pointwize' (did you mean 'pointwise'?)");
+    expect_bad("o.yaml", "op: foo\nkind: xyzzy\nexpr: x\n",
+               "o.yaml:2:7: error: unknown op kind 'xyzzy' (expected pointwise, conv2d, matmul, batch_norm, pool2d, "
+               "global_pool, flatten, reshape, transpose, concat, softmax, lrn or reduce)");
 }
 
 static void test_unknown_key(void **state)

@@ -1,209 +1,16 @@
 /*
- * onnx_load.c -- model graphs from ONNX (contract in onnx_load.h, format
- * notes in docs/onnx.md): decoding with protobuf-c, tensors in every
- * encoding exporters write (raw_data, typed fields, external files),
- * symbolic dimensions, and the mapping of each supported operator onto the
- * loaded vocabulary.
+ * onnx_convert.c -- the converters of the ONNX importer (onnx_impl.h): one
+ * function per supported operator mapping a node onto ops of the loaded
+ * vocabulary with ONNX attribute semantics, the operator table, and the
+ * conversion or folding of one node.
  */
-#include "onnx_load.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <uthash.h>
 
-#include <onnx/onnx.pb-c.h>
-
-#include "context.h"
-#include "onnx_fold.h"
+#include "onnx_impl.h"
 #include "shape.h"
-
-/* ONNX TensorProto.DataType values used here. */
-enum {
-    DT_FLOAT = 1,
-    DT_INT32 = 6,
-    DT_INT64 = 7,
-    DT_FLOAT16 = 10,
-    DT_DOUBLE = 11,
-    DT_BFLOAT16 = 16,
-};
-
-/* Nesting of messages allowed in a model (a graph in an attribute in a node
- * in a graph ... counts one per message). */
-#define PB_MAX_DEPTH 64
-
-/* ---- recognising a model ------------------------------------------------ */
-
-int fg_onnx_is_model_data(const void *data, size_t len)
-{
-    return data && len >= 2 && ((const unsigned char *)data)[0] == 0x08;
-}
-
-int fg_onnx_is_model_file(const char *path)
-{
-    if (!path)
-        return 0;
-    size_t n = strlen(path);
-    if (n >= 5 && strcmp(path + n - 5, ".onnx") == 0)
-        return 1;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    struct stat st;
-    unsigned char head[2];
-    int r = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, head, 2, 0) == 2 &&
-            fg_onnx_is_model_data(head, 2);
-    close(fd);
-    return r;
-}
-
-/* Reads at most max bytes of the regular file path (a FIFO or device is
- * refused without reading); malloc'd, or NULL with a reason in why. */
-static unsigned char *read_regular(const char *path, size_t max, size_t *len, char *why, size_t whysz)
-{
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(why, whysz, "%s", strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    unsigned char *buf = NULL;
-    if (fstat(fd, &st) != 0) {
-        snprintf(why, whysz, "%s", strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        snprintf(why, whysz, "not a regular file");
-    } else if ((uint64_t)st.st_size > max) {
-        snprintf(why, whysz, "is %lld bytes, more than the limit of %zu", (long long)st.st_size, max);
-    } else {
-        size_t n = (size_t)st.st_size, got = 0;
-        buf = fg_xmalloc(n + 1);
-        while (got < n) {
-            ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                snprintf(why, whysz, "%s", r < 0 ? strerror(errno) : "file shrank while read");
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            got += (size_t)r;
-        }
-        if (buf)
-            *len = n;
-    }
-    close(fd);
-    return buf;
-}
-
-/* ---- nesting guard ------------------------------------------------------ *
- * protobuf-c decodes nested messages recursively without a depth limit, so a
- * crafted file of deeply nested graphs could exhaust the stack.  Before
- * decoding, the wire format is walked with the generated descriptors only to
- * measure how deep messages nest; anything malformed is left to protobuf-c
- * to refuse. */
-
-static int pb_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    *v = 0;
-    for (int s = 0; s < 64 && *p < end; s += 7) {
-        uint8_t b = *(*p)++;
-        *v |= (uint64_t)(b & 0x7f) << s;
-        if (!(b & 0x80))
-            return 1;
-    }
-    return 0;
-}
-
-/* 0 when messages nest deeper than PB_MAX_DEPTH; 1 otherwise (also when
- * the bytes are malformed: protobuf-c reports that). */
-static int pb_depth_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end, int depth)
-{
-    if (depth > PB_MAX_DEPTH)
-        return 0;
-    while (p < end) {
-        uint64_t key, v;
-        if (!pb_varint(&p, end, &key))
-            return 1;
-        switch (key & 7) {
-        case 0:
-            if (!pb_varint(&p, end, &v))
-                return 1;
-            break;
-        case 1:
-            if (end - p < 8)
-                return 1;
-            p += 8;
-            break;
-        case 5:
-            if (end - p < 4)
-                return 1;
-            p += 4;
-            break;
-        case 2: {
-            if (!pb_varint(&p, end, &v) || v > (uint64_t)(end - p))
-                return 1;
-            const ProtobufCFieldDescriptor *f =
-                key >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3)) : NULL;
-            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && !pb_depth_ok(f->descriptor, p, p + v, depth + 1))
-                return 0;
-            p += v;
-            break;
-        }
-        default:
-            return 1;
-        }
-    }
-    return 1;
-}
-
-/* ---- the loader's state --------------------------------------------------- */
-
-typedef enum vkind { V_TENSOR = 0, V_CONST } vkind;
-
-/* What an ONNX value name stands for: a graph tensor or a constant. */
-typedef struct value {
-    UT_hash_handle hh;
-    const char *name;      /* the ONNX name (owned by the decoded model) */
-    vkind kind;
-    int idx;               /* tensor index or constant index */
-} value;
-
-/* A constant (initializer, Constant node output or folded result). */
-typedef fg_onnx_const konst;
-
-/* A set of names (sanitized graph names in use). */
-typedef struct name_ent {
-    UT_hash_handle hh;
-    char *name;
-} name_ent;
-
-typedef struct loader {
-    fg_context *ctx;
-    fg_graph *g;
-    const char *file;          /* interned, for locations */
-    fg_loc loc;
-    const char *base_dir;      /* external data root, or NULL */
-    const fg_onnx_options *opts;
-    int opset;
-    value *values;
-    konst *consts;
-    int nconsts, consts_cap;
-    name_ent *tnames, *nnames; /* tensor and node names in use */
-    const char **tensor_onnx;  /* per tensor: the ONNX name it was made for (NULL: derived) */
-    int tensor_onnx_cap;
-    value *used;               /* ONNX names read by some node or listed as graph outputs */
-    value *outs;               /* ONNX names of the graph outputs */
-    int errs0;                 /* the context's error count when the load began */
-    int unknown;               /* tensor index of the "unknown" placeholder (after an error), or -1 */
-    unsigned char *fold;       /* per node: folded at import (onnx_fold.h) */
-} loader;
 
 /* One node being converted. */
 typedef struct nctx {
@@ -230,451 +37,6 @@ static fg_status nerr(nctx *nc, const char *fmt, ...)
     return FG_ERR_INPUT;
 }
 
-static fg_status lerr(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static fg_status lerr(loader *L, const char *fmt, ...)
-{
-    fg_buf b = {0};
-    va_list ap;
-    va_start(ap, fmt);
-    fg_buf_vprintf(&b, fmt, ap);
-    va_end(ap);
-    fg_diag_error(L->ctx, FG_ERR_INPUT, L->loc, "%s", b.s);
-    fg_buf_free(&b);
-    return FG_ERR_INPUT;
-}
-
-/* A name for messages: bytes outside printable ASCII (and the quote and
- * backslash) as \xHH, cut with "..." when it does not fit. */
-static const char *esc(const char *s, char *buf, size_t size)
-{
-    size_t at = 0;
-    for (s = s ? s : ""; *s && at + 8 < size; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c >= 0x7f || c == '\\' || c == '\'')
-            at += (size_t)snprintf(buf + at, size - at, "\\x%02x", c);
-        else
-            buf[at++] = (char)c;
-    }
-    if (*s && size > 4)
-        at = (at < size - 4 ? at : size - 4) + (size_t)snprintf(buf + (at < size - 4 ? at : size - 4), 4, "...");
-    buf[at < size ? at : size - 1] = 0;
-    return buf;
-}
-
-static value *vfind(value *t, const char *name)
-{
-    value *v;
-    HASH_FIND_STR(t, name, v);
-    return v;
-}
-
-static void vset(value **t, const char *name, vkind kind, int idx)
-{
-    value *v = vfind(*t, name);
-    if (!v) {
-        v = fg_xcalloc(1, sizeof *v);
-        v->name = name;
-        HASH_ADD_KEYPTR(hh, *t, v->name, strlen(v->name), v);
-    }
-    v->kind = kind;
-    v->idx = idx;
-}
-
-static void vfree(value **t)
-{
-    value *v, *tmp;
-    HASH_ITER(hh, *t, v, tmp) {
-        HASH_DEL(*t, v);
-        free(v);
-    }
-}
-
-static int name_taken(name_ent *t, const char *s)
-{
-    name_ent *e;
-    HASH_FIND_STR(t, s, e);
-    return e != NULL;
-}
-
-/* A graph name for raw: sanitized, unique in *set, interned. */
-static const char *unique_name(loader *L, name_ent **set, const char *raw)
-{
-    fg_buf b = {0};
-    const char *s = raw && *raw ? raw : "t";
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
-        fg_buf_put(&b, "t_");
-    for (const char *c = s; *c && b.len < 200; c++) {
-        char ch = *c;
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
-                 ch == '.';
-        fg_buf_putn(&b, ok ? &ch : "_", 1);
-    }
-    size_t base = b.len;
-    for (int k = 2; name_taken(*set, b.s); k++) {
-        b.len = base;
-        b.s[base] = 0;
-        fg_buf_printf(&b, "_%d", k);
-    }
-    name_ent *e = fg_xcalloc(1, sizeof *e);
-    e->name = fg_buf_take(&b);
-    HASH_ADD_KEYPTR(hh, *set, e->name, strlen(e->name), e);
-    return fg_intern(L->ctx, e->name);
-}
-
-static void names_free(name_ent **t)
-{
-    name_ent *e, *tmp;
-    HASH_ITER(hh, *t, e, tmp) {
-        HASH_DEL(*t, e);
-        free(e->name);
-        free(e);
-    }
-}
-
-static int add_tensor(loader *L, const fg_tensor *t, const char *onnx_name)
-{
-    int idx = fg_graph_add_tensor(L->g, t);
-    fg_grow((void **)&L->tensor_onnx, &L->tensor_onnx_cap, idx + 1, sizeof *L->tensor_onnx);
-    L->tensor_onnx[idx] = onnx_name;
-    return idx;
-}
-
-/* The placeholder that stands for the outputs of a node that failed. */
-static int unknown_tensor(loader *L)
-{
-    if (L->unknown < 0) {
-        fg_tensor t = {0};
-        t.name = fg_intern(L->ctx, "<unknown>");
-        t.rank = -1;
-        t.producer = -1;
-        t.loc = L->loc;
-        L->unknown = add_tensor(L, &t, NULL);
-    }
-    return L->unknown;
-}
-
-/* Resolves rel against directory dir and returns the malloc'd real path;
- * NULL with a reason for an absolute rel, one that resolves (after "..",
- * "." and symbolic links) outside dir, or a missing file. */
-static char *resolve_inside(const char *dir, const char *rel, char *why, size_t whysz)
-{
-    if (rel[0] == '/') {
-        snprintf(why, whysz, "is an absolute path; it must lie in the model's directory");
-        return NULL;
-    }
-    char *joined = fg_path_join(dir, rel), *res = NULL;
-    char real_dir[PATH_MAX], real_file[PATH_MAX];
-    if (!realpath(dir, real_dir) || !realpath(joined, real_file)) {
-        snprintf(why, whysz, "%s", strerror(errno));
-    } else {
-        size_t n = strlen(real_dir);
-        if (strncmp(real_file, real_dir, n) != 0 || (real_file[n] != '/' && strcmp(real_dir, "/") != 0))
-            snprintf(why, whysz, "lies outside the model's directory; refused");
-        else
-            res = fg_xstrdup(real_file);
-    }
-    free(joined);
-    return res;
-}
-
-/* ---- tensors ---------------------------------------------------------------- */
-
-static const char *dtype_onnx_name(int dt)
-{
-    static const char *const names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32",
-                                        "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64",
-                                        "COMPLEX64", "COMPLEX128", "BFLOAT16"};
-    return dt >= 0 && dt < (int)FG_COUNTOF(names) ? names[dt] : "an unknown type";
-}
-
-static int dtype_is_float(int dt) { return dt == DT_FLOAT || dt == DT_FLOAT16 || dt == DT_BFLOAT16 || dt == DT_DOUBLE; }
-
-static int elem_size(int dt)
-{
-    switch (dt) {
-    case DT_FLOAT:
-    case DT_INT32: return 4;
-    case DT_INT64:
-    case DT_DOUBLE: return 8;
-    case DT_FLOAT16:
-    case DT_BFLOAT16: return 2;
-    default: return 0;
-    }
-}
-
-/* fusegen dtype of an ONNX float type; -1 for others. */
-static int fg_dtype_of(int dt)
-{
-    return dt == DT_FLOAT ? FG_DTYPE_F32 : dt == DT_FLOAT16 ? FG_DTYPE_F16 : dt == DT_BFLOAT16 ? FG_DTYPE_BF16 : -1;
-}
-
-static float half_to_float(uint16_t h)
-{
-    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
-    if (e == 0) {
-        float f = ldexpf((float)m, -24);
-        return s ? -f : f;
-    }
-    if (e == 31)
-        bits = s | 0x7f800000u | (m << 13);
-    else
-        bits = s | ((e + 112) << 23) | (m << 13);
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static float bf16_to_float(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static uint64_t le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* Decodes n little-endian elements of type dt from bytes into k. */
-static void decode_bytes(konst *k, const uint8_t *p, int64_t n)
-{
-    int es = elem_size(k->dtype);
-    for (int64_t j = 0; j < n; j++, p += es) {
-        uint64_t v = le(p, es);
-        switch (k->dtype) {
-        case DT_FLOAT: {
-            uint32_t u = (uint32_t)v;
-            memcpy(&k->f[j], &u, 4);
-            break;
-        }
-        case DT_DOUBLE: {
-            double d;
-            memcpy(&d, &v, 8);
-            k->f[j] = (float)d;
-            break;
-        }
-        case DT_FLOAT16: k->f[j] = half_to_float((uint16_t)v); break;
-        case DT_BFLOAT16: k->f[j] = bf16_to_float((uint16_t)v); break;
-        case DT_INT32: k->i[j] = (int32_t)(uint32_t)v; break;
-        case DT_INT64: k->i[j] = (int64_t)v; break;
-        default: break;
-        }
-    }
-}
-
-/* Reads the external data of tensor t (what: for messages) into k. */
-static int read_external(loader *L, const Onnx__TensorProto *t, konst *k, const char *what)
-{
-    const char *location = NULL;
-    int64_t offset = 0, length = -1;
-    for (size_t i = 0; i < t->n_external_data; i++) {
-        const Onnx__StringStringEntryProto *e = t->external_data[i];
-        if (!e->key || !e->value)
-            continue;
-        char *end;
-        if (strcmp(e->key, "location") == 0) {
-            location = e->value;
-        } else if (strcmp(e->key, "offset") == 0 || strcmp(e->key, "length") == 0) {
-            errno = 0;
-            long long v = strtoll(e->value, &end, 10);
-            if (errno || *end || !*e->value || v < 0) {
-                lerr(L, "%s: external data %s '%s' is not a non-negative integer", what, e->key, e->value);
-                return 0;
-            }
-            if (e->key[0] == 'o')
-                offset = v;
-            else
-                length = v;
-        }
-    }
-    char b1[300];
-    if (!location || !*location) {
-        lerr(L, "%s: external data without a location", what);
-        return 0;
-    }
-    if (!L->base_dir) {
-        lerr(L, "%s: external data file '%s' cannot be read: the model was given in memory without a base "
-                "directory", what, esc(location, b1, sizeof b1));
-        return 0;
-    }
-    char why[200], *real_file = resolve_inside(L->base_dir, location, why, sizeof why);
-    int ok = 0;
-    if (!real_file) {
-        lerr(L, "%s: external data file '%s' %s%s", what, esc(location, b1, sizeof b1),
-             strchr(why, ' ') ? "" : ": ", why);
-        return 0;
-    }
-    int64_t need = k->numel * elem_size(k->dtype);
-    if (length >= 0 && length != need) {
-        lerr(L, "%s: external data length %lld does not match %lld elements of %s (%lld bytes)", what,
-             (long long)length, (long long)k->numel, dtype_onnx_name(k->dtype), (long long)need);
-        goto out;
-    }
-    int fd = open(real_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        lerr(L, "%s: external data file '%s' %s", what, esc(location, b1, sizeof b1),
-             fd < 0 ? strerror(errno) : "is not a regular file");
-        if (fd >= 0)
-            close(fd);
-        goto out;
-    }
-    if (offset > st.st_size || need > st.st_size - offset) {
-        lerr(L, "%s: external data file '%s' holds %lld bytes; the tensor needs %lld at offset %lld", what,
-             esc(location, b1, sizeof b1), (long long)st.st_size, (long long)need, (long long)offset);
-        close(fd);
-        goto out;
-    }
-    uint8_t *buf = fg_xmalloc((size_t)need + 1);
-    int64_t got = 0;
-    while (got < need) {
-        ssize_t r = pread(fd, buf + got, (size_t)(need - got), (off_t)(offset + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += r;
-    }
-    close(fd);
-    if (got != need) {
-        lerr(L, "%s: external data file '%s': short read", what, esc(location, b1, sizeof b1));
-        free(buf);
-        goto out;
-    }
-    decode_bytes(k, buf, k->numel);
-    free(buf);
-    ok = 1;
-out:
-    free(real_file);
-    return ok;
-}
-
-/* Decodes TensorProto t into a new constant named name; returns its index
- * or -1 (errors reported). */
-static int decode_tensor(loader *L, const Onnx__TensorProto *t, const char *name, const char *what)
-{
-    konst k = {0};
-    k.name = name;
-    k.weight = -1;
-    k.dtype = t->has_data_type ? t->data_type : 0;
-    if (t->segment) {
-        lerr(L, "%s: segmented tensors are not supported", what);
-        return -1;
-    }
-    if (!elem_size(k.dtype)) {
-        lerr(L, "%s: element type %s is not supported (float, float16, bfloat16, double, int32, int64)", what,
-             dtype_onnx_name(k.dtype));
-        return -1;
-    }
-    if (t->n_dims > FG_MAX_RANK) {
-        lerr(L, "%s: rank %zu is more than %d", what, t->n_dims, FG_MAX_RANK);
-        return -1;
-    }
-    k.rank = (int)t->n_dims;
-    k.numel = 1;
-    for (int d = 0; d < k.rank; d++) {
-        k.shape[d] = t->dims[d];
-        if (t->dims[d] < 0 || __builtin_mul_overflow(k.numel, t->dims[d], &k.numel) ||
-            k.numel > FG_ONNX_MAX_WEIGHT_NUMEL) {
-            lerr(L, "%s: dimensions out of range (a constant may have at most %lld elements)", what,
-                 (long long)FG_ONNX_MAX_WEIGHT_NUMEL);
-            return -1;
-        }
-    }
-    int es = elem_size(k.dtype);
-    if (dtype_is_float(k.dtype))
-        k.f = fg_xcalloc((size_t)k.numel + 1, sizeof *k.f);
-    else
-        k.i = fg_xcalloc((size_t)k.numel + 1, sizeof *k.i);
-    int ok = 1;
-    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        ok = read_external(L, t, &k, what);
-    } else if (t->has_raw_data) {
-        if ((int64_t)t->raw_data.len != k.numel * es) {
-            lerr(L, "%s: raw_data holds %zu bytes but %lld elements of %s need %lld (truncated or corrupt)", what,
-                 t->raw_data.len, (long long)k.numel, dtype_onnx_name(k.dtype), (long long)(k.numel * es));
-            ok = 0;
-        } else {
-            decode_bytes(&k, t->raw_data.data, k.numel);
-        }
-    } else {
-        size_t have = 0;
-        switch (k.dtype) {
-        case DT_FLOAT: have = t->n_float_data; break;
-        case DT_DOUBLE: have = t->n_double_data; break;
-        case DT_INT64: have = t->n_int64_data; break;
-        default: have = t->n_int32_data; break;   /* INT32, FLOAT16 and BFLOAT16 (as uint16 in int32_data) */
-        }
-        if ((int64_t)have != k.numel) {
-            lerr(L, "%s: holds %zu values but its shape needs %lld (truncated or corrupt)", what, have,
-                 (long long)k.numel);
-            ok = 0;
-        } else {
-            for (int64_t j = 0; j < k.numel; j++)
-                switch (k.dtype) {
-                case DT_FLOAT: k.f[j] = t->float_data[j]; break;
-                case DT_DOUBLE: k.f[j] = (float)t->double_data[j]; break;
-                case DT_INT64: k.i[j] = t->int64_data[j]; break;
-                case DT_INT32: k.i[j] = t->int32_data[j]; break;
-                case DT_FLOAT16: k.f[j] = half_to_float((uint16_t)t->int32_data[j]); break;
-                case DT_BFLOAT16: k.f[j] = bf16_to_float((uint16_t)t->int32_data[j]); break;
-                default: break;
-                }
-        }
-    }
-    if (!ok) {
-        free(k.f);
-        free(k.i);
-        return -1;
-    }
-    *FG_PUSH(L->consts, L->nconsts, L->consts_cap) = k;
-    return L->nconsts - 1;
-}
-
-/* A new constant of the given shape with float values (taken over). */
-static int new_const(loader *L, const char *name, int dtype, int rank, const int64_t *shape, float *f, int64_t *iv)
-{
-    konst k = {0};
-    k.name = name;
-    k.dtype = dtype;
-    k.rank = rank;
-    k.numel = 1;
-    for (int d = 0; d < rank; d++) {
-        k.shape[d] = shape[d];
-        k.numel *= shape[d];
-    }
-    k.f = f;
-    k.i = iv;
-    k.weight = -1;
-    *FG_PUSH(L->consts, L->nconsts, L->consts_cap) = k;
-    return L->nconsts - 1;
-}
-
-/* A weight tensor with the given values (copied); returns its index. */
-static int new_weight(loader *L, const char *onnx_name, const char *hint, fg_dtype dt, int rank,
-                      const int64_t *shape, const float *data)
-{
-    fg_tensor t = {0};
-    t.name = unique_name(L, &L->tnames, hint);
-    t.dtype = dt;
-    t.layout = FG_LAYOUT_NCHW;
-    t.rank = rank;
-    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)rank);
-    t.producer = -1;
-    t.is_weight = 1;
-    t.loc = L->loc;
-    int64_t n = fg_tensor_numel(&t);
-    t.data = fg_xmalloc(sizeof(float) * (size_t)(n ? n : 1));
-    memcpy(t.data, data, sizeof(float) * (size_t)n);
-    return add_tensor(L, &t, onnx_name);
-}
-
 /* The weight made from constant ci (created on first use); -1 when the
  * constant cannot be a tensor (reported). */
 static int const_weight(nctx *nc, int ci)
@@ -684,18 +46,18 @@ static int const_weight(nctx *nc, int ci)
     char b1[200];
     if (k->weight >= 0)
         return k->weight;
-    int dt = fg_dtype_of(k->dtype);
+    int dt = fg_onnx_dtype_fg(k->dtype);
     if (dt < 0) {
         nerr(nc, "constant '%s' of type %s is used as a tensor; tensors are float, float16 or bfloat16",
-             esc(k->name, b1, sizeof b1), dtype_onnx_name(k->dtype));
+             fg_onnx_esc(k->name, b1, sizeof b1), fg_onnx_dtype_name(k->dtype));
         return -1;
     }
     if (k->numel < 1) {
-        nerr(nc, "constant '%s' is empty", esc(k->name, b1, sizeof b1));
+        nerr(nc, "constant '%s' is empty", fg_onnx_esc(k->name, b1, sizeof b1));
         return -1;
     }
     int64_t one = 1;
-    k->weight = new_weight(L, k->name, k->name, (fg_dtype)dt, k->rank ? k->rank : 1, k->rank ? k->shape : &one, k->f);
+    k->weight = fg_onnx_new_weight(L, k->name, k->name, (fg_dtype)dt, k->rank ? k->rank : 1, k->rank ? k->shape : &one, k->f);
     return k->weight;
 }
 
@@ -711,40 +73,36 @@ static const Onnx__AttributeProto *attr_get(const nctx *nc, const char *name)
 
 static int attr_type(const Onnx__AttributeProto *a) { return a->has_type ? (int)a->type : 0; }
 
-static int64_t attr_int(nctx *nc, const char *name, int64_t def)
+/* Attribute name when it has type type; NULL when it is absent, or of
+ * another type (reported: it "must be <what>"). */
+static const Onnx__AttributeProto *attr_typed(nctx *nc, const char *name, int type, const char *what)
 {
     const Onnx__AttributeProto *a = attr_get(nc, name);
-    if (!a)
-        return def;
-    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) {
-        nerr(nc, "attribute '%s' must be an int", name);
-        return def;
+    if (a && attr_type(a) != type) {
+        nerr(nc, "attribute '%s' must be %s", name, what);
+        return NULL;
     }
-    return a->i;
+    return a;
+}
+
+static int64_t attr_int(nctx *nc, const char *name, int64_t def)
+{
+    const Onnx__AttributeProto *a = attr_typed(nc, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, "an int");
+    return a ? a->i : def;
 }
 
 static double attr_float(nctx *nc, const char *name, double def)
 {
-    const Onnx__AttributeProto *a = attr_get(nc, name);
-    if (!a)
-        return def;
-    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT) {
-        nerr(nc, "attribute '%s' must be a float", name);
-        return def;
-    }
-    return a->f;
+    const Onnx__AttributeProto *a = attr_typed(nc, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, "a float");
+    return a ? a->f : def;
 }
 
 /* A string attribute into buf (def when absent). */
 static const char *attr_str(nctx *nc, const char *name, const char *def, char *buf, size_t size)
 {
-    const Onnx__AttributeProto *a = attr_get(nc, name);
+    const Onnx__AttributeProto *a = attr_typed(nc, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, "a string");
     if (!a)
         return def;
-    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING) {
-        nerr(nc, "attribute '%s' must be a string", name);
-        return def;
-    }
     size_t n = a->s.len < size - 1 ? a->s.len : size - 1;
     memcpy(buf, a->s.data, n);
     buf[n] = 0;
@@ -755,13 +113,11 @@ static const char *attr_str(nctx *nc, const char *name, const char *def, char *b
  * into out; returns the count, 0 when absent, -1 on an error (reported). */
 static int attr_ints(nctx *nc, const char *name, int want, int max, int64_t *out)
 {
-    const Onnx__AttributeProto *a = attr_get(nc, name);
-    if (!a)
+    if (!attr_get(nc, name))
         return 0;
-    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS) {
-        nerr(nc, "attribute '%s' must be a list of ints", name);
+    const Onnx__AttributeProto *a = attr_typed(nc, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, "a list of ints");
+    if (!a)
         return -1;
-    }
     if ((want && (int)a->n_ints != want) || (!want && (a->n_ints < 1 || (int)a->n_ints > max))) {
         if (want)
             nerr(nc, "attribute '%s' must have %d values, got %zu", name, want, a->n_ints);
@@ -788,7 +144,7 @@ static int has_in(const nctx *nc, int i)
     return i < (int)nc->n->n_input && nc->n->input[i] && nc->n->input[i][0];
 }
 
-static value *in_value(const nctx *nc, int i) { return has_in(nc, i) ? vfind(nc->L->values, nc->n->input[i]) : NULL; }
+static value *in_value(const nctx *nc, int i) { return has_in(nc, i) ? fg_onnx_vfind(nc->L->values, nc->n->input[i]) : NULL; }
 
 /* Constant input i, or NULL (absent or computed). */
 static konst *in_const(const nctx *nc, int i)
@@ -812,13 +168,13 @@ static fg_tensor *T(const nctx *nc, int t) { return &nc->L->g->tensors[t]; }
 static int out_used(const nctx *nc, int i)
 {
     return i < (int)nc->n->n_output && nc->n->output[i] && nc->n->output[i][0] &&
-           vfind(nc->L->used, nc->n->output[i]);
+           fg_onnx_vfind(nc->L->used, nc->n->output[i]);
 }
 
 static void def_output(nctx *nc, int i, vkind kind, int idx)
 {
     if (i < (int)nc->n->n_output && nc->n->output[i] && nc->n->output[i][0])
-        vset(&nc->L->values, nc->n->output[i], kind, idx);
+        fg_onnx_vset(&nc->L->values, nc->n->output[i], kind, idx);
     if (nc->nout_defined < i + 1)
         nc->nout_defined = i + 1;
 }
@@ -915,15 +271,15 @@ static int emit(nctx *nc, const char *opname, const int *ins, int nins, const as
         snprintf(hint, sizeof hint, "%s%s", nname, suffix ? suffix : "");
     else
         snprintf(hint, sizeof hint, "%s_%d%s", nc->n->op_type, nc->idx, suffix ? suffix : "");
-    n.name = unique_name(L, &L->nnames, hint);
+    n.name = fg_onnx_unique_name(L, &L->nnames, hint);
     n.loc = L->loc;
     fg_tensor t = {0};
-    t.name = unique_name(L, &L->tnames, onnx_out && *onnx_out && !suffix ? onnx_out : hint);
+    t.name = fg_onnx_unique_name(L, &L->tnames, onnx_out && *onnx_out && !suffix ? onnx_out : hint);
     t.rank = -1;
     t.producer = -1;
     t.layout = FG_LAYOUT_NCHW;
     t.loc = L->loc;
-    n.output = add_tensor(L, &t, suffix ? NULL : onnx_out);
+    n.output = fg_onnx_add_tensor(L, &t, suffix ? NULL : onnx_out);
     int nd = fg_graph_add_node(L->g, &n);
     L->g->tensors[n.output].producer = nd;
     if (fg_shape_infer(L->ctx, L->g, nd) != FG_OK) {
@@ -1112,7 +468,7 @@ static int op_min(nctx *nc) { return variadic_minmax(nc, "min2"); }
 
 /* Nonzero when tensor t is the result of a comparison (a bool, held as 1 / 0
  * in the graph's float type; only Where reads it). */
-static int is_bool_tensor(const loader *L, int t)
+int fg_onnx_is_bool_tensor(const loader *L, int t)
 {
     if (t < 0 || t >= L->g->ntensors || L->g->tensors[t].producer < 0)
         return 0;
@@ -1143,9 +499,9 @@ static int op_where(nctx *nc)
     int ins[3] = {in_tensor(nc, 0), in_tensor(nc, 1), in_tensor(nc, 2)};
     if (ins[0] < 0 || ins[1] < 0 || ins[2] < 0)
         return nc->bad ? -1 : (nerr(nc, "needs three inputs"), -1);
-    if (!is_bool_tensor(nc->L, ins[0]))
+    if (!fg_onnx_is_bool_tensor(nc->L, ins[0]))
         return nerr(nc, "the condition must be computed by a comparison (Less, Greater, Equal, LessOrEqual, "
-                        "GreaterOrEqual); bool inputs and constants are not supported"), -1;
+                                "GreaterOrEqual); bool inputs and constants are not supported"), -1;
     return emit_out(nc, "where", ins, 3, NULL, 0);
 }
 
@@ -1172,7 +528,7 @@ static int op_prelu(nctx *nc)
             int64_t c = xt->shape[1];
             char hint[300];
             snprintf(hint, sizeof hint, "%s.c", k->name);
-            int w = new_weight(nc->L, NULL, hint, xt->dtype, 1, &c, k->f);
+            int w = fg_onnx_new_weight(nc->L, NULL, hint, xt->dtype, 1, &c, k->f);
             int ins[2] = {x, w};
             return emit_out(nc, "prelu", ins, 2, NULL, 0);
         }
@@ -1319,7 +675,7 @@ static int op_batch_norm(nctx *nc)
 /* MaxPool / AveragePool: pads (any per side, or auto_pad), strides,
  * dilations and ceil_mode map to the pool2d attributes one to one;
  * count_include_pad to avg_pool2d's.  storage_order orders only the
- * optional Indices output, which convert_node refuses when it is used, so
+ * optional Indices output, which fg_onnx_convert_node refuses when it is used, so
  * either value gives the same values. */
 static int pool(nctx *nc, int is_max)
 {
@@ -1390,7 +746,7 @@ static int reshape_to(nctx *nc, int r, const int64_t *shape)
         float *f = k->f ? memcpy(fg_xmalloc(sizeof(float) * (size_t)(n + 1)), k->f, sizeof(float) * (size_t)n) : NULL;
         int64_t *iv =
             k->i ? memcpy(fg_xmalloc(sizeof(int64_t) * (size_t)(n + 1)), k->i, sizeof(int64_t) * (size_t)n) : NULL;
-        int c = new_const(nc->L, nc->n->output[0], k->dtype, r, shape, f, iv);
+        int c = fg_onnx_new_const(nc->L, nc->n->output[0], k->dtype, r, shape, f, iv);
         def_output(nc, 0, V_CONST, c);
         return 0;
     }
@@ -1596,7 +952,7 @@ static int op_matmul(nctx *nc)
         if (kb && kb->f) {
             char hint[300];
             snprintf(hint, sizeof hint, "%s.col", kb->name);
-            b = new_weight(nc->L, NULL, hint, at->dtype, 2, col, kb->f);
+            b = fg_onnx_new_weight(nc->L, NULL, hint, at->dtype, 2, col, kb->f);
         } else {
             aset as = {"shape", a_intsn(col, 2)};
             b = emit(nc, "reshape", &b, 1, &as, 1, 0, ".col");
@@ -1616,7 +972,7 @@ static int scaled_weight(nctx *nc, konst *k, double s, fg_dtype dt, int rank, co
         v[i] = (float)((double)k->f[i] * s);
     char hint[300];
     snprintf(hint, sizeof hint, "%s%s", k->name, sfx);
-    int w = new_weight(nc->L, NULL, hint, dt, rank, shape, v);
+    int w = fg_onnx_new_weight(nc->L, NULL, hint, dt, rank, shape, v);
     free(v);
     return w;
 }
@@ -1629,7 +985,7 @@ static int scale_mul(nctx *nc, int t, double s, const char *sfx, int out)
     int64_t one = 1;
     char hint[300];
     snprintf(hint, sizeof hint, "%s%s", T(nc, t)->name, sfx ? sfx : ".scale");
-    int w = new_weight(nc->L, NULL, hint, T(nc, t)->dtype, 1, &one, &v);
+    int w = fg_onnx_new_weight(nc->L, NULL, hint, T(nc, t)->dtype, 1, &one, &v);
     if (w < 0)
         return -1;
     int ins[2] = {t, w};
@@ -1683,7 +1039,7 @@ static int op_gemm(nctx *nc)
                     v[i] = (float)((double)kc->f[0] * beta);
                 char hint[300];
                 snprintf(hint, sizeof hint, "%s.n", kc->name);
-                c = new_weight(nc->L, NULL, hint, at->dtype, 1, &N, v);
+                c = fg_onnx_new_weight(nc->L, NULL, hint, at->dtype, 1, &N, v);
                 free(v);
             } else {
                 c = scaled_weight(nc, kc, beta, at->dtype, kc->rank, kc->shape, ".beta");
@@ -1735,31 +1091,31 @@ static int op_constant(nctx *nc)
     int c = -1;
     int64_t shape1 = 0;
     if (strcmp(nm, "value") == 0 && attr_type(a) == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR && a->t) {
-        c = decode_tensor(L, a->t, out, what);
+        c = fg_onnx_decode_tensor(L, a->t, out, what);
         if (c < 0)
             nc->bad = 1;
     } else if (strcmp(nm, "value_float") == 0 && attr_type(a) == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT) {
         float *f = fg_xmalloc(sizeof(float));
         f[0] = a->f;
-        c = new_const(L, out, DT_FLOAT, 0, NULL, f, NULL);
+        c = fg_onnx_new_const(L, out, FG_ONNX_DTYPE_FLOAT, 0, NULL, f, NULL);
     } else if (strcmp(nm, "value_int") == 0 && attr_type(a) == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) {
         int64_t *iv = fg_xmalloc(sizeof(int64_t));
         iv[0] = a->i;
-        c = new_const(L, out, DT_INT64, 0, NULL, NULL, iv);
+        c = fg_onnx_new_const(L, out, FG_ONNX_DTYPE_INT64, 0, NULL, NULL, iv);
     } else if (strcmp(nm, "value_floats") == 0 && attr_type(a) == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS) {
         shape1 = (int64_t)a->n_floats;
         float *f = fg_xmalloc(sizeof(float) * (a->n_floats + 1));
         memcpy(f, a->floats, sizeof(float) * a->n_floats);
-        c = new_const(L, out, DT_FLOAT, 1, &shape1, f, NULL);
+        c = fg_onnx_new_const(L, out, FG_ONNX_DTYPE_FLOAT, 1, &shape1, f, NULL);
     } else if (strcmp(nm, "value_ints") == 0 && attr_type(a) == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS) {
         shape1 = (int64_t)a->n_ints;
         int64_t *iv = fg_xmalloc(sizeof(int64_t) * (a->n_ints + 1));
         memcpy(iv, a->ints, sizeof(int64_t) * a->n_ints);
-        c = new_const(L, out, DT_INT64, 1, &shape1, NULL, iv);
+        c = fg_onnx_new_const(L, out, FG_ONNX_DTYPE_INT64, 1, &shape1, NULL, iv);
     } else {
         char b1[64];
         return nerr(nc, "attribute '%s' is not supported (value, value_float(s), value_int(s))",
-                    esc(nm, b1, sizeof b1)), -1;
+                    fg_onnx_esc(nm, b1, sizeof b1)), -1;
     }
     if (c < 0)
         return -1;
@@ -1823,7 +1179,7 @@ static int op_transpose(nctx *nc)
             if (iv)
                 iv[i] = k->i[off];
         }
-        int c = new_const(nc->L, nc->n->output[0], k->dtype, r, shape, f, iv);
+        int c = fg_onnx_new_const(nc->L, nc->n->output[0], k->dtype, r, shape, f, iv);
         def_output(nc, 0, V_CONST, c);
         return 0;
     }
@@ -1832,23 +1188,47 @@ static int op_transpose(nctx *nc)
     return emit_out(nc, "transpose", &x, 1, &a, 1);
 }
 
-/* Softmax: opset 13 normalizes along `axis` (default -1); earlier opsets
- * coerce the input to 2-D at `axis` (default 1) and normalize each row of
- * the trailing axes together. */
-static int op_softmax(nctx *nc)
+/* Softmax and LogSoftmax (what: the ONNX name) as op opname: opset 13
+ * normalizes along `axis` (default -1); earlier opsets coerce the input to
+ * 2-D at `axis` (default 1) and normalize each row of the trailing axes
+ * together. */
+static int softmax_like(nctx *nc, const char *opname, const char *what)
 {
     int x = x_in(nc);
     if (x < 0)
         return -1;
     if (in_const(nc, 0))
-        return nerr(nc, "a Softmax of a constant is not supported (fold constants first)"), -1;
+        return nerr(nc, "a %s of a constant is not supported (fold constants first)", what), -1;
     const fg_tensor *xt = T(nc, x);
     int legacy = nc->L->opset < 13;
     int64_t axis = attr_int(nc, "axis", legacy ? 1 : -1), a = axis < 0 ? axis + xt->rank : axis;
     if (a < 0 || a >= xt->rank)
         return nerr(nc, "axis %lld is out of range for rank %d", (long long)axis, xt->rank), -1;
     aset as[2] = {{"axis", a_int(a)}, {"naxes", a_int(legacy ? 0 : 1)}};
-    return emit_out(nc, "softmax", &x, 1, as, 2);
+    return emit_out(nc, opname, &x, 1, as, 2);
+}
+
+static int op_softmax(nctx *nc) { return softmax_like(nc, "softmax", "Softmax"); }
+static int op_log_softmax(nctx *nc) { return softmax_like(nc, "log_softmax", "LogSoftmax"); }
+
+/* The start of the variadic operators (Concat, Sum): *n gets the count of
+ * inputs.  Returns -1 on an error (reported), 0 when the node is done (one
+ * input: output 0 is that input), 1 to go on. */
+static int variadic_start(nctx *nc, int *n)
+{
+    *n = nin(nc);
+    if (*n < 1)
+        return nerr(nc, "needs at least one input"), -1;
+    int all_const = 1;
+    for (int i = 0; i < *n; i++)
+        all_const &= in_const(nc, i) != NULL;
+    if (all_const)
+        return nerr(nc, "every input is a constant; fold constant subgraphs before importing"), -1;
+    if (*n == 1) {
+        alias_output(nc, 0);
+        return 0;
+    }
+    return 1;
 }
 
 /* Concat along `axis`: one concat node of up to FG_MAX_INPUTS inputs, a
@@ -1856,18 +1236,9 @@ static int op_softmax(nctx *nc)
  * inputs). */
 static int op_concat(nctx *nc)
 {
-    int n = nin(nc), ins[FG_MAX_INPUTS];
-    if (n < 1)
-        return nerr(nc, "needs at least one input"), -1;
-    int all_const = 1;
-    for (int i = 0; i < n; i++)
-        all_const &= in_const(nc, i) != NULL;
-    if (all_const)
-        return nerr(nc, "every input is a constant; fold constant subgraphs before importing"), -1;
-    if (n == 1) {
-        alias_output(nc, 0);
-        return 0;
-    }
+    int n, ins[FG_MAX_INPUTS], r = variadic_start(nc, &n);
+    if (r <= 0)
+        return r;
     int x0 = in_tensor(nc, 0);
     if (x0 < 0)
         return -1;
@@ -1898,18 +1269,9 @@ static int op_concat(nctx *nc)
 /* Sum: a chain of adds (numpy broadcasting), which the pointwise rules fuse. */
 static int op_sum(nctx *nc)
 {
-    int n = nin(nc);
-    if (n < 1)
-        return nerr(nc, "needs at least one input"), -1;
-    int all_const = 1;
-    for (int i = 0; i < n; i++)
-        all_const &= in_const(nc, i) != NULL;
-    if (all_const)
-        return nerr(nc, "every input is a constant; fold constant subgraphs before importing"), -1;
-    if (n == 1) {
-        alias_output(nc, 0);
-        return 0;
-    }
+    int n, r = variadic_start(nc, &n);
+    if (r <= 0)
+        return r;
     /* a computed input first, so that fusion rules see it as the chain */
     int first = 0;
     while (in_const(nc, first))
@@ -1948,25 +1310,7 @@ static int op_lrn(nctx *nc)
     return emit_out(nc, "lrn", &x, 1, as, 4);
 }
 
-/* ---- Reduce*, LogSoftmax ------------------------------------------------------------ */
-
-/* LogSoftmax: as Softmax (opset 13 along `axis`, earlier opsets the coerced
- * 2-D form), the log_softmax op. */
-static int op_log_softmax(nctx *nc)
-{
-    int x = x_in(nc);
-    if (x < 0)
-        return -1;
-    if (in_const(nc, 0))
-        return nerr(nc, "a LogSoftmax of a constant is not supported (fold constants first)"), -1;
-    const fg_tensor *xt = T(nc, x);
-    int legacy = nc->L->opset < 13;
-    int64_t axis = attr_int(nc, "axis", legacy ? 1 : -1), a = axis < 0 ? axis + xt->rank : axis;
-    if (a < 0 || a >= xt->rank)
-        return nerr(nc, "axis %lld is out of range for rank %d", (long long)axis, xt->rank), -1;
-    aset as[2] = {{"axis", a_int(a)}, {"naxes", a_int(legacy ? 0 : 1)}};
-    return emit_out(nc, "log_softmax", &x, 1, as, 2);
-}
+/* ---- Reduce* ------------------------------------------------------------------ */
 
 /* A Reduce* operator as the reduce op opname: `axes` from the attribute
  * before opset axes_input (13 for ReduceSum, 18 for the others), else from
@@ -2022,15 +1366,15 @@ static int op_reduce_log_sum_exp(nctx *nc) { return reduce_op(nc, "reduce_log_su
 
 /* ---- the operator table -------------------------------------------------------- */
 
-typedef struct onnx_op {
+struct fg_onnx_op {
     const char *type;
     int (*fn)(nctx *nc);
     const char *attrs;          /* attributes handled, space separated */
     int min_in, max_in;
     int nout;                   /* outputs defined; others must be unused */
-} onnx_op;
+};
 
-static const onnx_op onnx_ops[] = {
+static const fg_onnx_op onnx_ops[] = {
     {"Abs", op_abs, "", 1, 1, 1},
     {"Add", op_add, "", 2, 2, 1},
     {"AveragePool", op_avgpool, "auto_pad ceil_mode count_include_pad dilations kernel_shape pads strides", 1, 1, 1},
@@ -2095,7 +1439,7 @@ static const onnx_op onnx_ops[] = {
     {"Where", op_where, "", 3, 3, 1},
 };
 
-static const onnx_op *find_onnx_op(const Onnx__NodeProto *n)
+const fg_onnx_op *fg_onnx_find_op(const Onnx__NodeProto *n)
 {
     if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
         return NULL;
@@ -2118,26 +1462,26 @@ static int word_in(const char *list, const char *w)
 
 /* Converts node i.  Outputs of a node that failed, or that reads the
  * output of one, stand for the unknown placeholder. */
-static void convert_node(loader *L, int i, const Onnx__NodeProto *n, const onnx_op *op)
+void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_onnx_op *op)
 {
     char b1[160];
     nctx nc = {.L = L, .idx = i, .n = n};
-    snprintf(nc.label, sizeof nc.label, "node %d '%s' (%s)", i, esc(n->name, b1, sizeof b1), n->op_type);
+    snprintf(nc.label, sizeof nc.label, "node %d '%s' (%s)", i, fg_onnx_esc(n->name, b1, sizeof b1), n->op_type);
     int quiet = 0;
     for (size_t j = 0; j < n->n_input; j++) {
         if (!n->input[j] || !n->input[j][0])
             continue;
-        value *v = vfind(L->values, n->input[j]);
+        value *v = fg_onnx_vfind(L->values, n->input[j]);
         if (!v) {
             nerr(&nc, "input '%s' is not a graph input, an initializer or the output of an earlier node",
-                 esc(n->input[j], b1, sizeof b1));
+                 fg_onnx_esc(n->input[j], b1, sizeof b1));
             continue;
         }
         if (v->kind == V_TENSOR && L->g->tensors[v->idx].rank < 0)
             quiet = 1;   /* downstream of an error already reported */
-        else if (v->kind == V_TENSOR && is_bool_tensor(L, v->idx) && !(j == 0 && strcmp(n->op_type, "Where") == 0))
+        else if (v->kind == V_TENSOR && fg_onnx_is_bool_tensor(L, v->idx) && !(j == 0 && strcmp(n->op_type, "Where") == 0))
             nerr(&nc, "input %zu ('%s') is a comparison's bool result, which only Where's condition may read", j,
-                 esc(n->input[j], b1, sizeof b1));
+                 fg_onnx_esc(n->input[j], b1, sizeof b1));
     }
     int ni = nin(&nc);
     if (!nc.bad && (ni < op->min_in || ni > op->max_in))
@@ -2146,7 +1490,7 @@ static void convert_node(loader *L, int i, const Onnx__NodeProto *n, const onnx_
         const char *an = n->attribute[j]->name ? n->attribute[j]->name : "";
         if (!word_in(op->attrs, an)) {
             char b2[80];
-            nerr(&nc, "attribute '%s' is not supported", esc(an, b2, sizeof b2));
+            nerr(&nc, "attribute '%s' is not supported", fg_onnx_esc(an, b2, sizeof b2));
         }
         if (n->attribute[j]->ref_attr_name && n->attribute[j]->ref_attr_name[0])
             nerr(&nc, "attribute references (ref_attr_name) are only valid in functions");
@@ -2156,31 +1500,31 @@ static void convert_node(loader *L, int i, const Onnx__NodeProto *n, const onnx_
     for (int j = nc.nout_defined; !nc.bad && !quiet && j < (int)n->n_output; j++)
         if (out_used(&nc, j))
             nerr(&nc, "output %d ('%s') is used, but only the first output of %s is supported", j,
-                 esc(n->output[j], b1, sizeof b1), op->type);
+                 fg_onnx_esc(n->output[j], b1, sizeof b1), op->type);
     if (nc.bad || quiet)
         for (size_t j = 0; j < n->n_output; j++)
             if (n->output[j] && n->output[j][0])
-                vset(&L->values, n->output[j], V_TENSOR, unknown_tensor(L));
+                fg_onnx_vset(&L->values, n->output[j], V_TENSOR, fg_onnx_unknown_tensor(L));
 }
 
 /* Folds node i, which fg_onnx_fold_mark marked: its inputs are constants
  * (Shape and Size: any tensor, whose shape is static), its output becomes
  * a constant.  A node that cannot be evaluated is an error naming it. */
-static void fold_node(loader *L, int i, const Onnx__NodeProto *n)
+void fg_onnx_fold_node(loader *L, int i, const Onnx__NodeProto *n)
 {
     char b1[160], why[300];
     nctx nc = {.L = L, .idx = i, .n = n};
-    snprintf(nc.label, sizeof nc.label, "node %d '%s' (%s)", i, esc(n->name, b1, sizeof b1), n->op_type);
+    snprintf(nc.label, sizeof nc.label, "node %d '%s' (%s)", i, fg_onnx_esc(n->name, b1, sizeof b1), n->op_type);
     fg_onnx_fold_in *ins = fg_xcalloc(n->n_input + 1, sizeof *ins);
     int quiet = 0;
     for (size_t j = 0; j < n->n_input; j++) {
         ins[j].rank = -1;
         if (!n->input[j] || !n->input[j][0])
             continue;
-        value *v = vfind(L->values, n->input[j]);
+        value *v = fg_onnx_vfind(L->values, n->input[j]);
         if (!v) {
             nerr(&nc, "input '%s' is not a graph input, an initializer or the output of an earlier node",
-                 esc(n->input[j], b1, sizeof b1));
+                 fg_onnx_esc(n->input[j], b1, sizeof b1));
         } else if (v->kind == V_CONST) {
             ins[j].k = &L->consts[v->idx];
         } else {
@@ -2203,390 +1547,9 @@ static void fold_node(loader *L, int i, const Onnx__NodeProto *n)
     for (int j = 1; !nc.bad && !quiet && j < (int)n->n_output; j++)
         if (out_used(&nc, j))
             nerr(&nc, "output %d ('%s') is used, but only the first output of a folded %s is computed", j,
-                 esc(n->output[j], b1, sizeof b1), n->op_type);
+                 fg_onnx_esc(n->output[j], b1, sizeof b1), n->op_type);
     if (nc.bad || quiet || !n->n_output)
         for (size_t j = 0; j < n->n_output; j++)
             if (n->output[j] && n->output[j][0])
-                vset(&L->values, n->output[j], V_TENSOR, unknown_tensor(L));
-}
-
-/* ---- graph inputs, outputs, the model ------------------------------------------- */
-
-static int input_dim(loader *L, const char *iname, int axis, const Onnx__TensorShapeProto__Dimension *d,
-                     int64_t *out, int *used_dims)
-{
-    char b1[160];
-    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
-        if (d->dim_value < 1 || d->dim_value > (1ll << 31))
-            return lerr(L, "graph input '%s': dimension %d is %lld; fusegen needs positive sizes",
-                        esc(iname, b1, sizeof b1), axis, (long long)d->dim_value), 0;
-        *out = d->dim_value;
-        return 1;
-    }
-    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param && d->dim_param[0]) {
-        *out = 1;
-        for (int k = 0; L->opts && k < L->opts->ndims; k++)
-            if (L->opts->dims[k].name && strcmp(L->opts->dims[k].name, d->dim_param) == 0) {
-                *out = L->opts->dims[k].value;
-                used_dims[k] = 1;
-            }
-        return 1;
-    }
-    return lerr(L, "graph input '%s': dimension %d has neither a size nor a name (dim_param)",
-                esc(iname, b1, sizeof b1), axis), 0;
-}
-
-static void load_inputs(loader *L, const Onnx__GraphProto *gp, int *used_dims)
-{
-    char b1[160];
-    int cap = 0;
-    for (size_t i = 0; i < gp->n_input; i++) {
-        const Onnx__ValueInfoProto *vi = gp->input[i];
-        const char *nm = vi->name ? vi->name : "";
-        if (!*nm) {
-            lerr(L, "graph input %zu has no name", i);
-            continue;
-        }
-        value *v = vfind(L->values, nm);
-        if (v && v->kind == V_CONST)
-            continue;   /* an input that is also an initializer: a weight */
-        if (v) {
-            lerr(L, "graph input '%s' is listed twice", esc(nm, b1, sizeof b1));
-            continue;
-        }
-        if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type) {
-            lerr(L, "graph input '%s' is not a tensor", esc(nm, b1, sizeof b1));
-            continue;
-        }
-        const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
-        int et = tt->has_elem_type ? tt->elem_type : 0, dt = fg_dtype_of(et);
-        if (dt < 0) {
-            lerr(L, "graph input '%s' has element type %s; inputs must be float, float16 or bfloat16",
-                 esc(nm, b1, sizeof b1), dtype_onnx_name(et));
-            continue;
-        }
-        if (!tt->shape) {
-            lerr(L, "graph input '%s' has no shape", esc(nm, b1, sizeof b1));
-            continue;
-        }
-        if (tt->shape->n_dim > FG_MAX_RANK) {
-            lerr(L, "graph input '%s' has rank %zu; at most %d is supported", esc(nm, b1, sizeof b1),
-                 tt->shape->n_dim, FG_MAX_RANK);
-            continue;
-        }
-        fg_tensor t = {0};
-        t.dtype = (fg_dtype)dt;
-        t.layout = FG_LAYOUT_NCHW;
-        t.producer = -1;
-        t.is_input = 1;
-        t.loc = L->loc;
-        t.rank = tt->shape->n_dim ? (int)tt->shape->n_dim : 1;
-        t.shape[0] = 1;
-        int ok = 1;
-        int64_t numel = 1;
-        for (size_t d = 0; d < tt->shape->n_dim && ok; d++) {
-            ok = input_dim(L, nm, (int)d, tt->shape->dim[d], &t.shape[d], used_dims);
-            if (ok && (__builtin_mul_overflow(numel, t.shape[d], &numel) || numel > (1ll << 31))) {
-                lerr(L, "graph input '%s' has more than 2^31 elements", esc(nm, b1, sizeof b1));
-                ok = 0;
-            }
-        }
-        if (!ok)
-            continue;
-        t.name = unique_name(L, &L->tnames, nm);
-        int idx = add_tensor(L, &t, nm);
-        vset(&L->values, nm, V_TENSOR, idx);
-        *FG_PUSH(L->g->inputs, L->g->ninputs, cap) = idx;
-    }
-}
-
-/* A node copying tensor t (any rank) into a new tensor for graph output name. */
-static int copy_node(loader *L, int t, const char *name)
-{
-    const fg_opdef *op = fg_ctx_find_op(L->ctx, "identity");
-    if (!op) {
-        lerr(L, "graph output '%s' needs a copy, and op 'identity' is not in the loaded vocabulary (rules/onnx_ops.yaml)",
-             name);
-        return -1;
-    }
-    fg_node n = {0};
-    n.op = op;
-    n.ninputs = op->ninputs;
-    for (int i = 0; i < FG_MAX_INPUTS; i++)
-        n.inputs[i] = -1;
-    n.inputs[0] = t;
-    char hint[300];
-    snprintf(hint, sizeof hint, "%s.copy", name);
-    n.name = unique_name(L, &L->nnames, hint);
-    n.loc = L->loc;
-    fg_tensor o = {0};
-    o.name = unique_name(L, &L->tnames, name);
-    o.rank = -1;
-    o.producer = -1;
-    o.loc = L->loc;
-    n.output = add_tensor(L, &o, name);
-    int nd = fg_graph_add_node(L->g, &n);
-    return fg_shape_infer(L->ctx, L->g, nd) == FG_OK ? n.output : -1;
-}
-
-static void load_outputs(loader *L, const Onnx__GraphProto *gp)
-{
-    char b1[160];
-    int cap = 0;
-    for (size_t i = 0; i < gp->n_output; i++) {
-        const char *nm = gp->output[i]->name ? gp->output[i]->name : "";
-        value *v = vfind(L->values, nm);
-        if (!v) {
-            lerr(L, "graph output '%s' is not produced by any node", esc(nm, b1, sizeof b1));
-            continue;
-        }
-        if (v->kind == V_CONST) {
-            lerr(L, "graph output '%s' is a constant; outputs must be computed", esc(nm, b1, sizeof b1));
-            continue;
-        }
-        int t = v->idx;
-        fg_tensor *tt = &L->g->tensors[t];
-        if (tt->rank < 0)
-            continue;   /* an error already reported */
-        if (is_bool_tensor(L, t)) {
-            lerr(L, "graph output '%s' is a comparison's bool result; outputs must be float, float16 or bfloat16",
-                 esc(nm, b1, sizeof b1));
-            continue;
-        }
-        const char *owner = L->tensor_onnx[t];
-        if (tt->is_input || tt->is_weight || tt->is_output || (owner && strcmp(owner, nm) != 0 && vfind(L->outs, owner))) {
-            t = copy_node(L, t, nm);   /* a graph output is a tensor of its own */
-        } else if (!owner || strcmp(owner, nm) != 0) {
-            /* an alias (Identity, Dropout, a no-op reshape) of a tensor made for
-             * a name that is not a graph output: the tensor takes this name */
-            tt->name = unique_name(L, &L->tnames, nm);
-            L->tensor_onnx[t] = nm;
-        }
-        if (t < 0)
-            continue;
-        L->g->tensors[t].is_output = 1;
-        vset(&L->values, nm, V_TENSOR, t);
-        *FG_PUSH(L->g->outputs, L->g->noutputs, cap) = t;
-    }
-}
-
-static int model_opset(loader *L, const Onnx__ModelProto *m)
-{
-    int found = 0;
-    for (size_t i = 0; i < m->n_opset_import; i++) {
-        const Onnx__OperatorSetIdProto *o = m->opset_import[i];
-        if (!o->domain || !o->domain[0] || strcmp(o->domain, "ai.onnx") == 0) {
-            L->opset = o->has_version ? (int)o->version : 0;
-            found = 1;
-        }
-    }
-    if (!found)
-        return lerr(L, "the model imports no opset of the default ONNX domain"), 0;
-    if (L->opset < FG_ONNX_OPSET_MIN || L->opset > FG_ONNX_OPSET_MAX)
-        return lerr(L, "opset %d is not supported: this importer knows opsets %d to %d", L->opset, FG_ONNX_OPSET_MIN,
-                    FG_ONNX_OPSET_MAX), 0;
-    return 1;
-}
-
-/* One error naming every unsupported operator type with its nodes. */
-static int check_ops(loader *L, const Onnx__GraphProto *gp)
-{
-    fg_buf b = {0};
-    int nbad = 0;
-    char *done = fg_xcalloc(gp->n_node + 1, 1);
-    char b1[160], b2[160];
-    for (size_t i = 0; i < gp->n_node; i++) {
-        const Onnx__NodeProto *n = gp->node[i];
-        if (done[i] || find_onnx_op(n) || L->fold[i])
-            continue;
-        const char *dom = n->domain && n->domain[0] ? n->domain : NULL;
-        fg_buf_printf(&b, "%s%s%s%s (", nbad++ ? "; " : "", dom ? esc(dom, b2, sizeof b2) : "", dom ? "." : "",
-                      esc(n->op_type, b1, sizeof b1));
-        int cnt = 0;
-        for (size_t j = i; j < gp->n_node; j++) {
-            const Onnx__NodeProto *m = gp->node[j];
-            const char *mdom = m->domain && m->domain[0] ? m->domain : NULL;
-            if (done[j] || find_onnx_op(m) || L->fold[j] || strcmp(m->op_type ? m->op_type : "", n->op_type ? n->op_type : "") ||
-                (!dom != !mdom) || (dom && strcmp(dom, mdom)))
-                continue;
-            done[j] = 1;
-            if (cnt < 8)
-                fg_buf_printf(&b, "%snode %zu '%s'", cnt ? ", " : "", j, esc(m->name, b1, sizeof b1));
-            cnt++;
-        }
-        if (cnt > 8)
-            fg_buf_printf(&b, " and %d more", cnt - 8);
-        fg_buf_put(&b, ")");
-    }
-    if (nbad)
-        lerr(L, "unsupported operator%s: %s (docs/onnx.md lists what is supported)", nbad > 1 ? "s" : "", b.s);
-    fg_buf_free(&b);
-    free(done);
-    return nbad == 0;
-}
-
-static void load_model(loader *L, const Onnx__ModelProto *m)
-{
-    char b1[160];
-    if (!m->graph) {
-        lerr(L, "the model has no graph");
-        return;
-    }
-    const Onnx__GraphProto *gp = m->graph;
-    L->g->name = unique_name(L, &L->nnames, gp->name && gp->name[0] ? gp->name : "onnx_model");
-    L->fold = fg_xcalloc(gp->n_node + 1, 1);
-    fg_onnx_fold_mark(gp, L->fold);
-    if (!model_opset(L, m) || !check_ops(L, gp))
-        return;
-    if (gp->n_sparse_initializer)
-        lerr(L, "sparse initializers are not supported");
-    /* names that something reads */
-    for (size_t i = 0; i < gp->n_node; i++)
-        for (size_t j = 0; j < gp->node[i]->n_input; j++)
-            if (gp->node[i]->input[j] && gp->node[i]->input[j][0])
-                vset(&L->used, gp->node[i]->input[j], V_TENSOR, 0);
-    for (size_t i = 0; i < gp->n_output; i++)
-        if (gp->output[i]->name) {
-            if (vfind(L->outs, gp->output[i]->name))
-                lerr(L, "graph output '%s' is listed twice", esc(gp->output[i]->name, b1, sizeof b1));
-            vset(&L->used, gp->output[i]->name, V_TENSOR, 0);
-            vset(&L->outs, gp->output[i]->name, V_TENSOR, 0);
-        }
-    for (size_t i = 0; i < gp->n_initializer; i++) {
-        const Onnx__TensorProto *t = gp->initializer[i];
-        char what[220];
-        snprintf(what, sizeof what, "initializer '%s'", esc(t->name, b1, sizeof b1));
-        if (!t->name || !t->name[0]) {
-            lerr(L, "initializer %zu has no name", i);
-            continue;
-        }
-        if (vfind(L->values, t->name)) {
-            lerr(L, "%s is given twice", what);
-            continue;
-        }
-        if (!vfind(L->used, t->name)) {
-            vset(&L->values, t->name, V_CONST, -1);   /* nothing reads it: not decoded, but not an input */
-            continue;
-        }
-        int c = decode_tensor(L, t, t->name, what);
-        if (c >= 0)
-            vset(&L->values, t->name, V_CONST, c);
-    }
-    int *used_dims = fg_xcalloc((size_t)(L->opts ? L->opts->ndims : 0) + 1, sizeof(int));
-    load_inputs(L, gp, used_dims);
-    for (int k = 0; L->opts && k < L->opts->ndims; k++)
-        if (!used_dims[k]) {
-            fg_buf names = {0};
-            for (size_t i = 0; i < gp->n_input; i++) {
-                const Onnx__ValueInfoProto *vi = gp->input[i];
-                if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
-                    !vi->type->tensor_type || !vi->type->tensor_type->shape)
-                    continue;
-                const Onnx__TensorShapeProto *sp = vi->type->tensor_type->shape;
-                for (size_t d = 0; d < sp->n_dim; d++)
-                    if (sp->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
-                        sp->dim[d]->dim_param && (!names.s || !strstr(names.s, sp->dim[d]->dim_param)))
-                        fg_buf_printf(&names, "%s'%s'", names.len ? ", " : "", esc(sp->dim[d]->dim_param, b1, sizeof b1));
-            }
-            lerr(L, "dimension '%s' is not a symbolic dimension of the model's inputs (%s%s)",
-                 esc(L->opts->dims[k].name, b1, sizeof b1), names.len ? "it has " : "it has none",
-                 names.len ? names.s : "");
-            fg_buf_free(&names);
-        }
-    free(used_dims);
-    if (L->ctx->nerrors != L->errs0)
-        return;
-    for (size_t i = 0; i < gp->n_node; i++) {
-        if (L->fold[i])
-            fold_node(L, (int)i, gp->node[i]);
-        else
-            convert_node(L, (int)i, gp->node[i], find_onnx_op(gp->node[i]));
-    }
-    load_outputs(L, gp);
-    if (L->g->noutputs == 0 && gp->n_output == 0)
-        lerr(L, "the model has no graph outputs");
-}
-
-static fg_status load(fg_context *ctx, const char *name, const void *data, size_t len, const char *base_dir,
-                      const char *path, const fg_onnx_options *opts, fg_graph **out)
-{
-    int errs0 = ctx->nerrors;
-    loader L = {0};
-    L.ctx = ctx;
-    L.file = fg_intern(ctx, name);
-    L.loc = (fg_loc){L.file, 0, 0};
-    L.base_dir = base_dir;
-    L.opts = opts;
-    L.unknown = -1;
-    for (int k = 0; opts && k < opts->ndims; k++)
-        if (!opts->dims[k].name || opts->dims[k].value < 1 || opts->dims[k].value > (1ll << 31))
-            return lerr(&L, "dimension %d of the options: needs a name and a value from 1 to 2^31", k);
-    if (!pb_depth_ok(&onnx__model_proto__descriptor, data, (const uint8_t *)data + len, 0))
-        return lerr(&L, "not a usable ONNX model: messages nest more than %d deep", PB_MAX_DEPTH);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);
-    if (!m)
-        return lerr(&L, "not a valid ONNX model (the protobuf message could not be decoded: corrupt or truncated)");
-    L.errs0 = errs0;
-    L.g = fg_xcalloc(1, sizeof *L.g);
-    L.g->path = path ? fg_intern(ctx, path) : NULL;
-    load_model(&L, m);
-    fg_graph_recount(L.g);
-    onnx__model_proto__free_unpacked(m, NULL);
-    vfree(&L.values);
-    vfree(&L.used);
-    vfree(&L.outs);
-    names_free(&L.tnames);
-    names_free(&L.nnames);
-    for (int i = 0; i < L.nconsts; i++) {
-        free(L.consts[i].f);
-        free(L.consts[i].i);
-    }
-    free(L.consts);
-    free(L.tensor_onnx);
-    free(L.fold);
-    if (ctx->nerrors != errs0) {
-        fg_graph_free(L.g);
-        return FG_ERR_INPUT;
-    }
-    *out = L.g;
-    return FG_OK;
-}
-
-FG_API fg_status fg_graph_load_onnx_memory(fg_context *ctx, const char *name, const void *data, size_t len,
-                                           const fg_onnx_options *o, fg_graph **out)
-{
-    if (out)
-        *out = NULL;
-    if (!ctx || !out || (!data && len))
-        return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_graph_load_onnx_memory: NULL argument")
-                   : FG_ERR_INPUT;
-    if (o && o->ndims && (o->ndims < 0 || !o->dims))
-        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_onnx_options: ndims %d without dims", o->ndims);
-    return load(ctx, name ? name : "<onnx>", data, len, o ? o->base_dir : NULL, NULL, o, out);
-}
-
-FG_API fg_status fg_graph_load_onnx(fg_context *ctx, const char *path, const fg_onnx_options *o, fg_graph **out)
-{
-    if (out)
-        *out = NULL;
-    if (!ctx || !out || !path)
-        return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_graph_load_onnx: NULL argument") : FG_ERR_INPUT;
-    if (o && o->ndims && (o->ndims < 0 || !o->dims))
-        return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_onnx_options: ndims %d without dims", o->ndims);
-    char why[200];
-    size_t len = 0;
-    unsigned char *data = read_regular(path, FG_ONNX_FILE_MAX, &len, why, sizeof why);
-    if (!data)
-        return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0}, "cannot read model: %s", why);
-    /* external data lives beside the model */
-    char *dir = fg_xstrdup(path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        slash[slash == dir ? 1 : 0] = 0;
-    else
-        strcpy(dir, ".");
-    fg_status st = load(ctx, path, data, len, dir, path, o, out);
-    free(dir);
-    free(data);
-    return st;
+                fg_onnx_vset(&L->values, n->output[j], V_TENSOR, fg_onnx_unknown_tensor(L));
 }

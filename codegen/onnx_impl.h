@@ -1,0 +1,125 @@
+/*
+ * onnx_impl.h -- internals of the ONNX importer shared by its three parts
+ * (contract in onnx_load.h, format notes in docs/onnx.md):
+ *   onnx_decode.c   recognising a model, reading it, the nesting guard,
+ *                   tensors as constants;
+ *   onnx_convert.c  the converters of each operator, the operator table, the
+ *                   conversion or folding of one node;
+ *   onnx_graph.c    the loader's state, graph inputs and outputs, the model
+ *                   walk, the entry points.
+ * Nothing outside these files includes this header.
+ */
+#ifndef FG_ONNX_IMPL_H
+#define FG_ONNX_IMPL_H
+
+#include <stdint.h>
+#include <uthash.h>
+
+#include <onnx/onnx.pb-c.h>
+
+#include "context.h"
+#include "onnx_fold.h"
+#include "onnx_load.h"
+
+/* Nesting of messages allowed in a model (a graph in an attribute in a node
+ * in a graph ... counts one per message). */
+#define FG_ONNX_PB_MAX_DEPTH 64
+
+typedef enum vkind { V_TENSOR = 0, V_CONST } vkind;
+
+/* What an ONNX value name stands for: a graph tensor or a constant. */
+typedef struct value {
+    UT_hash_handle hh;
+    const char *name;      /* the ONNX name (owned by the decoded model) */
+    vkind kind;
+    int idx;               /* tensor index or constant index */
+} value;
+
+/* A constant (initializer, Constant node output or folded result). */
+typedef fg_onnx_const konst;
+
+/* A set of names (sanitized graph names in use). */
+typedef struct name_ent {
+    UT_hash_handle hh;
+    char *name;
+} name_ent;
+
+/* The state of one load. */
+typedef struct loader {
+    fg_context *ctx;
+    fg_graph *g;
+    const char *file;          /* interned, for locations */
+    fg_loc loc;
+    const char *base_dir;      /* external data root, or NULL */
+    const fg_onnx_options *opts;
+    int opset;
+    value *values;
+    konst *consts;
+    int nconsts, consts_cap;
+    name_ent *tnames, *nnames; /* tensor and node names in use */
+    const char **tensor_onnx;  /* per tensor: the ONNX name it was made for (NULL: derived) */
+    int tensor_onnx_cap;
+    value *used;               /* ONNX names read by some node or listed as graph outputs */
+    value *outs;               /* ONNX names of the graph outputs */
+    int errs0;                 /* the context's error count when the load began */
+    int unknown;               /* tensor index of the "unknown" placeholder (after an error), or -1 */
+    unsigned char *fold;       /* per node: folded at import (onnx_fold.h) */
+} loader;
+
+/* ---- onnx_graph.c: the loader's state ------------------------------------ */
+
+/* Reports an error at the model's location; returns FG_ERR_INPUT. */
+fg_status fg_onnx_lerr(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A name for messages in buf: bytes outside printable ASCII (and the quote
+ * and backslash) as \xHH, cut with "..." when it does not fit. */
+const char *fg_onnx_esc(const char *s, char *buf, size_t size);
+/* The value an ONNX name stands for in table t, or NULL. */
+value *fg_onnx_vfind(value *t, const char *name);
+/* Sets (adds or replaces) what name stands for in *t; name is not copied. */
+void fg_onnx_vset(value **t, const char *name, vkind kind, int idx);
+/* A graph name for raw: sanitized, unique in *set, interned. */
+const char *fg_onnx_unique_name(loader *L, name_ent **set, const char *raw);
+/* Appends tensor t made for ONNX name onnx_name (NULL: derived); its index. */
+int fg_onnx_add_tensor(loader *L, const fg_tensor *t, const char *onnx_name);
+/* The placeholder that stands for the outputs of a node that failed. */
+int fg_onnx_unknown_tensor(loader *L);
+/* A new constant of the given shape with values f or iv (taken over); its
+ * index. */
+int fg_onnx_new_const(loader *L, const char *name, int dtype, int rank, const int64_t *shape, float *f, int64_t *iv);
+/* A weight tensor with the given values (copied); returns its index. */
+int fg_onnx_new_weight(loader *L, const char *onnx_name, const char *hint, fg_dtype dt, int rank,
+                       const int64_t *shape, const float *data);
+
+/* ---- onnx_decode.c: decoding ---------------------------------------------- */
+
+/* Reads at most max bytes of the regular file path (a FIFO or device is
+ * refused without reading); malloc'd, or NULL with a reason in why. */
+unsigned char *fg_onnx_read_regular(const char *path, size_t max, size_t *len, char *why, size_t whysz);
+/* 0 when messages of type d in p .. end nest deeper than
+ * FG_ONNX_PB_MAX_DEPTH (depth: the nesting of p itself); 1 otherwise (also
+ * when the bytes are malformed: protobuf-c reports that). */
+int fg_onnx_depth_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end, int depth);
+/* fusegen dtype of an ONNX float type; -1 for others. */
+int fg_onnx_dtype_fg(int dt);
+/* Decodes TensorProto t into a new constant named name (what: for
+ * messages); returns its index or -1 (errors reported). */
+int fg_onnx_decode_tensor(loader *L, const Onnx__TensorProto *t, const char *name, const char *what);
+
+/* ---- onnx_convert.c: converters ------------------------------------------- */
+
+/* A supported operator: its converter and what it accepts. */
+typedef struct fg_onnx_op fg_onnx_op;
+
+/* The supported operator node n is (default domain), or NULL. */
+const fg_onnx_op *fg_onnx_find_op(const Onnx__NodeProto *n);
+/* Converts node i of operator op.  Outputs of a node that failed, or that
+ * reads the output of one, stand for the unknown placeholder. */
+void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_onnx_op *op);
+/* Folds node i, which fg_onnx_fold_mark marked: its output becomes a
+ * constant.  A node that cannot be evaluated is an error naming it. */
+void fg_onnx_fold_node(loader *L, int i, const Onnx__NodeProto *n);
+/* Nonzero when tensor t is the result of a comparison (a bool, held as 1 / 0
+ * in the graph's float type; only Where reads it). */
+int fg_onnx_is_bool_tensor(const loader *L, int t);
+
+#endif /* FG_ONNX_IMPL_H */
