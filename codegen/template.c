@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "embedded.h"
 #include "emit.h"
 #include "expr.h"
 #include "kind.h"
@@ -104,7 +105,8 @@ const char *fg_template_source_text(const fg_template *t, const char *name)
     for (const fg_template_source *s = t ? fg_template_base(t)->sources : NULL; s && s->name; s++)
         if (strcmp(s->name, name) == 0)
             return s->text;
-    return fg_template_text(name);
+    const fg_embedded_file *f = fg_embedded_find(name);
+    return f ? f->text : NULL;
 }
 
 /* Appends the declared values of key k to buf: "16, 32, 64 or 128", "a

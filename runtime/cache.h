@@ -53,6 +53,9 @@ typedef struct fg_cache_stats {
  * ctx may be NULL (no warnings, no default directory). */
 fg_cache *fg_cache_open(fg_context *ctx, const char *dir, uint64_t limit_bytes);
 void fg_cache_close(fg_cache *c);
+/* Nonzero when k is a cache key: 32 lowercase hex digits (every tier's
+ * entry names and remote keys are built from one). */
+int fg_cache_is_key(const char *k);
 const char *fg_cache_dir(const fg_cache *c);   /* NULL when memory-only */
 
 /* Looks key (32 hex digits) up: memory, then disk.  On a hit *data is a

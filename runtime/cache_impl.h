@@ -39,8 +39,6 @@ struct fg_cache {
 
 /* ---- cache.c ---------------------------------------------------------- */
 
-/* Nonzero when k is 32 lowercase hex digits. */
-int fg_cache_is_key(const char *k);
 /* Whether the disk is in use (snapshot). */
 int fg_cache_disk_on(fg_cache *c);
 /* Inserts or replaces key in the memory table.  c->lock held. */

@@ -76,16 +76,6 @@ struct fg_remote {
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static int is_key(const char *k)
-{
-    if (!k)
-        return 0;
-    for (int i = 0; i < 32; i++)
-        if (!((k[i] >= '0' && k[i] <= '9') || (k[i] >= 'a' && k[i] <= 'f')))
-            return 0;
-    return k[32] == 0;
-}
-
 static void redis_key(const char *key, char out[64])
 {
     snprintf(out, 64, "%s%s", FG_REMOTE_KEY_PREFIX, key);
@@ -379,8 +369,8 @@ unsigned char *fg_remote_entry_encode(const void *secret, size_t secret_len, con
 {
     size_t ms = meta ? strlen(meta) : 0;
     uint64_t total = fg_remote_entry_size(material_len, meta, size);
-    if (total > FG_REMOTE_ENTRY_MAX || !is_key(key) || secret_len > FG_REMOTE_SECRET_MAX) {
-        snprintf(why, why_size, "%s", !is_key(key) ? "not a cache key" : "larger than the entry limit");
+    if (total > FG_REMOTE_ENTRY_MAX || !fg_cache_is_key(key) || secret_len > FG_REMOTE_SECRET_MAX) {
+        snprintf(why, why_size, "%s", !fg_cache_is_key(key) ? "not a cache key" : "larger than the entry limit");
         return NULL;
     }
     unsigned char *buf = fg_xmalloc((size_t)total);
@@ -433,7 +423,7 @@ int fg_remote_entry_verify(const void *secret, size_t secret_len, const unsigned
         snprintf(why, why_size, "its signature does not verify: altered, or signed with another secret");
         return 0;
     }
-    if (!is_key(key) || memcmp(buf + 32, key, 32) != 0) {
+    if (!fg_cache_is_key(key) || memcmp(buf + 32, key, 32) != 0) {
         snprintf(why, why_size, "it is the entry of another key (%.32s)", (const char *)(buf + 32));
         for (char *q = why; *q; q++)
             if ((unsigned char)*q < ' ' || (unsigned char)*q >= 0x7f)
@@ -668,7 +658,7 @@ int fg_remote_fetch(fg_remote *r, const char *key, const void *material, size_t 
     *size = 0;
     if (meta)
         *meta = NULL;
-    if (!r || !is_key(key))
+    if (!r || !fg_cache_is_key(key))
         return 0;
     double deadline = cmd_deadline(r);
     redisContext *c = conn_get(r, 0, deadline);
@@ -749,7 +739,7 @@ int fg_remote_fetch(fg_remote *r, const char *key, const void *material, size_t 
 void fg_remote_store(fg_remote *r, const char *key, const void *material, size_t material_len, const void *data,
                      size_t size, const char *meta)
 {
-    if (!r || !r->rw || !is_key(key))
+    if (!r || !r->rw || !fg_cache_is_key(key))
         return;
     if (fg_remote_entry_size(material_len, meta, size) > FG_REMOTE_ENTRY_MAX) {
         pthread_mutex_lock(&r->lock);
