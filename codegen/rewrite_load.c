@@ -16,6 +16,7 @@
 #include "expr.h"
 #include "kind.h"
 #include "load.h"
+#include "where.h"
 
 static const char *const rewrite_keys[] = {"rewrite", "inputs", "match", "replace"};
 static const char *const step_keys[] = {"op", "where", "inputs", "commutative", "attrs"};
@@ -195,18 +196,6 @@ static void parse_step_inputs(rw_names *N, int si, const fg_ynode *v)
         }
         s->nargs++;
     }
-}
-
-/* Adds name to the step's where variables unless present. */
-static int add_where_var(fg_rw_step *s, const char *name)
-{
-    for (int i = 0; i < s->nwhere_vars; i++)
-        if (s->where_vars[i] == name)
-            return 1;
-    if (s->nwhere_vars >= FG_MAX_WHERE_VARS)
-        return 0;
-    s->where_vars[s->nwhere_vars++] = name;
-    return 1;
 }
 
 /* The attribute variable called name (bound to a list or to one number),
@@ -401,20 +390,9 @@ static void parse_step(rw_names *N, int si, const fg_ynode *item, const char **n
     if (where && s->nops) {
         const char *src;
         if (fg_yget_str(ctx, where, "where", &src)) {
-            int fits = 1;
-            for (int i = 0; i < s->nops && fits; i++)
-                for (int a = 0; a < s->ops[i]->nattrs && fits; a++)
-                    fits = add_where_var(s, s->ops[i]->attrs[a].name);
-            if (!fits) {
-                fg_diag_error(ctx, FG_ERR_INPUT, where->loc, "step '%s' can see more than %d attribute names",
-                              s->name, FG_MAX_WHERE_VARS);
-            } else {
-                int e1 = ctx->nerrors;
-                s->where_src = fg_intern(ctx, src);
-                s->where = fg_expr_parse(ctx, src, fg_ynode_text_loc(where), s->where_vars, s->nwhere_vars);
-                if (!s->where && ctx->nerrors == e1)
-                    fg_diag_error(ctx, FG_ERR_INPUT, fg_ynode_text_loc(where), "invalid `where` expression");
-            }
+            fg_where_compile(ctx, src, where->loc, fg_ynode_text_loc(where), s->name,
+                             (const fg_opdef *const *)s->ops, s->nops, s->where_vars, &s->nwhere_vars, &s->where,
+                             &s->where_src);
         }
     }
 }

@@ -17,6 +17,7 @@
 #include "kind.h"
 #include "load.h"
 #include "template.h"
+#include "where.h"
 
 static const char *const rule_keys[] = {"rule", "priority", "dtypes", "layouts", "hooks", "match", "fold", "kernel"};
 static const char *const step_keys[] = {"op", "kind", "where", "where_hook", "optional", "repeat", "input_map"};
@@ -67,18 +68,6 @@ static unsigned parse_guard(fg_context *ctx, const fg_ynode *v, const char *what
             bits |= 1u << found;
     }
     return bits;
-}
-
-/* Adds name to the step's where variables unless present. */
-static int add_where_var(fg_rule_step *s, const char *name)
-{
-    for (int i = 0; i < s->nwhere_vars; i++)
-        if (s->where_vars[i] == name)
-            return 1;
-    if (s->nwhere_vars >= FG_MAX_WHERE_VARS)
-        return 0;
-    s->where_vars[s->nwhere_vars++] = name;
-    return 1;
 }
 
 /* Nonzero when every op the step can match has kind in mask. */
@@ -226,22 +215,10 @@ static void parse_step(fg_context *ctx, fg_rule *r, const fg_ynode *item, const 
         if (fg_yget_str(ctx, where, "where", &src)) {
             const fg_opdef **ops;
             int nops = step_ops(ctx, s, &ops);
-            int fits = 1;
-            for (int i = 0; i < nops && fits; i++)
-                for (int a = 0; a < ops[i]->nattrs && fits; a++)
-                    fits = add_where_var(s, ops[i]->attrs[a].name);
+            fg_where_compile(ctx, src, where->loc, fg_ynode_text_loc(where), s->name, ops, nops, s->where_vars,
+                             &s->nwhere_vars, &s->where, &s->where_src);
             if (ops != (const fg_opdef **)s->ops)
                 free(ops);
-            if (!fits) {
-                fg_diag_error(ctx, FG_ERR_INPUT, where->loc, "step '%s' can see more than %d attribute names",
-                              s->name, FG_MAX_WHERE_VARS);
-            } else {
-                int e0 = ctx->nerrors;
-                s->where_src = fg_intern(ctx, src);
-                s->where = fg_expr_parse(ctx, src, fg_ynode_text_loc(where), s->where_vars, s->nwhere_vars);
-                if (!s->where && ctx->nerrors == e0)
-                    fg_diag_error(ctx, FG_ERR_INPUT, fg_ynode_text_loc(where), "invalid `where` expression");
-            }
         }
     }
     const fg_ynode *wh = fg_ymap_get(v, "where_hook");

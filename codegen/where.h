@@ -16,4 +16,14 @@ struct fg_expr;
  * reads an attribute nd's op does not have. */
 int fg_where_holds(const struct fg_expr *where, const char *const *vars, int nvars, const fg_node *nd);
 
+/* Compiles step `step`'s `where` text src over the attributes of the ops it
+ * can match (ops[0..nops)): vars / *nvars receive the union of their
+ * attribute names (interned; at most FG_MAX_WHERE_VARS), *where the parsed
+ * expression and *where_src src interned.  Errors are recorded at key_loc
+ * (too many names) or text_loc (the expression); returns FG_OK or
+ * FG_ERR_INPUT.  The rule loader and the rewrite loader share it. */
+fg_status fg_where_compile(fg_context *ctx, const char *src, fg_loc key_loc, fg_loc text_loc, const char *step,
+                           const fg_opdef *const *ops, int nops, const char **vars, int *nvars,
+                           struct fg_expr **where, const char **where_src);
+
 #endif /* FG_WHERE_H */
