@@ -371,17 +371,8 @@ static int match_legal(const fg_graph *g, const fg_rewrite *rw, const rw_match *
             memcpy(shape, t->shape, sizeof shape);
             continue;
         }
-        int r = t->rank > rank ? t->rank : rank;
-        int64_t res[FG_MAX_RANK];
-        for (int d = 0; d < r; d++) {
-            int da = d - (r - rank), db = d - (r - t->rank);
-            int64_t x = da >= 0 ? shape[da] : 1, y = db >= 0 ? t->shape[db] : 1;
-            if (x != y && x != 1 && y != 1)
-                return 0;
-            res[d] = x == 1 ? y : x;
-        }
-        rank = r;
-        memcpy(shape, res, sizeof res);
+        if ((rank = fg_broadcast_shape(shape, rank, t->shape, t->rank)) < 0)
+            return 0;
     }
     if (rank != out->rank)
         return 0;

@@ -62,6 +62,21 @@ static void set_out(infer *s, int rank, const int64_t *shape, const fg_tensor *l
         }
 }
 
+int fg_broadcast_shape(int64_t *shape, int rank, const int64_t *other, int orank)
+{
+    int r = orank > rank ? orank : rank;
+    int64_t res[FG_MAX_RANK];
+    for (int d = 0; d < r; d++) {
+        int da = d - (r - rank), db = d - (r - orank);
+        int64_t a = da >= 0 ? shape[da] : 1, b = db >= 0 ? other[db] : 1;
+        if (a != b && a != 1 && b != 1)
+            return -1;
+        res[d] = a == 1 ? b : a;
+    }
+    memcpy(shape, res, sizeof(int64_t) * (size_t)r);
+    return r;
+}
+
 fg_status fg_infer_pointwise(infer *s)
 {
     char b1[128], b2[128];
@@ -78,18 +93,11 @@ fg_status fg_infer_pointwise(infer *s)
             memcpy(shape, t->shape, sizeof shape);
             continue;
         }
-        int r = t->rank > rank ? t->rank : rank;
-        int64_t res[FG_MAX_RANK];
-        for (int d = 0; d < r; d++) {
-            int da = d - (r - rank), db = d - (r - t->rank);
-            int64_t a = da >= 0 ? shape[da] : 1, bb = db >= 0 ? t->shape[db] : 1;
-            if (a != bb && a != 1 && bb != 1)
-                return fail(s, "shapes %s and %s do not broadcast", fg_shape_str(shape, rank, b1, sizeof b1),
-                            SHAPE(t, b2));
-            res[d] = a == 1 ? bb : a;
-        }
+        int r = fg_broadcast_shape(shape, rank, t->shape, t->rank);
+        if (r < 0)
+            return fail(s, "shapes %s and %s do not broadcast", fg_shape_str(shape, rank, b1, sizeof b1),
+                        SHAPE(t, b2));
         rank = r;
-        memcpy(shape, res, sizeof res);
     }
     if (!first)
         return fail(s, "needs at least one input that is not per-channel");

@@ -35,6 +35,10 @@ typedef struct fg_infer {
 
 /* Shape rules of the op kinds (the op-kind table, kind.c, points at them). */
 fg_status fg_infer_pointwise(fg_infer *s);
+/* Broadcasts shape[0..rank) with other[0..orank) numpy-style, in place
+ * (shape holds FG_MAX_RANK values): returns the result's rank, or -1 (shape
+ * unchanged) when they do not broadcast. */
+int fg_broadcast_shape(int64_t *shape, int rank, const int64_t *other, int orank);
 fg_status fg_infer_conv(fg_infer *s);
 fg_status fg_infer_matmul(fg_infer *s);
 fg_status fg_infer_batch_norm(fg_infer *s);
