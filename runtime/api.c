@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include "context.h"
+#include "diag.h"
+#include "emit.h"
 #include "exec.h"
 #include "plan.h"
 #include "runtime.h"
@@ -35,11 +37,41 @@ FG_API fg_status fg_context_init(fg_context **out, const fg_options *opts)
     return fg_rules_load(ctx, ctx->rules_dir);
 }
 
+/* The plan's promise is that what fg_plan_build returns emits.  Tile values
+ * a rule's `params:` hook chose are checked against their declared ranges
+ * while planning; whether the shape can take them (a tile pair, the stages
+ * in shared memory, a split against the reduction) is the emitter's own
+ * judgement, so each group whose tiles a hook chose is emitted once here and
+ * a refusal becomes an error of planning, located at the rule. */
+static fg_status check_hook_tiles(fg_context *ctx, const fg_plan *p)
+{
+    for (int i = 0; i < p->ngroups; i++) {
+        const fg_group *grp = &p->groups[i];
+        const fg_rule *r = grp->rule >= 0 ? ctx->rules[grp->rule] : NULL;
+        if (!r || !r->tile_hook)
+            continue;
+        fg_kernel k;
+        fg_emit_opts eo = {.specialize = 1};
+        if (fg_emit_group(ctx, p, i, &eo, &k) != FG_OK)
+            return fg_diag_error(ctx, FG_ERR_HOOK, r->loc,
+                                 "rule '%s': the values its params hook '%s' chose cannot run group %d (%s, "
+                                 "template %s; the emitter's reason is above)",
+                                 r->name, r->tile_hook, i, p->graph->nodes[grp->nodes[0]].name, grp->template_name);
+        fg_kernel_free(&k);
+    }
+    return FG_OK;
+}
+
 FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out)
 {
     if (ctx)
         fg_rt_resolve_target(ctx);
-    return fg_plan_make(ctx, g, out);
+    fg_status st = fg_plan_make(ctx, g, out);
+    if (st == FG_OK && (st = check_hook_tiles(ctx, *out)) != FG_OK) {
+        fg_plan_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 struct fg_kernel_handle {
