@@ -958,7 +958,7 @@ static fg_status load(fg_context *ctx, const char *file, const char *text, size_
                     t->rank = -1;
                 continue;
             }
-            fg_shape_infer(ctx, L.g, i);
+            fg_kind_infer_shape(ctx, L.g, i);
             t->loc = r->node.loc;
         }
     }

@@ -255,6 +255,11 @@ static const fg_kind_info kinds[] = {
 FG_STATIC_ASSERT(FG_COUNTOF(kinds) == FG_OPK_COUNT, "kinds out of sync with fg_op_kind");
 FG_STATIC_ASSERT(FG_OPK_COUNT <= 32, "sets of kinds (rule steps, templates) are 32-bit masks");
 
+fg_status fg_kind_infer_shape(fg_context *ctx, fg_graph *g, int node)
+{
+    return fg_shape_infer_by(ctx, g, node, fg_kind(g->nodes[node].op->kind)->infer);
+}
+
 const fg_kind_info *fg_kind(fg_op_kind k) { return (unsigned)k < FG_COUNTOF(kinds) ? &kinds[k] : &kinds[0]; }
 
 const char *fg_op_kind_name(fg_op_kind k) { return (unsigned)k < FG_COUNTOF(kinds) ? kinds[k].name : "?"; }

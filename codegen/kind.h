@@ -83,6 +83,9 @@ typedef struct fg_kind_info {
 
 /* The entry of kind k (k must be valid: op definitions are checked at load). */
 const fg_kind_info *fg_kind(fg_op_kind k);
+/* Infers the output shape of node of g with its kind's inference
+ * (fg_shape_infer_by, shape.h, has the contract). */
+fg_status fg_kind_infer_shape(fg_context *ctx, fg_graph *g, int node);
 /* Kind by name, or -1. */
 int fg_kind_find(const char *name);
 /* Index of variable name in kind k's capability variables, or -1. */

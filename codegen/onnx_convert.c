@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "onnx_impl.h"
+#include "kind.h"
 #include "shape.h"
 
 /* One node being converted. */
@@ -282,7 +283,7 @@ static int emit(nctx *nc, const char *opname, const int *ins, int nins, const as
     n.output = fg_onnx_add_tensor(L, &t, suffix ? NULL : onnx_out);
     int nd = fg_graph_add_node(L->g, &n);
     L->g->tensors[n.output].producer = nd;
-    if (fg_shape_infer(L->ctx, L->g, nd) != FG_OK) {
+    if (fg_kind_infer_shape(L->ctx, L->g, nd) != FG_OK) {
         nc->bad = 1;
         return -1;
     }

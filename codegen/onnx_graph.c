@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "onnx_impl.h"
+#include "kind.h"
 #include "shape.h"
 
 /* ---- the loader's state --------------------------------------------------- */
@@ -290,7 +291,7 @@ static int copy_node(loader *L, int t, const char *name)
     o.loc = L->loc;
     n.output = fg_onnx_add_tensor(L, &o, name);
     int nd = fg_graph_add_node(L->g, &n);
-    return fg_shape_infer(L->ctx, L->g, nd) == FG_OK ? n.output : -1;
+    return fg_kind_infer_shape(L->ctx, L->g, nd) == FG_OK ? n.output : -1;
 }
 
 static void load_outputs(loader *L, const Onnx__GraphProto *gp)

@@ -461,7 +461,7 @@ static fg_status check_size(infer *s)
     return FG_OK;
 }
 
-fg_status fg_shape_infer(fg_context *ctx, fg_graph *g, int node)
+fg_status fg_shape_infer_by(fg_context *ctx, fg_graph *g, int node, fg_status (*infer_fn)(infer *s))
 {
     infer s = {ctx, g, &g->nodes[node], {0}, &g->tensors[g->nodes[node].output]};
     for (int i = 0; i < s.n->ninputs; i++) {
@@ -475,7 +475,7 @@ fg_status fg_shape_infer(fg_context *ctx, fg_graph *g, int node)
     }
     if (!s.in[0])
         return fail(&s, "input 0 is missing");
-    fg_status st = fg_kind(s.n->op->kind)->infer(&s);
+    fg_status st = infer_fn(&s);
     if (st == FG_OK)
         st = check_size(&s);
     return st;

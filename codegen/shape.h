@@ -12,13 +12,17 @@
 
 #include "ir.h"
 
+struct fg_infer;
+
 /* Sets rank, shape, dtype and layout of node's output tensor from its input
- * tensors and attributes.  Inputs whose rank is negative are of unknown
- * shape (an earlier error): the output becomes unknown too (rank -1) and
- * FG_ERR_INPUT is returned without a new message.  A mismatch is recorded at
- * the node's location, e.g. "conv2d 'conv1': input has 32 channels but
- * weight expects 64 (weight shape [64, 64, 3, 3], groups 1)". */
-fg_status fg_shape_infer(fg_context *ctx, fg_graph *g, int node);
+ * tensors and attributes through infer, the inference of the node's kind
+ * (callers use fg_kind_infer_shape, kind.h, which passes the kind table's).
+ * Inputs whose rank is negative are of unknown shape (an earlier error): the
+ * output becomes unknown too (rank -1) and FG_ERR_INPUT is returned without
+ * a new message.  A mismatch is recorded at the node's location, e.g.
+ * "conv2d 'conv1': input has 32 channels but weight expects 64 (weight
+ * shape [64, 64, 3, 3], groups 1)". */
+fg_status fg_shape_infer_by(fg_context *ctx, fg_graph *g, int node, fg_status (*infer)(struct fg_infer *s));
 
 /* The state of one inference: the node, its input tensors, its output. */
 typedef struct fg_infer {
