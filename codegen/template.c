@@ -323,6 +323,7 @@ fg_status fg_template_family_register(fg_context *ctx, const fg_template_family 
         memmove(ctx->templates + at + 1, ctx->templates + at, sizeof *ctx->templates * (size_t)(ctx->ntemplates - 1 - at));
         ctx->templates[at++] = t;
     }
+    fg_ctx_on_free(ctx, fg_templates_free);
     return FG_OK;
 }
 

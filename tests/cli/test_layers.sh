@@ -108,8 +108,10 @@ xargs nm -A --undefined-only <"$T/rt_objs" 2>/dev/null |
   join - "$T/cg_data" | while read -r s f; do
   echo "codegen -> runtime: runtime/$f.c sets codegen's global $s (a hook slot)"
 done >>"$T/v1"
+# a constructor of ours lands in .init_array (or .ctors); the sanitizers' own module constructors
+# are placed in .init_array.00099 and are not ours
 while read -r o; do
-  if objdump -h "$o" 2>/dev/null | grep -qE '\.init_array|\.ctors'; then
+  if objdump -h "$o" 2>/dev/null | grep -qE '\.(init_array|ctors)[[:space:]]'; then
     echo "codegen -> runtime: $(basename "$(dirname "$o")")/$(basename "$o" .o) runs a constructor"
   fi
 done < <(cat "$T/cg_objs" "$T/rt_objs") >>"$T/v1"
