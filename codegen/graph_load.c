@@ -989,7 +989,7 @@ done:
 
 FG_API fg_status fg_graph_parse(fg_context *ctx, const char *name, const char *text, size_t len, fg_graph **out)
 {
-    if (text && fg_onnx_is_model_data(text, len))   /* a serialized ONNX model (onnx_load.c) */
+    if (text && fg_onnx_is_model_data(text, len))   /* a serialized ONNX model (onnx_decode.c) */
         return fg_graph_load_onnx_memory(ctx, name, text, len, NULL, out);
     return load(ctx, name ? name : "<graph>", text, len, NULL, out);
 }
@@ -998,7 +998,7 @@ FG_API fg_status fg_graph_load(fg_context *ctx, const char *path, fg_graph **out
 {
     size_t len;
     *out = NULL;
-    if (path && fg_onnx_is_model_file(path))         /* .onnx, or ONNX content (onnx_load.c) */
+    if (path && fg_onnx_is_model_file(path))         /* .onnx, or ONNX content (onnx_decode.c) */
         return fg_graph_load_onnx(ctx, path, NULL, out);
     char why[160];
     char *text = fg_read_input_file(path, FG_GRAPH_FILE_MAX, &len, why, sizeof why);

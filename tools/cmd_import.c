@@ -1,6 +1,6 @@
 /*
  * cmd_import.c -- `fusegen import MODEL.onnx -o GRAPH.yaml [--weights-dir
- * NAME] [--rules DIR] [--dim NAME=N]`: loads an ONNX model (onnx_load.c) and
+ * NAME] [--rules DIR] [--dim NAME=N]`: loads an ONNX model (onnx_graph.c) and
  * writes the same graph as YAML (docs/graphs.md) with every weight in a
  * side file, one NumPy .npy file per weight (fp16 weights as '<f2', others
  * as '<f4'), referenced as `file:` relative to the YAML file.
