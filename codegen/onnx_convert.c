@@ -549,7 +549,7 @@ static int op_max(nctx *nc) { return variadic_minmax(nc, "max2"); }
 static int op_min(nctx *nc) { return variadic_minmax(nc, "min2"); }
 
 /* Nonzero when tensor t is the result of a comparison (a bool, held as 1 / 0
- * in the graph's float type; only Where and Cast read it). */
+ * in the graph's float type; only Where reads it). */
 int fg_onnx_is_bool_tensor(const loader *L, int t)
 {
     if (t < 0 || t >= L->g->ntensors || L->g->tensors[t].producer < 0)
@@ -997,66 +997,6 @@ static int op_identity(nctx *nc)
         return nerr(nc, "input 0 is missing"), -1;
     alias_output(nc, 0);
     return 0;
-}
-
-/* Cast to ONNX type `to` of computed input 0 (constants fold, onnx_fold.c).
- * A graph computes in one float type: a cast to that type, or to double
- * (computed in the graph's type: graphs hold no float64 tensors), is the
- * identity; a comparison's bool result cast to a float type becomes that
- * float (1 or 0, an `identity` op, so that any op may read it); a cast to
- * another float type or to an integer or bool type is refused. */
-static int cast_to(nctx *nc, int to)
-{
-    value *v = in_value(nc, 0);
-    if (!v)
-        return nerr(nc, "input 0 is missing"), -1;
-    int x = v->kind == V_TENSOR ? v->idx : in_tensor(nc, 0);
-    if (x < 0)
-        return -1;
-    int is_bool = fg_onnx_is_bool_tensor(nc->L, x);
-    fg_dtype dt = T(nc, x)->dtype;
-    int fdt = fg_onnx_dtype_fg(to);
-    if (to == FG_ONNX_DTYPE_DOUBLE)
-        fdt = (int)dt;
-    if (fdt < 0) {
-        if (is_bool && to == 9 /* BOOL */) {
-            alias_output(nc, 0);
-            return 0;
-        }
-        return nerr(nc, "casts a computed tensor to %s; tensors are float, float16 or bfloat16 (integer and bool "
-                        "tensors are not supported)", fg_onnx_dtype_name(to)), -1;
-    }
-    if (fdt != (int)dt)
-        return nerr(nc, "casts a computed %s tensor to %s; a graph computes in one float type", fg_dtype_name(dt),
-                    fg_onnx_dtype_name(to)), -1;
-    if (is_bool)
-        return emit_out(nc, "identity", &x, 1, NULL, 0);
-    alias_output(nc, 0);
-    return 0;
-}
-
-static int op_cast(nctx *nc)
-{
-    int64_t to = attr_int(nc, "to", -1);
-    if (nc->bad)
-        return -1;
-    if (to < 0)
-        return nerr(nc, "needs attribute 'to'"), -1;
-    return cast_to(nc, (int)to);
-}
-
-/* CastLike(input, target_type): to input 1's element type. */
-static int op_cast_like(nctx *nc)
-{
-    value *t = in_value(nc, 1);
-    if (!t)
-        return nerr(nc, "input 1 is missing"), -1;
-    int to = t->kind == V_CONST ? nc->L->consts[t->idx].dtype
-             : fg_onnx_is_bool_tensor(nc->L, t->idx) ? 9 /* BOOL */
-             : T(nc, t->idx)->dtype == FG_DTYPE_F16  ? FG_ONNX_DTYPE_FLOAT16
-             : T(nc, t->idx)->dtype == FG_DTYPE_BF16 ? FG_ONNX_DTYPE_BFLOAT16
-                                                    : FG_ONNX_DTYPE_FLOAT;
-    return cast_to(nc, to);
 }
 
 static int op_dropout(nctx *nc)
@@ -1520,8 +1460,6 @@ static const fg_onnx_op onnx_ops[] = {
     {"Add", op_add, "", 2, 2, 1},
     {"AveragePool", op_avgpool, "auto_pad ceil_mode count_include_pad dilations kernel_shape pads strides", 1, 1, 1},
     {"BatchNormalization", op_batch_norm, "epsilon momentum training_mode", 5, 5, 1},
-    {"Cast", op_cast, "round_mode saturate to", 1, 1, 1},
-    {"CastLike", op_cast_like, "round_mode saturate", 2, 2, 1},
     {"Clip", op_clip, "", 1, 3, 1},
     {"Constant", op_constant, "value value_float value_floats value_int value_ints", 0, 0, 1},
     {"Concat", op_concat, "axis", 1, 1 << 20, 1},
@@ -1606,14 +1544,6 @@ static int handles_attr(const fg_onnx_op *op, const fg_opdef *def, const char *n
     return 0;
 }
 
-/* Whether input j of n may be a comparison's bool result: Where's
- * condition, what Cast and CastLike convert, CastLike's type operand. */
-static int bool_reader(const Onnx__NodeProto *n, size_t j)
-{
-    return (j == 0 && (strcmp(n->op_type, "Where") == 0 || strcmp(n->op_type, "Cast") == 0)) ||
-           strcmp(n->op_type, "CastLike") == 0;
-}
-
 /* Converts node i.  Outputs of a node that failed, or that reads the
  * output of one, stand for the unknown placeholder. */
 void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_onnx_op *op)
@@ -1638,8 +1568,8 @@ void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_o
         }
         if (v->kind == V_TENSOR && L->g->tensors[v->idx].rank < 0)
             quiet = 1;   /* downstream of an error already reported */
-        else if (v->kind == V_TENSOR && fg_onnx_is_bool_tensor(L, v->idx) && !bool_reader(n, j))
-            nerr(&nc, "input %zu ('%s') is a comparison's bool result, which only Where's condition and Cast may read", j,
+        else if (v->kind == V_TENSOR && fg_onnx_is_bool_tensor(L, v->idx) && !(j == 0 && strcmp(n->op_type, "Where") == 0))
+            nerr(&nc, "input %zu ('%s') is a comparison's bool result, which only Where's condition may read", j,
                  fg_onnx_esc(n->input[j], b1, sizeof b1));
     }
     int ni = nin(&nc);

@@ -309,14 +309,6 @@ static void load_outputs(loader *L, const Onnx__GraphProto *gp)
             fg_onnx_lerr(L, "graph output '%s' is a constant; outputs must be computed", fg_onnx_esc(nm, b1, sizeof b1));
             continue;
         }
-        const Onnx__TypeProto *ty = gp->output[i]->type;
-        int et = ty && ty->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && ty->tensor_type &&
-                         ty->tensor_type->has_elem_type ? ty->tensor_type->elem_type : 0;
-        if (et && fg_onnx_dtype_fg(et) < 0 && et != 9 /* BOOL: refused below, as a comparison's result */) {
-            fg_onnx_lerr(L, "graph output '%s' has element type %s; outputs must be float, float16 or bfloat16",
-                         fg_onnx_esc(nm, b1, sizeof b1), fg_onnx_dtype_name(et));
-            continue;
-        }
         int t = v->idx;
         fg_tensor *tt = &L->g->tensors[t];
         if (tt->rank < 0)

@@ -121,7 +121,7 @@ void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_o
  * constant.  A node that cannot be evaluated is an error naming it. */
 void fg_onnx_fold_node(loader *L, int i, const Onnx__NodeProto *n);
 /* Nonzero when tensor t is the result of a comparison (a bool, held as 1 / 0
- * in the graph's float type; only Where and Cast read it). */
+ * in the graph's float type; only Where reads it). */
 int fg_onnx_is_bool_tensor(const loader *L, int t);
 
 #endif /* FG_ONNX_IMPL_H */
