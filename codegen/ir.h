@@ -112,10 +112,7 @@ typedef struct fg_opdef {
 /* ---- graphs ----------------------------------------------------------- */
 
 typedef struct fg_tensor {
-    const char *name;              /* interned; a C identifier (generated source uses it) */
-    const char *source_name;       /* the name the model file gives it (an ONNX name that is no C
-                                      identifier, as `onnx::Conv_0`), or NULL when that is name:
-                                      what users type and read (fg_tensor_user_name); interned */
+    const char *name;              /* interned */
     fg_dtype dtype;
     fg_layout layout;              /* meaningful for rank-4 tensors */
     int rank;
@@ -161,11 +158,8 @@ struct fg_graph {
     int noutputs;
 };
 
-/* Lookup helpers (graph.c).  A tensor is found by its user name (the model's
- * own, fg_tensor_user_name) first, then by its identifier. */
+/* Lookup helpers (graph.c). */
 int fg_graph_find_tensor(const fg_graph *g, const char *name);   /* -1 if none */
-/* The name users type and read: the model's own, else the identifier. */
-const char *fg_tensor_user_name(const fg_tensor *t);
 int fg_graph_find_node(const fg_graph *g, const char *name);     /* -1 if none */
 int64_t fg_tensor_numel(const fg_tensor *t);
 /* The precision named s ("exact", "tf32"), or -1 (precision.c). */

@@ -496,9 +496,6 @@ static fg_status load(fg_context *ctx, const char *name, const void *data, size_
     L.g->path = path ? fg_intern(ctx, path) : NULL;
     load_model(&L, m);
     fg_graph_recount(L.g);
-    for (int t = 0; t < L.g->ntensors; t++)   /* the model's own names, before the model is freed */
-        if (t < L.tensor_onnx_cap && L.tensor_onnx[t] && strcmp(L.tensor_onnx[t], L.g->tensors[t].name) != 0)
-            L.g->tensors[t].source_name = fg_intern(ctx, L.tensor_onnx[t]);
     onnx__model_proto__free_unpacked(m, NULL);
     vfree(&L.values);
     vfree(&L.used);

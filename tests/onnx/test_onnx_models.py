@@ -502,34 +502,6 @@ def extra_checks(run, tmp, failed):
         p = subprocess.run([fg] + list(args), capture_output=True, text=True, env=env)
         return p.returncode, p.stdout + p.stderr
 
-    # the model's own names, as exporters write them, on the command line and through the API
-    nm = Case("names", [N("Relu", ["onnx::Conv_0"], ["/blk/Relu_output_0"]),
-                        N("Neg", ["/blk/Relu_output_0"], ["0"])],
-              {"onnx::Conv_0": (2, 3)}, {}, ["/blk/Relu_output_0", "0"])
-    npath = os.path.join(tmp, "names.onnx")
-    onnx.save(nm.model("fp32"), npath)
-    xin = rnd(2, 3)
-    np.save(os.path.join(tmp, "names_x.npy"), xin)
-    rc, out = cli("run", npath, "--device", "emu", "--input", "onnx::Conv_0=" + os.path.join(tmp, "names_x.npy"),
-                  "--save-outputs", os.path.join(tmp, "names_out"))
-    saved = sorted(os.listdir(os.path.join(tmp, "names_out"))) if rc == 0 else []
-    expect(rc == 0 and "input onnx::Conv_0 from" in out and len(saved) == 2,
-           "fusegen run --input onnx::Conv_0=... (the model's own input name)", failed)
-    if len(saved) == 2:
-        vals = [np.load(os.path.join(tmp, "names_out", f)) for f in saved]
-        want = [np.maximum(xin, 0), -np.maximum(xin, 0)]
-        expect(any(np.array_equal(v, want[0]) for v in vals) and any(np.array_equal(v, want[1]) for v in vals),
-               "--save-outputs writes the outputs '/blk/Relu_output_0' and '0'", failed)
-    g = run.lib.load(npath)
-    try:
-        outs, _ = run.lib.run(g, {"onnx::Conv_0": xin})
-        expect(sorted(outs) == ["/blk/Relu_output_0", "0"] and np.array_equal(outs["0"], -np.maximum(xin, 0)),
-               "bindings and output names are the model's own ('onnx::Conv_0', '0')", failed)
-    finally:
-        run.lib.free_graph(g)
-    rc, out = cli("run", npath, "--device", "emu", "--input", "onnx__Conv=" + os.path.join(tmp, "names_x.npy"))
-    expect(rc == 2 and "its inputs: onnx::Conv_0" in out, "--input with a wrong name lists the model's names", failed)
-
     blk = resnet_block()
     path = os.path.join(tmp, "block.onnx")
     onnx.save(blk.model("fp32"), path)
