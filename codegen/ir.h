@@ -103,8 +103,6 @@ typedef struct fg_opdef {
     struct fg_expr *expr;          /* parsed expr_src (variables: inputs and attrs) */
     const char *reduce;            /* pool2d, global_pool: "max" or "avg"; reduce: a reduction of
                                       reduce.h (sum, mean, max, min, prod, ...) */
-    const char *onnx;              /* the ONNX operator imported one-to-one onto this op (its
-                                      `onnx:` key, an element-wise kind's), or NULL: interned */
     fg_loc loc;                    /* the `op:` line */
     uint64_t file_hash;            /* hash of the defining file's bytes */
 } fg_opdef;

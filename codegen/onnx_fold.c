@@ -146,8 +146,6 @@ static float round_float(double x, int dt)
     }
 }
 
-float fg_onnx_round_float(double x, int dt) { return round_float(x, dt); }
-
 /* x wrapped to the integer type dt. */
 static int64_t wrap_int(int64_t x, int dt) { return dt == FG_ONNX_DTYPE_INT32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)x : x; }
 

@@ -362,7 +362,7 @@ static int check_ops(loader *L, const Onnx__GraphProto *gp)
     char b1[160], b2[160];
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *n = gp->node[i];
-        if (done[i] || fg_onnx_find_op(L, n) || L->fold[i])
+        if (done[i] || fg_onnx_find_op(n) || L->fold[i])
             continue;
         const char *dom = n->domain && n->domain[0] ? n->domain : NULL;
         fg_buf_printf(&b, "%s%s%s%s (", nbad++ ? "; " : "", dom ? fg_onnx_esc(dom, b2, sizeof b2) : "", dom ? "." : "",
@@ -371,7 +371,7 @@ static int check_ops(loader *L, const Onnx__GraphProto *gp)
         for (size_t j = i; j < gp->n_node; j++) {
             const Onnx__NodeProto *m = gp->node[j];
             const char *mdom = m->domain && m->domain[0] ? m->domain : NULL;
-            if (done[j] || fg_onnx_find_op(L, m) || L->fold[j] || strcmp(m->op_type ? m->op_type : "", n->op_type ? n->op_type : "") ||
+            if (done[j] || fg_onnx_find_op(m) || L->fold[j] || strcmp(m->op_type ? m->op_type : "", n->op_type ? n->op_type : "") ||
                 (!dom != !mdom) || (dom && strcmp(dom, mdom)))
                 continue;
             done[j] = 1;
@@ -465,7 +465,7 @@ static void load_model(loader *L, const Onnx__ModelProto *m)
         if (L->fold[i])
             fg_onnx_fold_node(L, (int)i, gp->node[i]);
         else
-            fg_onnx_convert_node(L, (int)i, gp->node[i], fg_onnx_find_op(L, gp->node[i]));
+            fg_onnx_convert_node(L, (int)i, gp->node[i], fg_onnx_find_op(gp->node[i]));
     }
     load_outputs(L, gp);
     if (L->g->noutputs == 0 && gp->n_output == 0)
