@@ -86,6 +86,14 @@ const fg_opdef *fg_ctx_find_op(const fg_context *ctx, const char *name)
     return NULL;
 }
 
+const fg_opdef *fg_ctx_find_onnx_op(const fg_context *ctx, const char *type)
+{
+    for (int i = 0; i < ctx->nops; i++)
+        if (ctx->ops[i]->onnx && strcmp(ctx->ops[i]->onnx, type) == 0)
+            return ctx->ops[i];
+    return NULL;
+}
+
 int fg_ctx_find_rule(const fg_context *ctx, const char *name)
 {
     for (int i = 0; i < ctx->nrules; i++)
@@ -96,10 +104,14 @@ int fg_ctx_find_rule(const fg_context *ctx, const char *name)
 
 fg_status fg_ctx_add_op(fg_context *ctx, fg_opdef *op)
 {
-    const fg_opdef *old = fg_ctx_find_op(ctx, op->name);
-    if (old) {
-        fg_status st = fg_diag_error(ctx, FG_ERR_INPUT, op->loc, "duplicate op '%s' (first defined at %s:%d)",
-                                     op->name, old->loc.file ? old->loc.file : "?", old->loc.line);
+    const fg_opdef *old = fg_ctx_find_op(ctx, op->name), *claim = op->onnx ? fg_ctx_find_onnx_op(ctx, op->onnx) : NULL;
+    if (old || claim) {
+        fg_status st = old ? fg_diag_error(ctx, FG_ERR_INPUT, op->loc, "duplicate op '%s' (first defined at %s:%d)",
+                                           op->name, old->loc.file ? old->loc.file : "?", old->loc.line)
+                           : fg_diag_error(ctx, FG_ERR_INPUT, op->loc,
+                                           "op '%s': ONNX operator '%s' is already imported onto op '%s' (defined at %s:%d)",
+                                           op->name, op->onnx, claim->name, claim->loc.file ? claim->loc.file : "?",
+                                           claim->loc.line);
         fg_expr_free(op->expr);
         free(op);
         return st;

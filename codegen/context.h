@@ -87,10 +87,13 @@ const char **fg_ctx_op_names(const fg_context *ctx);
 
 /* Vocabulary lookups (NULL / -1 when absent). */
 const fg_opdef *fg_ctx_find_op(const fg_context *ctx, const char *name);
+/* The op whose `onnx:` key names ONNX operator type (NULL when none). */
+const fg_opdef *fg_ctx_find_onnx_op(const fg_context *ctx, const char *type);
 int fg_ctx_find_rule(const fg_context *ctx, const char *name);
 
 /* Adds an op definition or rule (ownership passes to the context).  A duplicate
- * name is an error that points at both definitions. */
+ * name, or a second op claiming one ONNX operator, is an error that points at
+ * both definitions. */
 fg_status fg_ctx_add_op(fg_context *ctx, fg_opdef *op);
 fg_status fg_ctx_add_rule(fg_context *ctx, fg_rule *rule);
 

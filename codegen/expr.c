@@ -26,16 +26,32 @@ static const char *const bin_text[] = {"+", "-", "*", "/", "==", "!=", "<", "<="
 FG_STATIC_ASSERT(FG_COUNTOF(bin_text) == B_COUNT, "bin_text out of sync");
 
 enum { F_EXP, F_LOG, F_LOG1P, F_EXPM1, F_TANH, F_ERF, F_SQRT, F_RSQRT, F_ABS, F_MIN, F_MAX,
-       F_POW, F_SIGMOID, F_FLOOR, F_CEIL, F_COUNT };
+       F_POW, F_SIGMOID, F_FLOOR, F_CEIL, F_ROUND, F_SIN, F_COS, F_TAN, F_ASIN, F_ACOS, F_ATAN,
+       F_SINH, F_COSH, F_ASINH, F_ACOSH, F_ATANH, F_COUNT };
+
+static double rsqrt_d(double a) { return 1.0 / sqrt(a); }
+static double sigmoid_d(double a) { return 1.0 / (1.0 + exp(-a)); }
+
+/* The functions of the language.  cname is the float function the CUDA
+ * and emulation sources call (both preludes' math: CUDA's device library,
+ * the host's libm); host, the double function of the evaluator (NULL for
+ * the two-argument ones, evaluated in ev).  round: to the nearest integer,
+ * ties to even (rintf; ONNX Round). */
 static const struct {
     const char *name;
     int nargs;
     const char *cname;   /* float C function; NULL: emitted specially */
+    double (*host)(double);
 } fn_table[] = {
-    {"exp", 1, "expf"},     {"log", 1, "logf"},     {"log1p", 1, "log1pf"}, {"expm1", 1, "expm1f"},
-    {"tanh", 1, "tanhf"},   {"erf", 1, "erff"},     {"sqrt", 1, "sqrtf"},   {"rsqrt", 1, "fg_rsqrtf"},
-    {"abs", 1, "fabsf"},    {"min", 2, "fg_minf"},  {"max", 2, "fg_maxf"},  {"pow", 2, "powf"},
-    {"sigmoid", 1, NULL},   {"floor", 1, "floorf"}, {"ceil", 1, "ceilf"},
+    {"exp", 1, "expf", exp},       {"log", 1, "logf", log},        {"log1p", 1, "log1pf", log1p},
+    {"expm1", 1, "expm1f", expm1}, {"tanh", 1, "tanhf", tanh},     {"erf", 1, "erff", erf},
+    {"sqrt", 1, "sqrtf", sqrt},    {"rsqrt", 1, "fg_rsqrtf", rsqrt_d}, {"abs", 1, "fabsf", fabs},
+    {"min", 2, "fg_minf", NULL},   {"max", 2, "fg_maxf", NULL},    {"pow", 2, "powf", NULL},
+    {"sigmoid", 1, NULL, sigmoid_d}, {"floor", 1, "floorf", floor}, {"ceil", 1, "ceilf", ceil},
+    {"round", 1, "rintf", nearbyint}, {"sin", 1, "sinf", sin},     {"cos", 1, "cosf", cos},
+    {"tan", 1, "tanf", tan},       {"asin", 1, "asinf", asin},     {"acos", 1, "acosf", acos},
+    {"atan", 1, "atanf", atan},    {"sinh", 1, "sinhf", sinh},     {"cosh", 1, "coshf", cosh},
+    {"asinh", 1, "asinhf", asinh}, {"acosh", 1, "acoshf", acosh},  {"atanh", 1, "atanhf", atanh},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(fn_table) == F_COUNT, "fn_table out of sync");
 
@@ -580,21 +596,10 @@ static double ev(const fg_expr *e, int i, const double *v)
     default: {   /* N_CALL */
         double a = ev(e, n->a, v);
         switch (n->op) {
-        case F_EXP: return exp(a);
-        case F_LOG: return log(a);
-        case F_LOG1P: return log1p(a);
-        case F_EXPM1: return expm1(a);
-        case F_TANH: return tanh(a);
-        case F_ERF: return erf(a);
-        case F_SQRT: return sqrt(a);
-        case F_RSQRT: return 1.0 / sqrt(a);
-        case F_ABS: return fabs(a);
         case F_MIN: return nan_min(a, ev(e, n->b, v));
         case F_MAX: return nan_max(a, ev(e, n->b, v));
         case F_POW: return pow(a, ev(e, n->b, v));
-        case F_SIGMOID: return 1.0 / (1.0 + exp(-a));
-        case F_FLOOR: return floor(a);
-        default: return ceil(a);
+        default: return fn_table[n->op].host(a);
         }
     }
     }

@@ -8,8 +8,13 @@
 
 #include "context.h"
 
+const char *fg_tensor_user_name(const fg_tensor *t) { return t->source_name ? t->source_name : t->name; }
+
 int fg_graph_find_tensor(const fg_graph *g, const char *name)
 {
+    for (int i = 0; i < g->ntensors; i++)
+        if (g->tensors[i].source_name && strcmp(g->tensors[i].source_name, name) == 0)
+            return i;
     for (int i = 0; i < g->ntensors; i++)
         if (g->tensors[i].name == name || strcmp(g->tensors[i].name, name) == 0)
             return i;

@@ -103,6 +103,8 @@ typedef struct fg_opdef {
     struct fg_expr *expr;          /* parsed expr_src (variables: inputs and attrs) */
     const char *reduce;            /* pool2d, global_pool: "max" or "avg"; reduce: a reduction of
                                       reduce.h (sum, mean, max, min, prod, ...) */
+    const char *onnx;              /* the ONNX operator imported one-to-one onto this op (its
+                                      `onnx:` key, an element-wise kind's), or NULL: interned */
     fg_loc loc;                    /* the `op:` line */
     uint64_t file_hash;            /* hash of the defining file's bytes */
 } fg_opdef;
@@ -110,7 +112,10 @@ typedef struct fg_opdef {
 /* ---- graphs ----------------------------------------------------------- */
 
 typedef struct fg_tensor {
-    const char *name;              /* interned */
+    const char *name;              /* interned; a C identifier (generated source uses it) */
+    const char *source_name;       /* the name the model file gives it (an ONNX name that is no C
+                                      identifier, as `onnx::Conv_0`), or NULL when that is name:
+                                      what users type and read (fg_tensor_user_name); interned */
     fg_dtype dtype;
     fg_layout layout;              /* meaningful for rank-4 tensors */
     int rank;
@@ -156,8 +161,11 @@ struct fg_graph {
     int noutputs;
 };
 
-/* Lookup helpers (graph.c). */
+/* Lookup helpers (graph.c).  A tensor is found by its user name (the model's
+ * own, fg_tensor_user_name) first, then by its identifier. */
 int fg_graph_find_tensor(const fg_graph *g, const char *name);   /* -1 if none */
+/* The name users type and read: the model's own, else the identifier. */
+const char *fg_tensor_user_name(const fg_tensor *t);
 int fg_graph_find_node(const fg_graph *g, const char *name);     /* -1 if none */
 int64_t fg_tensor_numel(const fg_tensor *t);
 /* The precision named s ("exact", "tf32"), or -1 (precision.c). */

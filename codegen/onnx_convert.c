@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "onnx_impl.h"
+#include "context.h"
+#include "expr.h"
 #include "kind.h"
 #include "shape.h"
 
@@ -21,6 +23,7 @@ typedef struct nctx {
     char label[256];           /* "node 12 'Conv_3' (Conv)" */
     int bad;
     int nout_defined;          /* outputs 0 .. nout_defined-1 were defined by the converter */
+    const fg_opdef *def;       /* an operator imported as data: the op whose `onnx:` key names it */
 } nctx;
 
 static fg_status nerr(nctx *nc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -310,39 +313,6 @@ static int x_in(nctx *nc)
     return t;
 }
 
-static int conv_unary(nctx *nc, const char *op)
-{
-    int x = x_in(nc);
-    return x < 0 ? -1 : emit_out(nc, op, &x, 1, NULL, 0);
-}
-
-static int op_relu(nctx *nc) { return conv_unary(nc, "relu"); }
-static int op_sigmoid(nctx *nc) { return conv_unary(nc, "sigmoid"); }
-static int op_tanh(nctx *nc) { return conv_unary(nc, "tanh"); }
-static int op_erf(nctx *nc) { return conv_unary(nc, "erf"); }
-static int op_softplus(nctx *nc) { return conv_unary(nc, "softplus"); }
-static int op_hardswish(nctx *nc) { return conv_unary(nc, "hardswish"); }
-static int op_exp(nctx *nc) { return conv_unary(nc, "exp"); }
-static int op_log(nctx *nc) { return conv_unary(nc, "log"); }
-static int op_abs(nctx *nc) { return conv_unary(nc, "abs"); }
-static int op_neg(nctx *nc) { return conv_unary(nc, "neg"); }
-static int op_sqrt(nctx *nc) { return conv_unary(nc, "sqrt"); }
-static int op_reciprocal(nctx *nc) { return conv_unary(nc, "reciprocal"); }
-
-static int op_leaky_relu(nctx *nc)
-{
-    int x = x_in(nc);
-    aset a = {"alpha", a_float(attr_float(nc, "alpha", 0.01))};
-    return x < 0 ? -1 : emit_out(nc, "leaky_relu", &x, 1, &a, 1);
-}
-
-static int op_elu(nctx *nc)
-{
-    int x = x_in(nc);
-    aset a = {"alpha", a_float(attr_float(nc, "alpha", 1.0))};
-    return x < 0 ? -1 : emit_out(nc, "elu", &x, 1, &a, 1);
-}
-
 static int op_hardsigmoid(nctx *nc)
 {
     int x = x_in(nc);
@@ -368,6 +338,117 @@ static int op_gelu(nctx *nc)
     if (strcmp(ap, "tanh") == 0)
         return emit_out(nc, "gelu_tanh", &x, 1, NULL, 0);
     return nerr(nc, "approximate='%s' is not 'none' or 'tanh'", ap), -1;
+}
+
+/* ---- operators as data: an op's `onnx:` key ---------------------------------- */
+
+/* The value of ONNX attribute a as op attribute d (an ONNX float for a
+ * float, an int for an int, bool or float); 0 with an error otherwise. */
+static int data_attr(nctx *nc, const Onnx__AttributeProto *a, const fg_attr_def *d, fg_attr_value *out)
+{
+    int t = attr_type(a);
+    if (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT && d->type == FG_ATTR_FLOAT && a->has_f) {
+        *out = a_float(a->f);
+        return 1;
+    }
+    if (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT && a->has_i) {
+        if (d->type == FG_ATTR_INT)
+            *out = a_int(a->i);
+        else if (d->type == FG_ATTR_BOOL)
+            *out = a_bool(a->i != 0);
+        else if (d->type == FG_ATTR_FLOAT)
+            *out = a_float((double)a->i);
+        else
+            return nerr(nc, "attribute '%s' must be %s", d->name, fg_attr_type_name(d->type)), 0;
+        return 1;
+    }
+    return nerr(nc, "attribute '%s' must be a single %s", d->name, d->type == FG_ATTR_FLOAT ? "float" : "int"), 0;
+}
+
+/* The element-wise op def on constant inputs ks[0 .. nk), its attributes
+ * vals (after the inputs, in def's order): evaluated with def's expression
+ * in double (numpy broadcasting), rounded to the first input's type, as
+ * ONNX output 0.  Returns 1, or 0 (reported). */
+static int data_fold(nctx *nc, const fg_opdef *def, konst *const *ks, int nk, const double *attrs)
+{
+    int64_t shape[FG_MAX_RANK] = {0};
+    int rank = 0, dtype = ks[0]->dtype;
+    for (int j = 0; j < nk; j++) {
+        if (!ks[j]->f)
+            return nerr(nc, "input %d is an integer constant; %s is folded through op '%s''s expression, which "
+                            "takes float types", j, nc->n->op_type, def->name), 0;
+        if (j == 0)
+            memcpy(shape, ks[0]->shape, sizeof shape), rank = ks[0]->rank;
+        else if ((rank = fg_broadcast_shape(shape, rank, ks[j]->shape, ks[j]->rank)) < 0)
+            return nerr(nc, "the constant inputs do not broadcast"), 0;
+    }
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        if (__builtin_mul_overflow(n, shape[d], &n) || n > FG_ONNX_MAX_WEIGHT_NUMEL)
+            return nerr(nc, "the folded result would have more than %lld elements", (long long)FG_ONNX_MAX_WEIGHT_NUMEL), 0;
+    float *f = fg_xmalloc(sizeof *f * (size_t)(n + 1));
+    double vals[FG_MAX_INPUTS + FG_MAX_ATTRS];
+    for (int a = 0; a < def->nattrs; a++)
+        vals[def->ninputs + a] = attrs[a];
+    for (int j = nk; j < def->ninputs; j++)
+        vals[j] = 0;   /* an absent optional input reads as 0 */
+    for (int64_t e = 0; e < n; e++) {
+        for (int j = 0; j < nk; j++) {   /* element e of the result in input j, broadcast */
+            int64_t rem = e, off = 0, stride = 1;
+            for (int d = rank - 1; d >= 0; d--) {
+                int64_t c = rem % shape[d];
+                rem /= shape[d];
+                int jd = d - (rank - ks[j]->rank);
+                if (jd >= 0) {
+                    if (ks[j]->shape[jd] > 1)
+                        off += c * stride;
+                    stride *= ks[j]->shape[jd];
+                }
+            }
+            vals[j] = ks[j]->f[off];
+        }
+        f[e] = fg_onnx_round_float(fg_expr_eval(def->expr, vals), dtype);
+    }
+    int ci = fg_onnx_new_const(nc->L, nc->n->output[0], dtype, rank, shape, f, NULL);
+    def_output(nc, 0, V_CONST, ci);
+    return 1;
+}
+
+/* An operator whose op definition has an `onnx:` key (docs/onnx.md,
+ * "Operators as data"): ONNX input i is the op's input i, an ONNX attribute
+ * sets the op's attribute of the same name (the op's defaults are ONNX's),
+ * and constant inputs become weights -- or, when every input is constant,
+ * the expression folds them. */
+static int op_data(nctx *nc)
+{
+    const fg_opdef *def = nc->def;
+    aset as[FG_MAX_ATTRS];
+    double attrs[FG_MAX_ATTRS];
+    int nas = 0;
+    for (int a = 0; a < def->nattrs; a++) {
+        attrs[a] = fg_attr_number(&def->attrs[a].def);
+        const Onnx__AttributeProto *p = attr_get(nc, def->attrs[a].name);
+        if (!p)
+            continue;
+        if (!data_attr(nc, p, &def->attrs[a], &as[nas].v))
+            return -1;
+        as[nas].name = def->attrs[a].name;
+        attrs[a] = fg_attr_number(&as[nas++].v);
+    }
+    int ni = nin(nc), ins[FG_MAX_INPUTS], nconst = 0;
+    konst *ks[FG_MAX_INPUTS];
+    for (int i = 0; i < ni; i++) {
+        ks[i] = in_const(nc, i);
+        nconst += ks[i] != NULL;
+        if (!has_in(nc, i))
+            return nerr(nc, "input %d ('%s' of op '%s') is missing", i, def->inputs[i].name, def->name), -1;
+    }
+    if (ni > 0 && nconst == ni)
+        return data_fold(nc, def, ks, ni, attrs) ? 0 : -1;
+    for (int i = 0; i < ni; i++)
+        if ((ins[i] = in_tensor(nc, i)) < 0)
+            return -1;
+    return emit_out(nc, def->name, ins, ni, as, nas);
 }
 
 /* A scalar constant input i into *v: 1 given, 0 absent, -1 error. */
@@ -468,7 +549,7 @@ static int op_max(nctx *nc) { return variadic_minmax(nc, "max2"); }
 static int op_min(nctx *nc) { return variadic_minmax(nc, "min2"); }
 
 /* Nonzero when tensor t is the result of a comparison (a bool, held as 1 / 0
- * in the graph's float type; only Where reads it). */
+ * in the graph's float type; only Where and Cast read it). */
 int fg_onnx_is_bool_tensor(const loader *L, int t)
 {
     if (t < 0 || t >= L->g->ntensors || L->g->tensors[t].producer < 0)
@@ -916,6 +997,66 @@ static int op_identity(nctx *nc)
         return nerr(nc, "input 0 is missing"), -1;
     alias_output(nc, 0);
     return 0;
+}
+
+/* Cast to ONNX type `to` of computed input 0 (constants fold, onnx_fold.c).
+ * A graph computes in one float type: a cast to that type, or to double
+ * (computed in the graph's type: graphs hold no float64 tensors), is the
+ * identity; a comparison's bool result cast to a float type becomes that
+ * float (1 or 0, an `identity` op, so that any op may read it); a cast to
+ * another float type or to an integer or bool type is refused. */
+static int cast_to(nctx *nc, int to)
+{
+    value *v = in_value(nc, 0);
+    if (!v)
+        return nerr(nc, "input 0 is missing"), -1;
+    int x = v->kind == V_TENSOR ? v->idx : in_tensor(nc, 0);
+    if (x < 0)
+        return -1;
+    int is_bool = fg_onnx_is_bool_tensor(nc->L, x);
+    fg_dtype dt = T(nc, x)->dtype;
+    int fdt = fg_onnx_dtype_fg(to);
+    if (to == FG_ONNX_DTYPE_DOUBLE)
+        fdt = (int)dt;
+    if (fdt < 0) {
+        if (is_bool && to == 9 /* BOOL */) {
+            alias_output(nc, 0);
+            return 0;
+        }
+        return nerr(nc, "casts a computed tensor to %s; tensors are float, float16 or bfloat16 (integer and bool "
+                        "tensors are not supported)", fg_onnx_dtype_name(to)), -1;
+    }
+    if (fdt != (int)dt)
+        return nerr(nc, "casts a computed %s tensor to %s; a graph computes in one float type", fg_dtype_name(dt),
+                    fg_onnx_dtype_name(to)), -1;
+    if (is_bool)
+        return emit_out(nc, "identity", &x, 1, NULL, 0);
+    alias_output(nc, 0);
+    return 0;
+}
+
+static int op_cast(nctx *nc)
+{
+    int64_t to = attr_int(nc, "to", -1);
+    if (nc->bad)
+        return -1;
+    if (to < 0)
+        return nerr(nc, "needs attribute 'to'"), -1;
+    return cast_to(nc, (int)to);
+}
+
+/* CastLike(input, target_type): to input 1's element type. */
+static int op_cast_like(nctx *nc)
+{
+    value *t = in_value(nc, 1);
+    if (!t)
+        return nerr(nc, "input 1 is missing"), -1;
+    int to = t->kind == V_CONST ? nc->L->consts[t->idx].dtype
+             : fg_onnx_is_bool_tensor(nc->L, t->idx) ? 9 /* BOOL */
+             : T(nc, t->idx)->dtype == FG_DTYPE_F16  ? FG_ONNX_DTYPE_FLOAT16
+             : T(nc, t->idx)->dtype == FG_DTYPE_BF16 ? FG_ONNX_DTYPE_BFLOAT16
+                                                    : FG_ONNX_DTYPE_FLOAT;
+    return cast_to(nc, to);
 }
 
 static int op_dropout(nctx *nc)
@@ -1376,20 +1517,18 @@ struct fg_onnx_op {
 };
 
 static const fg_onnx_op onnx_ops[] = {
-    {"Abs", op_abs, "", 1, 1, 1},
     {"Add", op_add, "", 2, 2, 1},
     {"AveragePool", op_avgpool, "auto_pad ceil_mode count_include_pad dilations kernel_shape pads strides", 1, 1, 1},
     {"BatchNormalization", op_batch_norm, "epsilon momentum training_mode", 5, 5, 1},
+    {"Cast", op_cast, "round_mode saturate to", 1, 1, 1},
+    {"CastLike", op_cast_like, "round_mode saturate", 2, 2, 1},
     {"Clip", op_clip, "", 1, 3, 1},
     {"Constant", op_constant, "value value_float value_floats value_int value_ints", 0, 0, 1},
     {"Concat", op_concat, "axis", 1, 1 << 20, 1},
     {"Conv", op_conv, "auto_pad dilations group kernel_shape pads strides", 2, 3, 1},
     {"Div", op_div, "", 2, 2, 1},
     {"Dropout", op_dropout, "seed ratio", 1, 3, 1},
-    {"Elu", op_elu, "alpha", 1, 1, 1},
     {"Equal", op_equal, "", 2, 2, 1},
-    {"Erf", op_erf, "", 1, 1, 1},
-    {"Exp", op_exp, "", 1, 1, 1},
     {"Flatten", op_flatten, "axis", 1, 1, 1},
     {"Gelu", op_gelu, "approximate", 1, 1, 1},
     {"Greater", op_greater, "", 2, 2, 1},
@@ -1398,12 +1537,9 @@ static const fg_onnx_op onnx_ops[] = {
     {"GlobalAveragePool", op_global_avg, "", 1, 1, 1},
     {"GlobalMaxPool", op_global_max, "", 1, 1, 1},
     {"HardSigmoid", op_hardsigmoid, "alpha beta", 1, 1, 1},
-    {"HardSwish", op_hardswish, "", 1, 1, 1},
     {"Identity", op_identity, "", 1, 1, 1},
     {"LRN", op_lrn, "alpha beta bias size", 1, 1, 1},
     {"LogSoftmax", op_log_softmax, "axis", 1, 1, 1},
-    {"LeakyRelu", op_leaky_relu, "alpha", 1, 1, 1},
-    {"Log", op_log, "", 1, 1, 1},
     {"Less", op_less, "", 2, 2, 1},
     {"LessOrEqual", op_less_equal, "", 2, 2, 1},
     {"MatMul", op_matmul, "", 2, 2, 1},
@@ -1411,10 +1547,8 @@ static const fg_onnx_op onnx_ops[] = {
     {"MaxPool", op_maxpool, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides", 1, 1, 1},
     {"Min", op_min, "", 1, 1 << 20, 1},
     {"Mul", op_mul, "", 2, 2, 1},
-    {"Neg", op_neg, "", 1, 1, 1},
     {"PRelu", op_prelu, "", 2, 2, 1},
     {"Pow", op_pow, "", 2, 2, 1},
-    {"Reciprocal", op_reciprocal, "", 1, 1, 1},
     {"ReduceL1", op_reduce_l1, "axes keepdims noop_with_empty_axes", 1, 2, 1},
     {"ReduceL2", op_reduce_l2, "axes keepdims noop_with_empty_axes", 1, 2, 1},
     {"ReduceLogSum", op_reduce_log_sum, "axes keepdims noop_with_empty_axes", 1, 2, 1},
@@ -1425,30 +1559,29 @@ static const fg_onnx_op onnx_ops[] = {
     {"ReduceProd", op_reduce_prod, "axes keepdims noop_with_empty_axes", 1, 2, 1},
     {"ReduceSum", op_reduce_sum, "axes keepdims noop_with_empty_axes", 1, 2, 1},
     {"ReduceSumSquare", op_reduce_sum_square, "axes keepdims noop_with_empty_axes", 1, 2, 1},
-    {"Relu", op_relu, "", 1, 1, 1},
     {"Reshape", op_reshape, "allowzero", 2, 2, 1},
-    {"Sigmoid", op_sigmoid, "", 1, 1, 1},
     {"Softmax", op_softmax, "axis", 1, 1, 1},
-    {"Softplus", op_softplus, "", 1, 1, 1},
-    {"Sqrt", op_sqrt, "", 1, 1, 1},
     {"Squeeze", op_squeeze0, "axes", 1, 2, 1},
     {"Sub", op_sub, "", 2, 2, 1},
     {"Sum", op_sum, "", 1, 1 << 20, 1},
-    {"Tanh", op_tanh, "", 1, 1, 1},
     {"Transpose", op_transpose, "perm", 1, 1, 1},
     {"Unsqueeze", op_unsqueeze, "axes", 1, 2, 1},
     {"Where", op_where, "", 3, 3, 1},
 };
 
-const fg_onnx_op *fg_onnx_find_op(const Onnx__NodeProto *n)
+/* The row of every operator imported as data (op_data reads the op). */
+static const fg_onnx_op data_row = {"", op_data, "", 0, FG_MAX_INPUTS, 1};
+
+const fg_onnx_op *fg_onnx_find_op(const loader *L, const Onnx__NodeProto *n)
 {
-    if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
+    if ((n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0) || !n->op_type)
         return NULL;
     for (size_t i = 0; i < FG_COUNTOF(onnx_ops); i++)
-        if (n->op_type && strcmp(onnx_ops[i].type, n->op_type) == 0)
+        if (strcmp(onnx_ops[i].type, n->op_type) == 0)
             return &onnx_ops[i];
-    return NULL;
+    return fg_ctx_find_onnx_op(L->ctx, n->op_type) ? &data_row : NULL;
 }
+
 
 static int word_in(const char *list, const char *w)
 {
@@ -1461,14 +1594,39 @@ static int word_in(const char *list, const char *w)
     return 0;
 }
 
+/* Whether attribute name is handled by op (for an operator imported as
+ * data, def: one of its op's attributes). */
+static int handles_attr(const fg_onnx_op *op, const fg_opdef *def, const char *name)
+{
+    if (!def)
+        return word_in(op->attrs, name);
+    for (int a = 0; a < def->nattrs; a++)
+        if (strcmp(def->attrs[a].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Whether input j of n may be a comparison's bool result: Where's
+ * condition, what Cast and CastLike convert, CastLike's type operand. */
+static int bool_reader(const Onnx__NodeProto *n, size_t j)
+{
+    return (j == 0 && (strcmp(n->op_type, "Where") == 0 || strcmp(n->op_type, "Cast") == 0)) ||
+           strcmp(n->op_type, "CastLike") == 0;
+}
+
 /* Converts node i.  Outputs of a node that failed, or that reads the
  * output of one, stand for the unknown placeholder. */
 void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_onnx_op *op)
 {
     char b1[160];
-    nctx nc = {.L = L, .idx = i, .n = n};
+    nctx nc = {.L = L, .idx = i, .n = n, .def = op == &data_row ? fg_ctx_find_onnx_op(L->ctx, n->op_type) : NULL};
     snprintf(nc.label, sizeof nc.label, "node %d '%s' (%s)", i, fg_onnx_esc(n->name, b1, sizeof b1), n->op_type);
-    int quiet = 0;
+    int quiet = 0, min_in = op->min_in, max_in = op->max_in;
+    if (nc.def) {
+        max_in = nc.def->ninputs;
+        for (min_in = 0; min_in < max_in && !nc.def->inputs[min_in].optional; min_in++)
+            ;
+    }
     for (size_t j = 0; j < n->n_input; j++) {
         if (!n->input[j] || !n->input[j][0])
             continue;
@@ -1480,16 +1638,16 @@ void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_o
         }
         if (v->kind == V_TENSOR && L->g->tensors[v->idx].rank < 0)
             quiet = 1;   /* downstream of an error already reported */
-        else if (v->kind == V_TENSOR && fg_onnx_is_bool_tensor(L, v->idx) && !(j == 0 && strcmp(n->op_type, "Where") == 0))
-            nerr(&nc, "input %zu ('%s') is a comparison's bool result, which only Where's condition may read", j,
+        else if (v->kind == V_TENSOR && fg_onnx_is_bool_tensor(L, v->idx) && !bool_reader(n, j))
+            nerr(&nc, "input %zu ('%s') is a comparison's bool result, which only Where's condition and Cast may read", j,
                  fg_onnx_esc(n->input[j], b1, sizeof b1));
     }
     int ni = nin(&nc);
-    if (!nc.bad && (ni < op->min_in || ni > op->max_in))
-        nerr(&nc, "has %d inputs; %s takes %d to %d", ni, op->type, op->min_in, op->max_in);
+    if (!nc.bad && (ni < min_in || ni > max_in))
+        nerr(&nc, "has %d inputs; %s takes %d to %d", ni, n->op_type, min_in, max_in);
     for (size_t j = 0; j < n->n_attribute; j++) {
         const char *an = n->attribute[j]->name ? n->attribute[j]->name : "";
-        if (!word_in(op->attrs, an)) {
+        if (!handles_attr(op, nc.def, an)) {
             char b2[80];
             nerr(&nc, "attribute '%s' is not supported", fg_onnx_esc(an, b2, sizeof b2));
         }
@@ -1501,7 +1659,7 @@ void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_o
     for (int j = nc.nout_defined; !nc.bad && !quiet && j < (int)n->n_output; j++)
         if (out_used(&nc, j))
             nerr(&nc, "output %d ('%s') is used, but only the first output of %s is supported", j,
-                 fg_onnx_esc(n->output[j], b1, sizeof b1), op->type);
+                 fg_onnx_esc(n->output[j], b1, sizeof b1), n->op_type);
     if (nc.bad || quiet)
         for (size_t j = 0; j < n->n_output; j++)
             if (n->output[j] && n->output[j][0])

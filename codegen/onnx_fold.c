@@ -25,7 +25,9 @@ const char *fg_onnx_dtype_name(int dt)
 {
     static const char *const names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32",
                                         "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64",
-                                        "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+                                        "COMPLEX64", "COMPLEX128", "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ",
+                                        "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4", "FLOAT4E2M1", "FLOAT8E8M0",
+                                        "UINT2", "INT2", "FLOAT6E2M3", "FLOAT6E3M2"};
     return dt >= 0 && dt < (int)FG_COUNTOF(names) ? names[dt] : "an unknown type";
 }
 
@@ -145,6 +147,8 @@ static float round_float(double x, int dt)
     default: return (float)x;   /* float; double constants are held as fp32 */
     }
 }
+
+float fg_onnx_round_float(double x, int dt) { return round_float(x, dt); }
 
 /* x wrapped to the integer type dt. */
 static int64_t wrap_int(int64_t x, int dt) { return dt == FG_ONNX_DTYPE_INT32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)x : x; }

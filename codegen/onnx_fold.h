@@ -36,6 +36,9 @@ typedef enum fg_onnx_dtype {
 const char *fg_onnx_dtype_name(int dt);
 /* Bytes of one element of dt; 0 for a type not held. */
 int fg_onnx_dtype_size(int dt);
+/* x rounded (ties to even) to ONNX float type dt, as the float a constant
+ * of that type holds (fp16 and bf16 values are exact in a float). */
+float fg_onnx_round_float(double x, int dt);
 /* Nonzero for the float types held (float, float16, bfloat16, double). */
 int fg_onnx_dtype_is_float(int dt);
 

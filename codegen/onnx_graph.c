@@ -309,6 +309,14 @@ static void load_outputs(loader *L, const Onnx__GraphProto *gp)
             fg_onnx_lerr(L, "graph output '%s' is a constant; outputs must be computed", fg_onnx_esc(nm, b1, sizeof b1));
             continue;
         }
+        const Onnx__TypeProto *ty = gp->output[i]->type;
+        int et = ty && ty->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && ty->tensor_type &&
+                         ty->tensor_type->has_elem_type ? ty->tensor_type->elem_type : 0;
+        if (et && fg_onnx_dtype_fg(et) < 0 && et != 9 /* BOOL: refused below, as a comparison's result */) {
+            fg_onnx_lerr(L, "graph output '%s' has element type %s; outputs must be float, float16 or bfloat16",
+                         fg_onnx_esc(nm, b1, sizeof b1), fg_onnx_dtype_name(et));
+            continue;
+        }
         int t = v->idx;
         fg_tensor *tt = &L->g->tensors[t];
         if (tt->rank < 0)
@@ -362,7 +370,7 @@ static int check_ops(loader *L, const Onnx__GraphProto *gp)
     char b1[160], b2[160];
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *n = gp->node[i];
-        if (done[i] || fg_onnx_find_op(n) || L->fold[i])
+        if (done[i] || fg_onnx_find_op(L, n) || L->fold[i])
             continue;
         const char *dom = n->domain && n->domain[0] ? n->domain : NULL;
         fg_buf_printf(&b, "%s%s%s%s (", nbad++ ? "; " : "", dom ? fg_onnx_esc(dom, b2, sizeof b2) : "", dom ? "." : "",
@@ -371,7 +379,7 @@ static int check_ops(loader *L, const Onnx__GraphProto *gp)
         for (size_t j = i; j < gp->n_node; j++) {
             const Onnx__NodeProto *m = gp->node[j];
             const char *mdom = m->domain && m->domain[0] ? m->domain : NULL;
-            if (done[j] || fg_onnx_find_op(m) || L->fold[j] || strcmp(m->op_type ? m->op_type : "", n->op_type ? n->op_type : "") ||
+            if (done[j] || fg_onnx_find_op(L, m) || L->fold[j] || strcmp(m->op_type ? m->op_type : "", n->op_type ? n->op_type : "") ||
                 (!dom != !mdom) || (dom && strcmp(dom, mdom)))
                 continue;
             done[j] = 1;
@@ -465,7 +473,7 @@ static void load_model(loader *L, const Onnx__ModelProto *m)
         if (L->fold[i])
             fg_onnx_fold_node(L, (int)i, gp->node[i]);
         else
-            fg_onnx_convert_node(L, (int)i, gp->node[i], fg_onnx_find_op(gp->node[i]));
+            fg_onnx_convert_node(L, (int)i, gp->node[i], fg_onnx_find_op(L, gp->node[i]));
     }
     load_outputs(L, gp);
     if (L->g->noutputs == 0 && gp->n_output == 0)
@@ -496,6 +504,9 @@ static fg_status load(fg_context *ctx, const char *name, const void *data, size_
     L.g->path = path ? fg_intern(ctx, path) : NULL;
     load_model(&L, m);
     fg_graph_recount(L.g);
+    for (int t = 0; t < L.g->ntensors; t++)   /* the model's own names, before the model is freed */
+        if (t < L.tensor_onnx_cap && L.tensor_onnx[t] && strcmp(L.tensor_onnx[t], L.g->tensors[t].name) != 0)
+            L.g->tensors[t].source_name = fg_intern(ctx, L.tensor_onnx[t]);
     onnx__model_proto__free_unpacked(m, NULL);
     vfree(&L.values);
     vfree(&L.used);

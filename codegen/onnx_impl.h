@@ -110,8 +110,10 @@ int fg_onnx_decode_tensor(loader *L, const Onnx__TensorProto *t, const char *nam
 /* A supported operator: its converter and what it accepts. */
 typedef struct fg_onnx_op fg_onnx_op;
 
-/* The supported operator node n is (default domain), or NULL. */
-const fg_onnx_op *fg_onnx_find_op(const Onnx__NodeProto *n);
+/* The supported operator node n is, or NULL: a converter of the importer,
+ * or an op of the loaded vocabulary whose `onnx:` key names n's type (of
+ * the default domain). */
+const fg_onnx_op *fg_onnx_find_op(const loader *L, const Onnx__NodeProto *n);
 /* Converts node i of operator op.  Outputs of a node that failed, or that
  * reads the output of one, stand for the unknown placeholder. */
 void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_onnx_op *op);
@@ -119,7 +121,7 @@ void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_o
  * constant.  A node that cannot be evaluated is an error naming it. */
 void fg_onnx_fold_node(loader *L, int i, const Onnx__NodeProto *n);
 /* Nonzero when tensor t is the result of a comparison (a bool, held as 1 / 0
- * in the graph's float type; only Where reads it). */
+ * in the graph's float type; only Where and Cast read it). */
 int fg_onnx_is_bool_tensor(const loader *L, int t);
 
 #endif /* FG_ONNX_IMPL_H */

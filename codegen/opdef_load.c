@@ -12,7 +12,7 @@
 #include "expr.h"
 #include "load.h"
 
-static const char *const op_keys[] = {"op", "kind", "inputs", "attrs", "expr", "reduce"};
+static const char *const op_keys[] = {"op", "kind", "inputs", "attrs", "expr", "reduce", "onnx"};
 static const char *const attr_keys[] = {"type", "len", "default"};
 static const char *const input_keys[] = {"name", "optional", "per_channel"};
 
@@ -302,6 +302,32 @@ static void check_inputs(fg_context *ctx, fg_opdef *op, fg_loc loc)
         }
 }
 
+/* `onnx: Type`: the ONNX operator (of the default domain) that the importer
+ * maps one-to-one onto op (docs/onnx.md, "Operators as data"): only for the
+ * element-wise kinds, whose expression also folds constant inputs; Type is an
+ * operator name as ONNX writes them (letters and digits, a letter first). */
+static void parse_onnx(fg_context *ctx, fg_opdef *op, const fg_ynode *v, fg_loc keyloc, int kind_ok)
+{
+    const char *s;
+    if (kind_ok && !(fg_kind(op->kind)->traits & FG_KIND_EXPR)) {
+        char kinds[160];
+        fg_diag_error(ctx, FG_ERR_INPUT, keyloc, "`onnx` is only for %s ops (a one-to-one element-wise operator)",
+                      fg_kinds_text(fg_kinds_with(FG_KIND_EXPR), " and ", kinds, sizeof kinds));
+        return;
+    }
+    if (!fg_yget_str(ctx, v, "onnx", &s))
+        return;
+    int ok = s[0] && ((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')) && strlen(s) <= 64;
+    for (const char *c = s; ok && *c; c++)
+        ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9');
+    if (!ok) {
+        fg_diag_error(ctx, FG_ERR_INPUT, v->loc,
+                      "`onnx` must name an ONNX operator (letters and digits, a letter first, as 'Relu'), got '%.80s'", s);
+        return;
+    }
+    op->onnx = fg_intern(ctx, s);
+}
+
 fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash)
 {
     int errs0 = ctx->nerrors;
@@ -394,6 +420,10 @@ fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash
             }
         }
     }
+
+    const fg_ynode *onnx = fg_ymap_get(map, "onnx");
+    if (onnx)
+        parse_onnx(ctx, op, onnx, fg_ymap_key(map, "onnx")->loc, kind_ok);
 
     if (ctx->nerrors != errs0) {
         fg_expr_free(op->expr);

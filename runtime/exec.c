@@ -578,13 +578,18 @@ static fg_status bind(fg_exec *e, const fg_binding *b, int n)
         int slot = -1;
         for (int j = 0; j < nio && slot < 0; j++) {
             int t = j < e->ninputs ? e->inputs[j] : e->outputs[j - e->ninputs];
+            if (b[i].name && strcmp(b[i].name, fg_tensor_user_name(&g->tensors[t])) == 0)
+                slot = j;
+        }
+        for (int j = 0; j < nio && slot < 0; j++) {   /* the identifier of a renamed tensor also binds it */
+            int t = j < e->ninputs ? e->inputs[j] : e->outputs[j - e->ninputs];
             if (b[i].name && strcmp(b[i].name, g->tensors[t].name) == 0)
                 slot = j;
         }
         if (slot < 0) {
             const char **names = fg_xmalloc(((size_t)nio + 1) * sizeof *names);
             for (int j = 0; j < nio; j++)
-                names[j] = g->tensors[j < e->ninputs ? e->inputs[j] : e->outputs[j - e->ninputs]].name;
+                names[j] = fg_tensor_user_name(&g->tensors[j < e->ninputs ? e->inputs[j] : e->outputs[j - e->ninputs]]);
             const char *s = b[i].name ? fg_suggest(b[i].name, names, nio) : NULL;
             st = fg_diag_error(e->ctx, FG_ERR_INPUT, FG_NOLOC, "binding '%s' is not a graph input or output%s%s%s",
                                b[i].name ? b[i].name : "(null)", s ? " (did you mean '" : "", s ? s : "",
@@ -840,7 +845,7 @@ static fg_status tensor_info(const fg_exec *e, int t, fg_tensor_info *info)
 {
     const fg_tensor *x = &e->g->tensors[t];
     memset(info, 0, sizeof *info);
-    info->name = x->name;
+    info->name = fg_tensor_user_name(x);
     info->dtype = x->dtype;
     info->layout = x->layout;
     info->rank = x->rank;

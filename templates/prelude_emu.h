@@ -33,6 +33,18 @@ float fabsf(float) noexcept;
 float powf(float, float) noexcept;
 float floorf(float) noexcept;
 float ceilf(float) noexcept;
+float rintf(float) noexcept;
+float sinf(float) noexcept;
+float cosf(float) noexcept;
+float tanf(float) noexcept;
+float asinf(float) noexcept;
+float acosf(float) noexcept;
+float atanf(float) noexcept;
+float sinhf(float) noexcept;
+float coshf(float) noexcept;
+float asinhf(float) noexcept;
+float acoshf(float) noexcept;
+float atanhf(float) noexcept;
 }
 
 typedef long long fg_i64;

@@ -219,7 +219,7 @@ def short(msg, n=240):
 # not claimed: WHY)", counted apart from unclaimed operators.  Anything else a
 # claimed operator's case gets wrong is a failure.
 UNCLAIMED_FORMS = (
-    (r"has element type (\w+); inputs must be float", "element type %s (claimed: float, float16, bfloat16)"),
+    (r"has element type (\w+); (?:in|out)puts must be float", "element type %s (claimed: float, float16, bfloat16)"),
     (r"only 2-D pooling is supported", "pooling other than 2-D"),
     (r"\((BatchNormalization|Dropout)\): training_mode=1 is not supported", "%s in training mode"),
     (r"\((\w+)\): output (\d+) \('[^']*'\) is used, but only the first output", "%s's output %s used"),
@@ -228,6 +228,9 @@ UNCLAIMED_FORMS = (
     (r"dimension \d+ is 0; fusegen needs positive sizes", "an empty tensor (a dimension of 0)"),
     (r"is a comparison's bool result; outputs must be", "a bool graph output (comparisons are claimed as Where's "
                                                         "condition only)"),
+    (r"\(Cast(?:Like)?\): casts a computed tensor to (\w+); tensors are float", "a cast of a computed tensor to %s"),
+    (r"\(Cast(?:Like)?\): casts a computed (\w+) tensor to (\w+); a graph computes in one float type",
+     "a cast between float types (%s to %s) inside a graph"),
 )
 
 

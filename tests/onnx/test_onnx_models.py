@@ -162,6 +162,35 @@ def cases():
     cs.append(unary("erf", "Erf"))
     cs.append(unary("gelu", "Gelu", opset=20))
     cs.append(unary("gelu_tanh", "Gelu", opset=20, approximate="tanh"))
+    # operators imported as data (an `onnx:` key on their op definitions)
+    for op in ["Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Atan", "Asinh", "Sinh", "Cosh", "Softsign",
+               "Mish"]:
+        cs.append(unary(op.lower(), op, opset=18, scale=3.0))
+    cs.append(unary("tan", "Tan", scale=0.7))
+    for op in ["Asin", "Acos", "Atanh"]:   # inside (-1, 1)
+        cs.append(unary(op.lower(), op))
+        cs[-1].xform = lambda a: np.tanh(a) * 0.95
+    cs.append(unary("acosh", "Acosh"))
+    cs[-1].xform = lambda a: np.abs(a) + 1.0
+    cs.append(unary("selu", "Selu", alpha=1.5, gamma=1.2))
+    cs.append(unary("selu_default", "Selu"))
+    cs.append(unary("celu", "Celu", opset=12, alpha=2.0))
+    cs.append(unary("thresholded_relu", "ThresholdedRelu", opset=10, alpha=0.3))
+    cs.append(unary("shrink", "Shrink", opset=9, bias=0.1, lambd=0.4))
+    # Cast / CastLike of computed tensors: to the graph's type and to double (identities), a
+    # comparison's result to float (the attention-mask form: (x > 0) cast, then scaled)
+    cs.append(Case("cast_same_and_double", [N("Cast", ["x"], ["c"], to=TP.DOUBLE), N("Relu", ["c"], ["r"]),
+                                            N("CastLike", ["r", "x"], ["y"])],
+                   {"x": (2, 3, 4)}, {}, ["y"], opset=15, fp16=False))
+    cs.append(Case("cast_mask", [N("Greater", ["x", "zero"], ["b"]), N("Cast", ["b"], ["f"], to=TP.FLOAT),
+                                 N("Mul", ["f", "x"], ["y"])],
+                   {"x": (2, 3, 4)}, {"zero": np.zeros(1, np.float32)}, ["y"], opset=13, fp16=False))
+    # a data operator on constants folds through its expression (Softsign is not
+    # among the folder's operators; Round's ties go to even)
+    cs.append(Case("fold_softsign_round", [N("Softsign", ["c"], ["s"]), N("Round", ["t"], ["r"]),
+                                           N("Add", ["x", "s"], ["a"]), N("Add", ["a", "r"], ["y"])],
+                   {"x": (2, 4)}, {"c": rnd(2, 4, scale=3.0),
+                                   "t": np.array([0.5, 1.5, 2.5, -0.5], dtype=np.float32)}, ["y"], opset=13))
     cs.append(Case("prelu_per_channel", [N("PRelu", ["x", "slope"], ["y"])], {"x": X},
                    {"slope": rnd(4, 1, 1)}, ["y"]))
     cs.append(Case("prelu_single", [N("PRelu", ["x", "slope"], ["y"])], {"x": X}, {"slope": rnd(1)}, ["y"]))
@@ -434,6 +463,8 @@ class Runner:
             feeds[k] = np.asarray((feeds[k].astype(np.float32) * scale).astype(feeds[k].dtype))
             if getattr(case, "pos", False):
                 feeds[k] = np.asarray((np.abs(feeds[k].astype(np.float32)) + 0.5).astype(feeds[k].dtype))
+            if getattr(case, "xform", None):
+                feeds[k] = np.asarray(case.xform(feeds[k].astype(np.float32)).astype(feeds[k].dtype))
         if dtype == "fp16":
             ref = ort_run(fp32_twin(case), {k: v.astype(np.float32) for k, v in feeds.items()})
         else:
@@ -478,6 +509,43 @@ def extra_checks(run, tmp, failed):
     def cli(*args):
         p = subprocess.run([fg] + list(args), capture_output=True, text=True, env=env)
         return p.returncode, p.stdout + p.stderr
+
+    # the model's own names, as exporters write them, on the command line and through the API
+    nm = Case("names", [N("Relu", ["onnx::Conv_0"], ["/blk/Relu_output_0"]),
+                        N("Neg", ["/blk/Relu_output_0"], ["0"])],
+              {"onnx::Conv_0": (2, 3)}, {}, ["/blk/Relu_output_0", "0"])
+    npath = os.path.join(tmp, "names.onnx")
+    onnx.save(nm.model("fp32"), npath)
+    xin = rnd(2, 3)
+    np.save(os.path.join(tmp, "names_x.npy"), xin)
+    rc, out = cli("run", npath, "--device", "emu", "--input", "onnx::Conv_0=" + os.path.join(tmp, "names_x.npy"),
+                  "--save-outputs", os.path.join(tmp, "names_out"))
+    saved = sorted(os.listdir(os.path.join(tmp, "names_out"))) if rc == 0 else []
+    expect(rc == 0 and "input onnx::Conv_0 from" in out and len(saved) == 2,
+           "fusegen run --input onnx::Conv_0=... (the model's own input name)", failed)
+    if len(saved) == 2:
+        vals = [np.load(os.path.join(tmp, "names_out", f)) for f in saved]
+        want = [np.maximum(xin, 0), -np.maximum(xin, 0)]
+        expect(any(np.array_equal(v, want[0]) for v in vals) and any(np.array_equal(v, want[1]) for v in vals),
+               "--save-outputs writes the outputs '/blk/Relu_output_0' and '0'", failed)
+    g = run.lib.load(npath)
+    try:
+        outs, _ = run.lib.run(g, {"onnx::Conv_0": xin})
+        expect(sorted(outs) == ["/blk/Relu_output_0", "0"] and np.array_equal(outs["0"], -np.maximum(xin, 0)),
+               "bindings and output names are the model's own ('onnx::Conv_0', '0')", failed)
+    finally:
+        run.lib.free_graph(g)
+    rc, out = cli("run", npath, "--device", "emu", "--input", "onnx__Conv=" + os.path.join(tmp, "names_x.npy"))
+    expect(rc == 2 and "its inputs: onnx::Conv_0" in out, "--input with a wrong name lists the model's names", failed)
+
+    # Cast of a computed tensor to a type a graph cannot hold: a located refusal
+    for to, what in ((TP.INT64, "INT64; tensors are float"), (TP.FLOAT16, "a graph computes in one float type")):
+        cm = Case("cast_bad", [N("Cast", ["x"], ["y"], name="c", to=to)], {"x": (2, 3)}, {}, ["y"], opset=13)
+        cpath = os.path.join(tmp, "cast_bad.onnx")
+        onnx.save(cm.model("fp32"), cpath)
+        rc, out = cli("plan", cpath)
+        expect(rc == 2 and "node 0 'c' (Cast): casts a computed" in out and what in out,
+               "Cast of a computed tensor to %s: refused, located" % TP.DataType.Name(to), failed)
 
     blk = resnet_block()
     path = os.path.join(tmp, "block.onnx")

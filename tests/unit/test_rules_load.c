@@ -402,6 +402,21 @@ static void test_duplicate_op(void **state)
     expect_bad("p.yaml", "op: relu\nkind: pointwise\nexpr: x\n", "p.yaml:1:1: error: duplicate op 'relu' (first defined at");
 }
 
+/* `onnx:` keys: an element-wise op only, an operator name, one op per operator. */
+static void test_onnx_key(void **state)
+{
+    (void)state;
+    expect_bad("o.yaml",
+               "op: r1\nkind: pointwise\nonnx: Relu\nexpr: \"max(x, 0)\"\n---\n"
+               "op: r2\nkind: pointwise\nonnx: Relu\nexpr: \"max(x, 0)\"\n",
+               "o.yaml:6:1: error: op 'r2': ONNX operator 'Relu' is already imported onto op 'r1' (defined at");
+    expect_bad("o.yaml", "op: my_norm\nkind: softmax\nonnx: MyNorm\n",
+               "o.yaml:3:1: error: `onnx` is only for pointwise and batch_norm ops");
+    expect_bad("o.yaml", "op: bad_name\nkind: pointwise\nonnx: \"Re lu\"\nexpr: x\n",
+               "o.yaml:3:7: error: `onnx` must name an ONNX operator");
+    expect_bad("o.yaml", "op: bad_type\nkind: pointwise\nonnx: [Relu]\nexpr: x\n", "o.yaml:3:7: error:");
+}
+
 static void test_bad_where(void **state)
 {
     (void)state;
@@ -543,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_missing_match),
         cmocka_unit_test(test_duplicate_rule),
         cmocka_unit_test(test_duplicate_op),
+        cmocka_unit_test(test_onnx_key),
         cmocka_unit_test(test_bad_where),
         cmocka_unit_test(test_unknown_epilogue_step),
         cmocka_unit_test(test_epilogue_checks),
