@@ -566,6 +566,65 @@ static const ncase cases[] = {
      "  - { name: y, op: hardsigmoid_ab, inputs: [hi], attrs: { alpha: 0.3, beta: 0.4 } }\n"
      "outputs: [y]\n"},
 
+    /* Rounding and sign (rules/onnx_ops.yaml).  Each reads a graph input
+     * scaled by 4 (exact in every dtype), so the fused kernel and the reference
+     * of the unfused graph round the same values: no flips at integer
+     * boundaries between fp32 registers and a stored intermediate. */
+    {"pointwise", "pw_onnx_floor_ceil_round_sign",
+     "pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 3, 5, 7] }, { name: z, shape: [2, 3, 5, 7] },\n"
+     "         { name: u, shape: [2, 3, 5, 7] }, { name: v, shape: [2, 3, 5, 7] }]\n"
+     "weights: [{ name: k, shape: [1], values: [4.0] }]\n"
+     "nodes:\n"
+     "  - { name: xs, op: mul, inputs: [x, k] }\n"
+     "  - { name: f, op: floor, inputs: [xs] }\n"
+     "  - { name: zs, op: mul, inputs: [z, k] }\n"
+     "  - { name: c, op: ceil, inputs: [zs] }\n"
+     "  - { name: us, op: mul, inputs: [u, k] }\n"
+     "  - { name: r, op: round, inputs: [us] }\n"
+     "  - { name: g, op: sign, inputs: [v] }\n"
+     "  - { name: a1, op: add, inputs: [f, c] }\n"
+     "  - { name: a2, op: add, inputs: [r, g] }\n"
+     "  - { name: y, op: add, inputs: [a1, a2] }\n"
+     "outputs: [y]\n"},
+    /* The trigonometric and hyperbolic functions and their inverses, each on
+     * an argument where it is well conditioned (|arg| <= 0.5 for asin and
+     * atanh, >= 2 for acosh).  Thirteen ops exceed the pointwise template's 12
+     * epilogue stages, hence two
+     * kernels. */
+    {"pointwise", "pw_onnx_trig_hyperbolic", "pointwise_chain,pointwise_chain", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 3, 5, 7] }]\n"
+     "weights: [{ name: h, shape: [1], values: [0.5] }, { name: two, shape: [1], values: [2.0] }]\n"
+     "nodes:\n"
+     "  - { name: s, op: mul, inputs: [x, h] }\n"
+     "  - { name: as, op: asin, inputs: [s] }\n"
+     "  - { name: si, op: sin, inputs: [as] }\n"
+     "  - { name: ac, op: acos, inputs: [si] }\n"
+     "  - { name: co, op: cos, inputs: [ac] }\n"
+     "  - { name: at, op: atan, inputs: [co] }\n"
+     "  - { name: ta, op: tan, inputs: [at] }\n"
+     "  - { name: ah, op: atanh, inputs: [ta] }\n"
+     "  - { name: sh, op: sinh, inputs: [ah] }\n"
+     "  - { name: ash, op: asinh, inputs: [sh] }\n"
+     "  - { name: ch, op: cosh, inputs: [ash] }\n"
+     "  - { name: p, op: add, inputs: [ch, two] }\n"
+     "  - { name: y, op: acosh, inputs: [p] }\n"
+     "outputs: [y]\n"},
+    /* selu, celu, softsign and mish on a chain; shrink and thresholded_relu
+     * (discontinuous) read graph inputs directly, as the comparisons above. */
+    {"pointwise", "pw_onnx_selu_celu_softsign_mish_shrink", "pointwise_chain,pointwise_chain,pointwise_chain", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 3, 5, 7] }, { name: z, shape: [2, 3, 5, 7] }, { name: u, shape: [2, 3, 5, 7] }]\n"
+     "nodes:\n"
+     "  - { name: se, op: selu, inputs: [x] }\n"
+     "  - { name: ce, op: celu, inputs: [se], attrs: { alpha: 0.7 } }\n"
+     "  - { name: ss, op: softsign, inputs: [ce] }\n"
+     "  - { name: mi, op: mish, inputs: [ss] }\n"
+     "  - { name: sk, op: shrink, inputs: [z], attrs: { bias: 0.1, lambd: 0.3 } }\n"
+     "  - { name: th, op: thresholded_relu, inputs: [u], attrs: { alpha: 0.2 } }\n"
+     "  - { name: a1, op: add, inputs: [mi, sk] }\n"
+     "  - { name: y, op: add, inputs: [a1, th] }\n"
+     "outputs: [y]\n"},
+
     /* ---- single ops (no rule) and a multi-kernel graph ---- */
     {"single", "maxpool_3x3_s2_p1", "-", {TOL}, NULL,
      "inputs: [{ name: x, shape: [1, 5, 13, 13] }]\n"
