@@ -261,6 +261,8 @@ fg_status fg_emit_group(fg_context *ctx, const fg_plan *p, int group, const fg_e
             fg_em_tensor(&em, em.out, 1);
             st = assemble(&em);
         }
+        if (st == FG_OK && em.st == FG_OK)
+            fg_kernel_name_by_content(k, base);
         if (st == FG_OK)
             st = em.st;
     }

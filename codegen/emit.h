@@ -67,7 +67,9 @@ typedef struct fg_emit_opts {
 
 typedef struct fg_kernel {
     int group;                      /* plan group */
-    char name[64];                  /* entry point, e.g. "fg_k3_conv_bn_act" */
+    char name[64];                  /* entry point, e.g. "fg_conv_bn_act_3f09a1c2d4e5": the rule and the
+                                       hash of the canonical source (emit_name.c), the same for every
+                                       group that computes the same thing */
     char *source;                   /* full CUDA source (malloc'd) */
     const char *template_name;
     fg_dtype dtype;
@@ -98,6 +100,16 @@ typedef struct fg_kernel {
 /* Emits the kernel of group `group` of plan p.  Errors (unknown template, a
  * failing hook, an unsupported shape) are recorded with the rule's location. */
 fg_status fg_emit_group(fg_context *ctx, const fg_plan *p, int group, const fg_emit_opts *o, fg_kernel *k);
+/* The canonical text of k's source into out: comments dropped, white space
+ * runs as one space, the entry point as `@K`, parameter i as `@Pi`.  Sources
+ * with equal canonical texts compile to the same machine code. */
+void fg_kernel_canonical(const fg_kernel *k, fg_buf *out);
+/* The hash of k's canonical text, in hex: what a cache key takes for the
+ * source. */
+void fg_kernel_source_hash(const fg_kernel *k, char hex[33]);
+/* Names k after base and the hash of its canonical source, renaming the
+ * entry point in k->source. */
+void fg_kernel_name_by_content(fg_kernel *k, const char *base);
 /* Releases source, binary and loaded handle (through k->release, so that
  * codegen/ needs nothing of the runtime); the struct may be reused. */
 void fg_kernel_free(fg_kernel *k);

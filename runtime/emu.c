@@ -259,7 +259,10 @@ void fg_emu_key(const void *tc, const fg_kernel *k, char key[33])
         fg_key_part(&kh, "option", t->flags[i], strlen(t->flags[i]));
     fg_key_part(&kh, "prelude", t->prelude->text, t->prelude->len);
     fg_key_part(&kh, "prelude-api", t->api->text, t->api->len);
-    fg_key_part(&kh, "source", k->source, strlen(k->source));
+    char canon[33];   /* the source up to comments and parameter names (emit_name.c) */
+    fg_kernel_source_hash(k, canon);
+    fg_key_part(&kh, "canonical source", canon, 32);
+    fg_key_part(&kh, "entry point", k->name, strlen(k->name));   /* the binary's own name for it */
     fg_key_end(&kh, key);
 }
 

@@ -28,7 +28,7 @@
 #include "nvrtc_check.h"
 #include "runtime.h"
 
-#define KEY_FORMAT "fusegen-kernel-key 1"
+#define KEY_FORMAT "fusegen-kernel-key 2"
 #define PRELUDE_NAME "fusegen_prelude.cuh"
 #define MAX_QUOTED_ERRORS 8
 
@@ -257,7 +257,10 @@ void fg_nvrtc_key(const void *tc, const fg_kernel *k, char key[33])
         fg_key_part(&h, "arch-specific target", karch, strlen(karch));
     }
     fg_key_part(&h, "prelude", prelude_hash, 32);
-    fg_key_part(&h, "source", k->source, strlen(k->source));
+    char canon[33];   /* the source up to comments and parameter names (emit_name.c) */
+    fg_kernel_source_hash(k, canon);
+    fg_key_part(&h, "canonical source", canon, 32);
+    fg_key_part(&h, "entry point", k->name, strlen(k->name));   /* the binary's own name for it */
     fg_key_end(&h, key);
 }
 

@@ -152,16 +152,18 @@ typedef struct batch {
     fg_kernel *ks;
     fg_jit_info *infos;
     fg_status *status;
+    const int *todo;   /* the kernels to obtain: one per distinct key */
     int n;
     int done;
     int tty;
     pthread_mutex_t lock;
 } batch;
 
-static void obtain_task(void *arg, int i)
+static void obtain_task(void *arg, int t)
 {
     batch *b = arg;
     fg_jit_info local;
+    int i = b->todo[t];
     b->status[i] = obtain(b->ctx, b->be, b->tc, &b->ks[i], b->infos ? &b->infos[i] : &local);
     pthread_mutex_lock(&b->lock);
     b->done++;
@@ -170,6 +172,22 @@ static void obtain_task(void *arg, int i)
         fflush(stderr);
     }
     pthread_mutex_unlock(&b->lock);
+}
+
+/* same[i]: the first kernel with kernel i's key (i itself when none before
+ * it has it).  Groups that compute the same thing have the same key
+ * (emit_name.c), so each distinct kernel is obtained once. */
+static void same_keys(const fg_backend *be, const void *tc, fg_kernel *ks, int n, int *same)
+{
+    for (int i = 0; i < n; i++) {
+        same[i] = i;
+        if (!ks[i].source)
+            continue;
+        be->key(tc, &ks[i], ks[i].key);
+        for (int j = 0; j < i && same[i] == i; j++)
+            if (same[j] == j && ks[j].source && strcmp(ks[i].key, ks[j].key) == 0)
+                same[i] = j;
+    }
 }
 
 fg_status fg_kernel_obtain_all(fg_context *ctx, const fg_backend *be, fg_kernel *ks, int n, const char *target,
@@ -183,21 +201,46 @@ fg_status fg_kernel_obtain_all(fg_context *ctx, const fg_backend *be, fg_kernel 
         return st;
     fg_ctx_cache(ctx);   /* open it once, before the workers race for it */
 
-    batch b = {ctx, be, tc, ks, infos, fg_xcalloc((size_t)n, sizeof(fg_status)), n, 0, isatty(2),
+    int *same = fg_xcalloc((size_t)n, sizeof *same), *todo = fg_xcalloc((size_t)n, sizeof *todo), ntodo = 0;
+    same_keys(be, tc, ks, n, same);
+    for (int i = 0; i < n; i++)
+        if (same[i] == i)
+            todo[ntodo++] = i;
+    batch b = {ctx, be, tc, ks, infos, fg_xcalloc((size_t)n, sizeof(fg_status)), todo, ntodo, 0, isatty(2),
                PTHREAD_MUTEX_INITIALIZER};
     int jobs = ctx->opts.jobs > 0 ? ctx->opts.jobs : fg_cpu_count();
-    if (jobs > n)
-        jobs = n;
+    if (jobs > ntodo)
+        jobs = ntodo;
     fg_threadpool *pool = fg_threadpool_new(jobs);
-    fg_threadpool_run(pool, n, obtain_task, &b);
+    fg_threadpool_run(pool, ntodo, obtain_task, &b);
     fg_threadpool_free(pool);
     if (b.tty) {
         fprintf(stderr, "\r\033[K");
         fflush(stderr);
     }
+    /* the others take a copy of their twin's binary */
+    for (int i = 0; i < n; i++) {
+        int j = same[i];
+        if (j == i)
+            continue;
+        b.status[i] = b.status[j];
+        if (b.status[j] != FG_OK || !ks[j].binary)
+            continue;
+        free(ks[i].binary);
+        ks[i].binary = fg_xmalloc(ks[j].binary_size ? ks[j].binary_size : 1);
+        memcpy(ks[i].binary, ks[j].binary, ks[j].binary_size);
+        ks[i].binary_size = ks[j].binary_size;
+        if (infos) {
+            infos[i] = infos[j];
+            infos[i].from = FG_JIT_SHARED;
+            infos[i].seconds = 0;
+        }
+    }
     for (int i = 0; i < n && !st; i++)
         st = b.status[i];
     free(b.status);
+    free(same);
+    free(todo);
     pthread_mutex_destroy(&b.lock);
     be->toolchain_free(tc);
     return st;

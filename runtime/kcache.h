@@ -22,6 +22,7 @@ typedef enum fg_jit_source {
     FG_JIT_DISK,
     FG_JIT_COMPILED,
     FG_JIT_REMOTE,         /* the remote tier (remote_cache.h) */
+    FG_JIT_SHARED,         /* another kernel of the batch had the same key: its binary, copied */
     FG_JIT_SOURCE_COUNT
 } fg_jit_source;
 

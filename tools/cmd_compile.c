@@ -16,7 +16,7 @@
 
 #define USAGE "fusegen compile GRAPH [--rules DIR] [--arch sm_XX] [--jobs N] [--report [--device-model NAME]]"
 
-static const char *const from_names[] = {"memory", "disk", "nvrtc", "remote"};
+static const char *const from_names[] = {"memory", "disk", "nvrtc", "remote", "shared"};
 FG_STATIC_ASSERT(FG_COUNTOF(from_names) == FG_JIT_SOURCE_COUNT, "from_names out of sync");
 
 /* Whether an NVRTC log holds only ptxas's own lines (--ptxas-options=-v),
@@ -115,9 +115,10 @@ int cmd_compile(int argc, char **argv)
             if (infos[i].log[0] && !(report && ptxas_info_only(infos[i].log)))
                 fprintf(stderr, "fusegen: warning: NVRTC log for kernel %s:\n%s\n", ks[i].name, infos[i].log);
         }
-        printf("total: %d kernels (%d compiled, %d from disk, %d from memory, %d from the remote cache%s%.0d%s), "
+        printf("total: %d kernels, %d distinct (%d compiled, %d from disk, %d from memory, %d from the remote cache%s%.0d%s), "
                "emit %.1f ms, compile %.1f ms wall, %zu bytes\n",
-               n, count[FG_JIT_COMPILED], count[FG_JIT_DISK], count[FG_JIT_MEMORY], count[FG_JIT_REMOTE],
+               n, n - count[FG_JIT_SHARED], count[FG_JIT_COMPILED], count[FG_JIT_DISK], count[FG_JIT_MEMORY],
+               count[FG_JIT_REMOTE],
                failed ? ", " : "", failed,
                failed ? " failed" : "", emit_total * 1e3, wall * 1e3, bytes);
         if (report && st == FG_OK && strncmp(a, "sm_", 3) == 0) {

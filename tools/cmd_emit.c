@@ -23,7 +23,7 @@ static int write_index(fg_context *ctx, const fg_plan *p, const fg_kernel *ks, c
         fg_buf_printf(&b, "%d\t%s\t%s\t", i, ks[i].name, grp->rule >= 0 ? ctx->rules[grp->rule]->name : "-");
         for (int j = 0; j < grp->nnodes; j++)
             fg_buf_printf(&b, "%s%s", j ? "," : "", p->graph->nodes[grp->nodes[j]].name);
-        fg_buf_printf(&b, "\t%s.cu\n", ks[i].name);
+        fg_buf_printf(&b, "\tg%d_%s.cu\n", i, ks[i].name);
     }
     char *path = fg_path_join(dir, "index.txt");
     int rc = fg_write_file_atomic(path, b.s, b.len);
@@ -102,8 +102,8 @@ int cmd_emit(int argc, char **argv)
                 rc = cli_report(ctx, st);
                 break;
             }
-            char name[80];
-            snprintf(name, sizeof name, "%s.cu", ks[i].name);
+            char name[96];   /* by group: twins share a kernel name, each keeps its source */
+            snprintf(name, sizeof name, "g%d_%s.cu", i, ks[i].name);
             char *path = fg_path_join(outdir, name);
             if (fg_write_file_atomic(path, ks[i].source, strlen(ks[i].source)) != 0) {
                 fprintf(stderr, "fusegen: error: cannot write %s: %s\n", path, strerror(errno));

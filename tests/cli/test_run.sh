@@ -13,7 +13,7 @@ G=examples/resnet_basic_block.yaml
 
 out=$("$F" run $G --device emu --check --seed 11 2>&1); rc=$?
 [[ $rc -eq 0 ]] || { echo "$out"; fail "emu --check exited $rc"; }
-for want in "device emu" "seed 11" "fg_k0_" "block_relu" "within tolerance"; do
+for want in "device emu" "seed 11" "fg_conv_bn_act_" "block_relu" "within tolerance"; do
     grep -qF -- "$want" <<<"$out" || { echo "$out"; fail "missing '$want'"; }
 done
 

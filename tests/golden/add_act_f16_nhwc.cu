@@ -1,4 +1,4 @@
-// fusegen kernel fg_k0_add_act (group 0)
+// fusegen kernel fg_add_act_9b7bd52a9935 (group 0)
 //   rule:      add_act (goldrules/rules.yaml:13)
 //   nodes:     s (add), r (leaky_relu)
 //   template:  pointwise (pointwise.cuh)
@@ -8,7 +8,7 @@
 //   deps:      aca08ec3a5ca92ce9db0c005c8652391 (cache key: `fusegen compile` prints it)
 #include "fusegen_prelude.cuh"
 
-struct fg_params_fg_k0_add_act {
+struct fg_params_fg_add_act_9b7bd52a9935 {
     fg_half *r;                          // out r [2, 3, 4, 5] fp16 NHWC
     const fg_half *a;                    // in  a [2, 3, 4, 5] fp16 NHWC
     const fg_half *b;                    // in  b [3, 1, 1] fp16
@@ -16,7 +16,7 @@ struct fg_params_fg_k0_add_act {
 
 // epilogue: applied to each accumulator before the one store;
 // (n, c, h, w) are the logical coordinates of r
-FG_DEVICE float fg_epilogue(const fg_params_fg_k0_add_act &p, float v, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
+FG_DEVICE float fg_epilogue(const fg_params_fg_add_act_9b7bd52a9935 &p, float v, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
 {
     // epilogue: apply r: x > 0 ? x : alpha * x
     v = ((v > 0.0f) ? v : (0.25f * v));
@@ -36,7 +36,7 @@ FG_DEVICE float fg_epilogue(const fg_params_fg_k0_add_act &p, float v, fg_i64 n,
 // vector-accessed pointer is 16-byte aligned (checked at launch: the
 // condition below); otherwise, and for the elements after the last whole
 // vector, the scalar loop does the work.
-FG_KERNEL(fg_k0_add_act, fg_params_fg_k0_add_act, 256)
+FG_KERNEL(fg_add_act_9b7bd52a9935, fg_params_fg_add_act_9b7bd52a9935, 256)
 {
     const fg_i64 NUMEL = 120;
     const fg_i64 stride = (fg_i64)fg_gdim_x() * fg_bdim_x();

@@ -1,4 +1,4 @@
-// fusegen kernel fg_k0_conv_act (group 0)
+// fusegen kernel fg_conv_act_27cb6f0c1cc1 (group 0)
 //   rule:      conv_act (goldrules/rules.yaml:2)
 //   nodes:     c1 (conv2d), r1 (relu)
 //   template:  conv2d (conv2d.cuh)
@@ -8,7 +8,7 @@
 //   deps:      aca08ec3a5ca92ce9db0c005c8652391 (cache key: `fusegen compile` prints it)
 #include "fusegen_prelude.cuh"
 
-struct fg_params_fg_k0_conv_act {
+struct fg_params_fg_conv_act_27cb6f0c1cc1 {
     const float *x;                      // in  x [1, 3, 5, 5] fp32 NCHW
     const float *c1_w;                   // in  c1.w [4, 3, 3, 3] fp32 NCHW
     float *r1;                           // out r1 [1, 4, 5, 5] fp32 NCHW
@@ -16,26 +16,26 @@ struct fg_params_fg_k0_conv_act {
 };
 
 // offset of x NCHW at logical coordinates (n, c, h, w)
-FG_DEVICE fg_i64 off_x(const fg_params_fg_k0_conv_act &p, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
+FG_DEVICE fg_i64 off_x(const fg_params_fg_conv_act_27cb6f0c1cc1 &p, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
 {
     return c * 25 + h * 5 + w;
 }
 
 // offset of c1.w NCHW at logical coordinates (k, c, r, s)
-FG_DEVICE fg_i64 off_w(const fg_params_fg_k0_conv_act &p, fg_i64 k, fg_i64 c, fg_i64 r, fg_i64 s)
+FG_DEVICE fg_i64 off_w(const fg_params_fg_conv_act_27cb6f0c1cc1 &p, fg_i64 k, fg_i64 c, fg_i64 r, fg_i64 s)
 {
     return k * 27 + c * 9 + r * 3 + s;
 }
 
 // offset of r1 NCHW at logical coordinates (n, c, h, w)
-FG_DEVICE fg_i64 off_y(const fg_params_fg_k0_conv_act &p, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
+FG_DEVICE fg_i64 off_y(const fg_params_fg_conv_act_27cb6f0c1cc1 &p, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
 {
     return c * 25 + h * 5 + w;
 }
 
 // epilogue: applied to each accumulator before the one store;
 // (n, c, h, w) are the logical coordinates of r1
-FG_DEVICE float fg_epilogue(const fg_params_fg_k0_conv_act &p, float v, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
+FG_DEVICE float fg_epilogue(const fg_params_fg_conv_act_27cb6f0c1cc1 &p, float v, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
 {
     // epilogue: bias (c1.b)
     v = v + fg_load(p.c1_b + c);
@@ -58,7 +58,7 @@ FG_DEVICE float fg_epilogue(const fg_params_fg_k0_conv_act &p, float v, fg_i64 n
 // whose live registers go to a stack frame.  Threads past the last pixel
 // compute a copy of it and store nothing, so no predicate lives across the
 // loops.
-FG_KERNEL(fg_k0_conv_act, fg_params_fg_k0_conv_act, 128, 1)
+FG_KERNEL(fg_conv_act_27cb6f0c1cc1, fg_params_fg_conv_act_27cb6f0c1cc1, 128, 1)
 {
     const fg_i64 N = 1;
     const fg_i64 H = 5;

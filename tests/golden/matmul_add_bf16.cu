@@ -1,4 +1,4 @@
-// fusegen kernel fg_k0_matmul_add (group 0)
+// fusegen kernel fg_matmul_add_551bd015727e (group 0)
 //   rule:      matmul_add (goldrules/rules.yaml:23)
 //   nodes:     mm (matmul), y (add)
 //   template:  gemm_tc (gemm_tc.cuh)
@@ -10,7 +10,7 @@
 //   deps:      aca08ec3a5ca92ce9db0c005c8652391 (cache key: `fusegen compile` prints it)
 #include "fusegen_prelude.cuh"
 
-struct fg_params_fg_k0_matmul_add {
+struct fg_params_fg_matmul_add_551bd015727e {
     const fg_bf16 *a;                    // in  a [5, 24] bf16
     const fg_bf16 *w;                    // in  w [24, 9] bf16
     fg_bf16 *y;                          // out y [5, 9] bf16
@@ -19,7 +19,7 @@ struct fg_params_fg_k0_matmul_add {
 
 // epilogue: applied to each accumulator before the one store;
 // (row, col) are the logical coordinates of y
-FG_DEVICE float fg_epilogue(const fg_params_fg_k0_matmul_add &p, float v, fg_i64 row, fg_i64 col)
+FG_DEVICE float fg_epilogue(const fg_params_fg_matmul_add_551bd015727e &p, float v, fg_i64 row, fg_i64 col)
 {
     // epilogue: apply y: a + b
     {
@@ -59,7 +59,7 @@ FG_DEVICE float fg_epilogue(const fg_params_fg_k0_matmul_add &p, float v, fg_i64
 // adds the slots in split order 0, 1, ... (the same sum on every run) and
 // runs the epilogue.  The epilogue runs once, on the accumulators; pairs of
 // columns are stored together.
-FG_KERNEL(fg_k0_matmul_add, fg_params_fg_k0_matmul_add, 64)
+FG_KERNEL(fg_matmul_add_551bd015727e, fg_params_fg_matmul_add_551bd015727e, 64)
 {
     const fg_i64 M = 5;
     const fg_i64 N = 9;

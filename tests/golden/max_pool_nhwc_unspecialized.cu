@@ -1,4 +1,4 @@
-// fusegen kernel fg_k0_max_pool2d (group 0)
+// fusegen kernel fg_max_pool2d_691745f3c73d (group 0)
 //   rule:      single op
 //   nodes:     mp (max_pool2d)
 //   template:  pool2d (pool2d.cuh)
@@ -8,7 +8,7 @@
 //   deps:      cb17b9d49260b2a5604de1e37fc8a9bf (cache key: `fusegen compile` prints it)
 #include "fusegen_prelude.cuh"
 
-struct fg_params_fg_k0_max_pool2d {
+struct fg_params_fg_max_pool2d_691745f3c73d {
     const float *x;                      // in  x [1, 2, 7, 7] fp32 NHWC
     float *mp;                           // out mp [1, 2, 4, 4] fp32 NHWC
     fg_i64 dim_x_3;                      // = 7 here
@@ -35,20 +35,20 @@ struct fg_params_fg_k0_max_pool2d {
 };
 
 // offset of x NHWC at logical coordinates (n, c, h, w)
-FG_DEVICE fg_i64 off_x(const fg_params_fg_k0_max_pool2d &p, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
+FG_DEVICE fg_i64 off_x(const fg_params_fg_max_pool2d_691745f3c73d &p, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
 {
     return h * p.dim_x_3 * p.dim_x_1 + w * p.dim_x_1 + c;
 }
 
 // offset of mp NHWC at logical coordinates (n, c, h, w)
-FG_DEVICE fg_i64 off_y(const fg_params_fg_k0_max_pool2d &p, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
+FG_DEVICE fg_i64 off_y(const fg_params_fg_max_pool2d_691745f3c73d &p, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
 {
     return h * p.dim_mp_3 * p.dim_mp_1 + w * p.dim_mp_1 + c;
 }
 
 // epilogue: applied to each accumulator before the one store;
 // (n, c, h, w) are the logical coordinates of mp
-FG_DEVICE float fg_epilogue(const fg_params_fg_k0_max_pool2d &p, float v, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
+FG_DEVICE float fg_epilogue(const fg_params_fg_max_pool2d_691745f3c73d &p, float v, fg_i64 n, fg_i64 c, fg_i64 h, fg_i64 w)
 {
     // epilogue: none
     return v;
@@ -67,7 +67,7 @@ FG_DEVICE float fg_epilogue(const fg_params_fg_k0_max_pool2d &p, float v, fg_i64
 // (the initial value stands for an empty window), so the max of a window of
 // -inf is -inf; a NaN in the window makes the result NaN, for max as for
 // average (PyTorch's max_pool2d semantics).
-FG_KERNEL(fg_k0_max_pool2d, fg_params_fg_k0_max_pool2d, 128)
+FG_KERNEL(fg_max_pool2d_691745f3c73d, fg_params_fg_max_pool2d_691745f3c73d, 128)
 {
     const fg_i64 N = p.dim_N;
     const fg_i64 C = p.dim_C;

@@ -614,7 +614,7 @@ class TestKernel(unittest.TestCase):
                               input_shape=(1, c, 9, 9), device="emu", template="conv2d",
                               weights={"conv.weight": wt, "bn.gamma": gamma, "bn.beta": beta, "bn.mean": mean,
                                        "bn.var": var})
-        self.assertIn("FG_KERNEL(fg_k0_conv_bn_act,", kern.source)
+        self.assertIn("FG_KERNEL(fg_conv_bn_act_", kern.source)
         self.assertEqual(kern.device, "emu")
         self.assertEqual([t.name for t in kern.inputs], ["x"])
         self.assertEqual(kern.outputs[0].shape, (1, k, 9, 9))

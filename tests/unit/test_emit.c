@@ -149,6 +149,52 @@ static const char conv_graph[] =
     "  - { name: r1, op: relu, inputs: [c1] }\n"
     "outputs: [r1]\n";
 
+/* Two conv + relu blocks on the same shapes with different tensor names, and
+ * a third on another shape: the first two render one kernel name (the rule
+ * and the hash of the canonical source, emit_name.c) and one canonical
+ * text; the third another.  The group index is in no name. */
+static void test_name_by_content(void **state)
+{
+    fixture *f = *state;
+    static const char graph[] =
+        "graph: twins\nseed: 1\ninputs:\n  - { name: x, shape: [1, 4, 5, 5] }\n"
+        "weights:\n  - { name: a.w, shape: [4, 4, 3, 3] }\n  - { name: a.b, shape: [4] }\n"
+        "  - { name: other_w, shape: [4, 4, 3, 3] }\n  - { name: other_b, shape: [4] }\n"
+        "  - { name: c.w, shape: [4, 4, 3, 3] }\n  - { name: c.b, shape: [4] }\n"
+        "nodes:\n"
+        "  - { name: a, op: conv2d, inputs: [x, a.w, a.b], attrs: { padding: [1, 1] } }\n"
+        "  - { name: ar, op: relu, inputs: [a] }\n"
+        "  - { name: second_conv, op: conv2d, inputs: [ar, other_w, other_b], attrs: { padding: [1, 1] } }\n"
+        "  - { name: second_relu, op: relu, inputs: [second_conv] }\n"
+        "  - { name: c, op: conv2d, inputs: [second_relu, c.w, c.b] }\n"
+        "  - { name: cr, op: relu, inputs: [c] }\n"
+        "outputs: [cr]\n";
+    fg_graph *g = NULL;
+    fg_plan *p = plan_of(f->ctx, graph, &g);
+    assert_int_equal(p->ngroups, 3);
+    fg_kernel k[3];
+    fg_buf canon[3] = {{0}};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(fg_emit_group(f->ctx, p, i, NULL, &k[i]), FG_OK);
+        fg_kernel_canonical(&k[i], &canon[i]);
+        assert_true(strncmp(k[i].name, "fg_conv_act_", 12) == 0);
+        assert_int_equal(strlen(k[i].name), 12 + 12);
+        assert_null(strstr(canon[i].s, "//"));
+    }
+    assert_string_equal(k[0].name, k[1].name);
+    assert_string_equal(canon[0].s, canon[1].s);
+    assert_string_not_equal(k[0].source, k[1].source);   /* the names and comments differ */
+    assert_non_null(strstr(k[1].source, "second_relu"));
+    assert_string_not_equal(k[2].name, k[0].name);       /* no padding: another program */
+    assert_string_not_equal(canon[2].s, canon[0].s);
+    for (int i = 0; i < 3; i++) {
+        fg_buf_free(&canon[i]);
+        fg_kernel_free(&k[i]);
+    }
+    fg_plan_free(p);
+    fg_graph_free(g);
+}
+
 static void test_golden_conv(void **state)
 {
     fixture *f = *state;
@@ -361,6 +407,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_conv),
+        cmocka_unit_test(test_name_by_content),
         cmocka_unit_test(test_golden_pointwise),
         cmocka_unit_test(test_golden_gemm_tc),
         cmocka_unit_test(test_golden_pool_unspecialized),

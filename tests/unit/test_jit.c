@@ -328,6 +328,50 @@ static void make_kernels(fg_kernel *ks)
     }
 }
 
+/* Kernels whose sources differ only in comments, white space and parameter
+ * names are one program: one key, one compile, the others share its binary
+ * (FG_JIT_SHARED).  A different constant or entry point is another kernel. */
+static void test_compile_all_shares_equal_sources(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    fg_context *ctx = ctx_with_cache(dir);
+    static const char *const srcs[4] = {
+        "// group 0: reads a\nextern \"C\" __global__ void k_same(float *a, int n)\n"
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) a[i] = a[i] * 2.0f;\n}\n",
+        "// group 5: reads b, another comment\nextern \"C\" __global__ void k_same(float *b,   int n)\n"
+        "{ /* scaled */\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) b[i] = b[i] * 2.0f;\n}\n",
+        "extern \"C\" __global__ void k_same(float *a, int n)\n"
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) a[i] = a[i] * 3.0f;\n}\n",
+        "extern \"C\" __global__ void k_other(float *a, int n)\n"
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) a[i] = a[i] * 2.0f;\n}\n",
+    };
+    static const char *const pnames[4] = {"a", "b", "a", "a"};
+    fg_kernel ks[4];
+    fg_jit_info infos[4];
+    for (int i = 0; i < 4; i++) {
+        kernel_init(&ks[i], i == 3 ? "k_other" : "k_same", srcs[i], 3);
+        ks[i].nparams = 1;
+        ks[i].params[0].kind = FG_KPARAM_TENSOR;
+        snprintf(ks[i].params[0].name, sizeof ks[i].params[0].name, "%s", pnames[i]);
+    }
+    assert_int_equal(fg_jit_compile_all(ctx, ks, 4, "sm_90", infos), FG_OK);
+    assert_int_equal(infos[0].from, FG_JIT_COMPILED);
+    assert_int_equal(infos[1].from, FG_JIT_SHARED);
+    assert_string_equal(ks[1].key, ks[0].key);
+    assert_int_equal(ks[1].binary_size, ks[0].binary_size);
+    assert_memory_equal(ks[1].binary, ks[0].binary, ks[0].binary_size);
+    assert_int_equal(infos[2].from, FG_JIT_COMPILED);
+    assert_int_equal(infos[3].from, FG_JIT_COMPILED);
+    assert_string_not_equal(ks[2].key, ks[0].key);
+    assert_string_not_equal(ks[3].key, ks[0].key);
+    for (int i = 0; i < 4; i++)
+        kernel_release(&ks[i]);
+    fg_context_free(ctx);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 static void test_compile_all(void **state)
 {
     (void)state;
@@ -418,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_arch_resolution),
         cmocka_unit_test(test_warning_log_and_ptx),
         cmocka_unit_test(test_compile_all),
+        cmocka_unit_test(test_compile_all_shares_equal_sources),
         cmocka_unit_test(test_two_processes_share_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
