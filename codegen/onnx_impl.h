@@ -42,6 +42,7 @@ typedef fg_onnx_const konst;
 typedef struct name_ent {
     UT_hash_handle hh;
     char *name;
+    int next;   /* as a base name: the next suffix to try (0: 2) */
 } name_ent;
 
 /* The state of one load. */
