@@ -544,6 +544,7 @@ static fg_status load(fg_context *ctx, const char *name, const void *data, size_
     L.base_dir = base_dir;
     L.opts = opts;
     L.unknown = -1;
+    L.fold_left = ctx->env.onnx_fold_bytes ? ctx->env.onnx_fold_bytes : (uint64_t)FG_DEFAULT_ONNX_FOLD_MB << 20;
     for (int k = 0; opts && k < opts->ndims; k++)
         if (!opts->dims[k].name || opts->dims[k].value < 1 || opts->dims[k].value > (1ll << 31))
             return fg_onnx_lerr(&L, "dimension %d of the options: needs a name and a value from 1 to 2^31", k);

@@ -65,6 +65,7 @@ typedef struct loader {
     int errs0;                 /* the context's error count when the load began */
     int unknown;               /* tensor index of the "unknown" placeholder (after an error), or -1 */
     unsigned char *fold;       /* per node: folded at import (onnx_fold.h) */
+    uint64_t fold_left;        /* bytes folded results may still take (ctx->env.onnx_fold_bytes at the start) */
 } loader;
 
 /* ---- onnx_graph.c: the loader's state ------------------------------------ */
