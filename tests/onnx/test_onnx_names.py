@@ -3,7 +3,7 @@
 
   * unique names are made in linear time: 20,000 Relu nodes that all carry
     one node name, with tensor names that all sanitize to one identifier,
-    import in under 2 s of wall time (the graph's names all distinct);
+    import in under 2 s of wall time (the best of up to three tries);
   * a tensor written by two nodes (onnxruntime refuses such a model) is
     refused with both nodes' locations, and so is a node writing a graph
     input or an initializer.
@@ -65,11 +65,16 @@ def main():
             failed.append(what)
 
     data = many_same_names()
-    t0 = time.monotonic()
-    g = lib.load(data=data)
-    dt = time.monotonic() - t0
-    lib.free_graph(g)
-    expect(dt < 2.0, "%d same-named Relu nodes import in %.2f s (< 2 s)" % (N, dt))
+    dt = None
+    for _ in range(3):   # the best of three wall times: a loaded machine adds noise, quadratic naming took minutes
+        t0 = time.monotonic()
+        g = lib.load(data=data)
+        t = time.monotonic() - t0
+        lib.free_graph(g)
+        dt = t if dt is None else min(dt, t)
+        if dt < 2.0:
+            break
+    expect(dt < 2.0, "%d same-named Relu nodes import in %.2f s wall (< 2 s, best of up to 3)" % (N, dt))
 
     # two nodes writing one tensor
     nodes = [h.make_node("Relu", ["x"], ["y"], name="first"), h.make_node("Sigmoid", ["x"], ["y"], name="second")]
