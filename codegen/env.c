@@ -496,6 +496,13 @@ fg_status fg_env_resolve(fg_context *ctx, const fg_options *given)
                     "the default 1024");
         o.cache_max_mb = (long long)((e->cache_limit_bytes + (1u << 20) - 1) >> 20);
     }
+    {
+        const char *v = env("FUSEGEN_ONNX_FOLD_MB");
+        e->onnx_fold_bytes = (uint64_t)FG_DEFAULT_ONNX_FOLD_MB << 20;
+        if (v && fg_parse_mebibytes(v, &e->onnx_fold_bytes) != 0)
+            env_bad(ctx, "FUSEGEN_ONNX_FOLD_MB", v, "a size in MiB above 0 and at most 2^40 (\"512\", \"0.5\")",
+                    "the default 2048");
+    }
     if (!o.cache_off)
         o.cache_off = !env_switch(ctx, "FUSEGEN_CACHE", 1);
     if (remote_settings(ctx, &o))

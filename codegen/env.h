@@ -28,6 +28,7 @@
 #define FG_DEFAULT_HOOK_TIMEOUT_MS 2000
 #define FG_MAX_HOOK_TIMEOUT_MS 3600000               /* one hour */
 #define FG_DEFAULT_CACHE_MAX_MB 1024LL
+#define FG_DEFAULT_ONNX_FOLD_MB 2048LL   /* import-time folding, all results of one load */
 #define FG_MAX_CACHE_MAX_MB (1LL << 40)              /* 2^60 bytes */
 #define FG_DEFAULT_EMU_STACK_KB 64
 #define FG_MIN_EMU_STACK_KB 16
@@ -75,6 +76,10 @@ typedef struct fg_env {
     int remote_rw;              /* remote_mode is "rw" */
     int remote_timeout_ms;
     long long remote_ttl_s;
+    /* The ONNX importer's budget for the values constant folding makes, in
+     * bytes, for one load: $FUSEGEN_ONNX_FOLD_MB (fractions allowed), else
+     * FG_DEFAULT_ONNX_FOLD_MB. */
+    uint64_t onnx_fold_bytes;
 } fg_env;
 
 /* Resolves every setting of ctx (whose log function is already set) from

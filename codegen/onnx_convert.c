@@ -1694,7 +1694,9 @@ void fg_onnx_fold_node(loader *L, int i, const Onnx__NodeProto *n)
     }
     konst k;
     if (!nc.bad && !quiet) {
-        if (fg_onnx_fold_eval(n, L->opset, ins, (int)n->n_input, &k, why, sizeof why)) {
+        if (fg_onnx_fold_eval(n, L->opset, ins, (int)n->n_input, L->fold_left, &k, why, sizeof why)) {
+            uint64_t kb = fg_onnx_const_bytes(&k);
+            L->fold_left = kb < L->fold_left ? L->fold_left - kb : 0;
             k.name = n->n_output ? n->output[0] : "";
             *FG_PUSH(L->consts, L->nconsts, L->consts_cap) = k;
             def_output(&nc, 0, V_CONST, L->nconsts - 1);

@@ -71,6 +71,7 @@ typedef struct fctx {
     int opset;
     const fg_onnx_fold_in *ins;
     int nins;
+    uint64_t budget;   /* bytes the result may hold (fg_onnx_fold_eval) */
     char *err;
     size_t errsz;
 } fctx;
@@ -95,9 +96,15 @@ static void val_free(val *v)
     v->i = NULL;
 }
 
+/* Values up to which an allocation is not checked against the folding
+ * budget (an attribute's one value, a shape): what the budget bounds is
+ * large results; their bytes still count once kept. */
+#define FOLD_SMALL 64
+
 /* Gives v dtype, rank and shape and allocates its values (zeroed); 0 with
- * an error when the count overflows the importer's limit. */
-static int val_alloc(fctx *c, val *v, int dtype, int rank, const int64_t *shape)
+ * an error when the count overflows the importer's limit or, when budget,
+ * when the result would be over the folding budget (checked first). */
+static int val_make(fctx *c, val *v, int dtype, int rank, const int64_t *shape, int budget)
 {
     memset(v, 0, sizeof *v);
     if (rank < 0 || rank > FG_MAX_RANK)
@@ -110,11 +117,22 @@ static int val_alloc(fctx *c, val *v, int dtype, int rank, const int64_t *shape)
             return ferr(c, "the result would have more than %lld elements", (long long)FG_ONNX_MAX_WEIGHT_NUMEL);
         v->shape[d] = shape[d];
     }
+    unsigned es = dt_int(dtype) ? 8u : 4u;
+    if (budget && v->n > FOLD_SMALL && (uint64_t)v->n * es > c->budget)
+        return ferr(c, "the result (%lld values, %.1f MiB) is over what is left of the folding budget (%.1f MiB; "
+                       "FUSEGEN_ONNX_FOLD_MB sets it)", (long long)v->n, (double)v->n * es / 1048576.0,
+                    (double)c->budget / 1048576.0);
     if (dt_int(dtype))
         v->i = fg_xcalloc((size_t)v->n + 1, sizeof *v->i);
     else
         v->d = fg_xcalloc((size_t)v->n + 1, sizeof *v->d);
     return 1;
+}
+
+/* A result value (within the folding budget); see val_make. */
+static int val_alloc(fctx *c, val *v, int dtype, int rank, const int64_t *shape)
+{
+    return val_make(c, v, dtype, rank, shape, 1);
 }
 
 /* Element j of v as a double (integers converted). */
@@ -189,7 +207,7 @@ static int in_val(fctx *c, int j, val *v)
     const fg_onnx_const *k = c->ins[j].k;
     if (!dt_held(k->dtype))
         return ferr(c, "input %d has element type %s", j, fg_onnx_dtype_name(k->dtype));
-    if (!val_alloc(c, v, k->dtype, k->rank, k->shape))
+    if (!val_make(c, v, k->dtype, k->rank, k->shape, 0))   /* a copy of an input: not a result */
         return 0;
     for (int64_t e = 0; e < v->n; e++) {
         if (v->i)
@@ -749,7 +767,9 @@ static int f_gather(fctx *c, val *out)
     return ok;
 }
 
-/* Concat along axis; every input constant, same type and rank. */
+/* Concat along axis; every input constant, same type and rank.  The
+ * result's shape (and so its size against the limits) is known from the
+ * inputs' shapes before a value is copied. */
 static int f_concat(fctx *c, val *out)
 {
     int64_t axis, a;
@@ -757,54 +777,51 @@ static int f_concat(fctx *c, val *out)
         return 0;
     if (!attr(c, "axis"))
         return ferr(c, "needs attribute 'axis'");
-    val *v = fg_xcalloc((size_t)c->nins + 1, sizeof *v);
-    int ok = 1, nv = 0;
-    for (; ok && nv < c->nins; nv++)
-        ok = in_val(c, nv, &v[nv]);
-    if (!ok)
-        nv--;
+    for (int j = 0; j < c->nins; j++) {
+        if (!c->ins[j].k)
+            return ferr(c, "input %d is %s", j, has_input(c, j) ? "computed, not a constant" : "missing");
+        if (!dt_held(c->ins[j].k->dtype))
+            return ferr(c, "input %d has element type %s", j, fg_onnx_dtype_name(c->ins[j].k->dtype));
+    }
+    const fg_onnx_const *k0 = c->ins[0].k;
+    if (!norm_axis(c, axis, k0->rank, &a))
+        return 0;
     int64_t shape[FG_MAX_RANK];
-    if (ok)
-        ok = norm_axis(c, axis, v[0].rank, &a);
-    if (ok) {
-        memcpy(shape, v[0].shape, sizeof shape);
-        shape[a] = 0;
-        for (int j = 0; ok && j < nv; j++) {
-            if (v[j].dtype != v[0].dtype || v[j].rank != v[0].rank)
-                ok = ferr(c, "input %d has type %s and rank %d; input 0 has %s and %d", j, fg_onnx_dtype_name(v[j].dtype),
-                          v[j].rank, fg_onnx_dtype_name(v[0].dtype), v[0].rank);
-            for (int d = 0; ok && d < v[0].rank; d++)
-                if (d != a && v[j].shape[d] != v[0].shape[d])
-                    ok = ferr(c, "input %d has size %lld in dimension %d; input 0 has %lld", j,
-                              (long long)v[j].shape[d], d, (long long)v[0].shape[d]);
-            shape[a] += v[j].shape[a];
-        }
+    memcpy(shape, k0->shape, sizeof shape);
+    shape[a] = 0;
+    for (int j = 0; j < c->nins; j++) {
+        const fg_onnx_const *k = c->ins[j].k;
+        if (k->dtype != k0->dtype || k->rank != k0->rank)
+            return ferr(c, "input %d has type %s and rank %d; input 0 has %s and %d", j, fg_onnx_dtype_name(k->dtype),
+                        k->rank, fg_onnx_dtype_name(k0->dtype), k0->rank);
+        for (int d = 0; d < k0->rank; d++)
+            if (d != a && k->shape[d] != k0->shape[d])
+                return ferr(c, "input %d has size %lld in dimension %d; input 0 has %lld", j, (long long)k->shape[d], d,
+                            (long long)k0->shape[d]);
+        if (__builtin_add_overflow(shape[a], k->shape[a], &shape[a]) || shape[a] > FG_ONNX_MAX_WEIGHT_NUMEL)
+            return ferr(c, "the result would have more than %lld elements", (long long)FG_ONNX_MAX_WEIGHT_NUMEL);
     }
-    if (ok)
-        ok = val_alloc(c, out, v[0].dtype, v[0].rank, shape);
-    if (ok) {
-        int64_t outer = 1, inner = 1, at = 0;
-        for (int d = 0; d < a; d++)
-            outer *= shape[d];
-        for (int d = (int)a + 1; d < v[0].rank; d++)
-            inner *= shape[d];
-        for (int j = 0; j < nv; j++) {
-            int64_t len = v[j].shape[a] * inner;
-            for (int64_t o = 0; o < outer; o++)
-                for (int64_t e = 0; e < len; e++) {
-                    int64_t dst = o * shape[a] * inner + at + e, src = o * len + e;
-                    if (out->i)
-                        out->i[dst] = v[j].i[src];
-                    else
-                        out->d[dst] = v[j].d[src];
-                }
-            at += len;
-        }
+    if (!val_alloc(c, out, k0->dtype, k0->rank, shape))
+        return 0;
+    int64_t outer = 1, inner = 1, at = 0;
+    for (int d = 0; d < a; d++)
+        outer *= shape[d];
+    for (int d = (int)a + 1; d < k0->rank; d++)
+        inner *= shape[d];
+    for (int j = 0; j < c->nins; j++) {
+        const fg_onnx_const *k = c->ins[j].k;
+        int64_t len = k->shape[a] * inner;
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t e = 0; e < len; e++) {
+                int64_t dst = o * shape[a] * inner + at + e, src = o * len + e;
+                if (out->i)
+                    out->i[dst] = k->i[src];
+                else
+                    out->d[dst] = k->f[src];
+            }
+        at += len;
     }
-    for (int j = 0; j < nv; j++)
-        val_free(&v[j]);
-    free(v);
-    return ok;
+    return 1;
 }
 
 /* *out = the view of *v (freed) of the given shape whose element at index
@@ -1159,10 +1176,15 @@ static int word_in(const char *list, const char *w)
     return 0;
 }
 
-int fg_onnx_fold_eval(const Onnx__NodeProto *n, int opset, const fg_onnx_fold_in *ins, int nins,
+uint64_t fg_onnx_const_bytes(const fg_onnx_const *k)
+{
+    return k->numel > 0 ? (uint64_t)k->numel * (k->i ? 8u : 4u) : 0;
+}
+
+int fg_onnx_fold_eval(const Onnx__NodeProto *n, int opset, const fg_onnx_fold_in *ins, int nins, uint64_t budget,
                       fg_onnx_const *out, char *err, size_t errsz)
 {
-    fctx c = {.n = n, .opset = opset, .ins = ins, .nins = nins, .err = err, .errsz = errsz};
+    fctx c = {.n = n, .opset = opset, .ins = ins, .nins = nins, .budget = budget, .err = err, .errsz = errsz};
     const fold_op *op = default_domain(n) ? find_fold_op(n->op_type) : NULL;
     memset(out, 0, sizeof *out);
     out->weight = -1;

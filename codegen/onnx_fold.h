@@ -81,9 +81,13 @@ void fg_onnx_fold_mark(const Onnx__GraphProto *gp, unsigned char *fold);
 
 /* Evaluates node n (opset: the model's default-domain opset) on ins[0 ..
  * nins) into out[0] (name and weight left to the caller; values malloc'd,
- * owned by the caller).  Returns 1, or 0 with a reason in err (without the
+ * owned by the caller).  budget: the bytes the result may hold (4 per float
+ * value, 8 per integer), checked from the shapes before anything is
+ * allocated or copied.  Returns 1, or 0 with a reason in err (without the
  * node's label, which the caller adds). */
-int fg_onnx_fold_eval(const Onnx__NodeProto *n, int opset, const fg_onnx_fold_in *ins, int nins,
+int fg_onnx_fold_eval(const Onnx__NodeProto *n, int opset, const fg_onnx_fold_in *ins, int nins, uint64_t budget,
                       fg_onnx_const *out, char *err, size_t errsz);
+/* The bytes constant k holds (4 per float value, 8 per integer). */
+uint64_t fg_onnx_const_bytes(const fg_onnx_const *k);
 
 #endif /* FG_ONNX_FOLD_H */

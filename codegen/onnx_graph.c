@@ -73,14 +73,15 @@ static void vfree(value **t)
     }
 }
 
-static int name_taken(name_ent *t, const char *s)
+static name_ent *name_find(name_ent *t, const char *s)
 {
     name_ent *e;
     HASH_FIND_STR(t, s, e);
-    return e != NULL;
+    return e;
 }
 
-/* A graph name for raw: sanitized, unique in *set, interned. */
+/* A graph name for raw: sanitized, unique in *set, interned.  A taken base
+ * name keeps the next suffix to try, so n names with one base cost O(n). */
 const char *fg_onnx_unique_name(loader *L, name_ent **set, const char *raw)
 {
     fg_buf b = {0};
@@ -94,10 +95,17 @@ const char *fg_onnx_unique_name(loader *L, name_ent **set, const char *raw)
         fg_buf_putn(&b, ok ? &ch : "_", 1);
     }
     size_t base = b.len;
-    for (int k = 2; name_taken(*set, b.s); k++) {
-        b.len = base;
-        b.s[base] = 0;
-        fg_buf_printf(&b, "_%d", k);
+    name_ent *be = name_find(*set, b.s);
+    if (be) {
+        int k = be->next > 2 ? be->next : 2;
+        for (;; k++) {
+            b.len = base;
+            b.s[base] = 0;
+            fg_buf_printf(&b, "_%d", k);
+            if (!name_find(*set, b.s))
+                break;
+        }
+        be->next = k + 1;
     }
     name_ent *e = fg_xcalloc(1, sizeof *e);
     e->name = fg_buf_take(&b);
@@ -398,6 +406,51 @@ static int check_ops(loader *L, const Onnx__GraphProto *gp)
     return nbad == 0;
 }
 
+/* A node's location for messages: "node 3 'relu_1' (Relu)". */
+static const char *node_label(const Onnx__GraphProto *gp, size_t i, char *buf, size_t size)
+{
+    char b1[160];
+    snprintf(buf, size, "node %zu '%s' (%s)", i, fg_onnx_esc(gp->node[i]->name, b1, sizeof b1),
+             gp->node[i]->op_type ? gp->node[i]->op_type : "");
+    return buf;
+}
+
+/* Every tensor has one producer (the ONNX graph is in SSA form): a name
+ * written by two nodes, or by a node and also a graph input or initializer,
+ * is an error naming both.  Returns 1 when none is. */
+static int check_producers(loader *L, const Onnx__GraphProto *gp)
+{
+    char b1[160], l1[260], l2[260];
+    int ok = 1;
+    value *made = NULL;   /* output name -> producing node */
+    for (size_t i = 0; i < gp->n_input; i++)
+        if (gp->input[i]->name && gp->input[i]->name[0] && !fg_onnx_vfind(made, gp->input[i]->name))
+            fg_onnx_vset(&made, gp->input[i]->name, V_TENSOR, -1);
+    for (size_t i = 0; i < gp->n_initializer; i++)
+        if (gp->initializer[i]->name && gp->initializer[i]->name[0] && !fg_onnx_vfind(made, gp->initializer[i]->name))
+            fg_onnx_vset(&made, gp->initializer[i]->name, V_CONST, -1);
+    for (size_t i = 0; i < gp->n_node; i++)
+        for (size_t j = 0; j < gp->node[i]->n_output; j++) {
+            const char *nm = gp->node[i]->output[j];
+            if (!nm || !nm[0])
+                continue;   /* an optional output left out */
+            value *v = fg_onnx_vfind(made, nm);
+            if (!v) {
+                fg_onnx_vset(&made, nm, V_TENSOR, (int)i);
+                continue;
+            }
+            if (v->idx >= 0)
+                fg_onnx_lerr(L, "tensor '%s' is produced twice: by %s and by %s", fg_onnx_esc(nm, b1, sizeof b1),
+                             node_label(gp, (size_t)v->idx, l1, sizeof l1), node_label(gp, i, l2, sizeof l2));
+            else
+                fg_onnx_lerr(L, "tensor '%s' is produced by %s but is also a graph %s", fg_onnx_esc(nm, b1, sizeof b1),
+                             node_label(gp, i, l2, sizeof l2), v->kind == V_CONST ? "initializer" : "input");
+            ok = 0;
+        }
+    vfree(&made);
+    return ok;
+}
+
 static void load_model(loader *L, const Onnx__ModelProto *m)
 {
     char b1[160];
@@ -409,7 +462,7 @@ static void load_model(loader *L, const Onnx__ModelProto *m)
     L->g->name = fg_onnx_unique_name(L, &L->nnames, gp->name && gp->name[0] ? gp->name : "onnx_model");
     L->fold = fg_xcalloc(gp->n_node + 1, 1);
     fg_onnx_fold_mark(gp, L->fold);
-    if (!model_opset(L, m) || !check_ops(L, gp))
+    if (!model_opset(L, m) || !check_ops(L, gp) || !check_producers(L, gp))
         return;
     if (gp->n_sparse_initializer)
         fg_onnx_lerr(L, "sparse initializers are not supported");
@@ -491,6 +544,7 @@ static fg_status load(fg_context *ctx, const char *name, const void *data, size_
     L.base_dir = base_dir;
     L.opts = opts;
     L.unknown = -1;
+    L.fold_left = ctx->env.onnx_fold_bytes ? ctx->env.onnx_fold_bytes : (uint64_t)FG_DEFAULT_ONNX_FOLD_MB << 20;
     for (int k = 0; opts && k < opts->ndims; k++)
         if (!opts->dims[k].name || opts->dims[k].value < 1 || opts->dims[k].value > (1ll << 31))
             return fg_onnx_lerr(&L, "dimension %d of the options: needs a name and a value from 1 to 2^31", k);

@@ -42,6 +42,7 @@ typedef fg_onnx_const konst;
 typedef struct name_ent {
     UT_hash_handle hh;
     char *name;
+    int next;   /* as a base name: the next suffix to try (0: 2) */
 } name_ent;
 
 /* The state of one load. */
@@ -64,6 +65,7 @@ typedef struct loader {
     int errs0;                 /* the context's error count when the load began */
     int unknown;               /* tensor index of the "unknown" placeholder (after an error), or -1 */
     unsigned char *fold;       /* per node: folded at import (onnx_fold.h) */
+    uint64_t fold_left;        /* bytes folded results may still take (ctx->env.onnx_fold_bytes at the start) */
 } loader;
 
 /* ---- onnx_graph.c: the loader's state ------------------------------------ */

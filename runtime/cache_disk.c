@@ -37,7 +37,10 @@
  * renameat, so readers in other processes see the old file, the new one or
  * none, never a mix.  Eviction deletes least-recently-used files (mtime,
  * refreshed on every disk hit) until the directory fits its limit; files that
- * vanish meanwhile (another process evicting) are skipped.
+ * vanish meanwhile (another process evicting) are skipped.  Clear and
+ * eviction delete only what the cache wrote: a regular file at an entry name
+ * must start with the magic (entry_removable).  Writes run with SIGXFSZ
+ * ignored (cache_fsz.h): a file-size limit is a failed write, not a kill.
  */
 #define _GNU_SOURCE
 #include "cache.h"
@@ -54,6 +57,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "cache_fsz.h"
 #include "cache_impl.h"
 #include "context.h"
 #include "diag.h"
@@ -531,6 +535,18 @@ static DIR *open_top(fg_cache *c)
     return d;
 }
 
+/* Whether name is a writer's temporary file of subdirectory sub:
+ * "<key>.fgk.tmp.<12 hex digits>" (write_atomic_at). */
+static int is_tmp_name(const char *name, const char *sub)
+{
+    if (strlen(name) != 32 + 9 + 12 || memcmp(name + 32, ".fgk.tmp.", 9) != 0 || memcmp(name, sub, 2) != 0)
+        return 0;
+    for (int i = 0; i < 32 + 9 + 12; i++)
+        if ((i < 32 || i >= 41) && !strchr("0123456789abcdef", name[i]))
+            return 0;
+    return 1;
+}
+
 /* Lists every entry file of the directory, whatever its type, so that
  * planted symlinks and FIFOs are listed as invalid and cleared or evicted
  * like any other entry (nothing is followed or opened here).  When
@@ -583,7 +599,7 @@ static int scan_dir(fg_cache *c, scan_item **out, int clean_tmp)
                     it->size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
                     it->mtime = (int64_t)st.st_mtime;
                 }
-            } else if (clean_tmp && strstr(name, ".fgk.tmp.") && now - st.st_mtime > STALE_TMP_SECONDS) {
+            } else if (clean_tmp && is_tmp_name(name, de->d_name) && now - st.st_mtime > STALE_TMP_SECONDS) {
                 unlinkat(dirfd(sd), name, 0);
             }
         }
@@ -592,6 +608,26 @@ static int scan_dir(fg_cache *c, scan_item **out, int clean_tmp)
     closedir(d);
     *out = items;
     return n;
+}
+
+/* Whether the cache may delete entry file rel (relative to dfd) in clear or
+ * eviction: a regular file must start with the entry magic (a file the cache
+ * did not write is left alone); anything else at an entry name (a planted
+ * symlink, FIFO or socket) is removed, which touches no file's content. */
+static int entry_removable(int dfd, const char *rel)
+{
+    struct stat st;
+    if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return 0;
+    if (!S_ISREG(st.st_mode))
+        return !S_ISDIR(st.st_mode);
+    int fd = openat(dfd, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char m[4];
+    int ours = pread(fd, m, 4, 0) == 4 && memcmp(m, "FGKC", 4) == 0;
+    close(fd);
+    return ours;
 }
 
 static int by_mtime(const void *a, const void *b)
@@ -614,7 +650,7 @@ static int64_t evict(fg_cache *c, const char *keep, uint64_t *evicted)
     if ((uint64_t)total > c->limit) {
         qsort(items, (size_t)n, sizeof *items, by_mtime);
         for (int i = 0; i < n && (uint64_t)total > c->limit; i++) {
-            if (keep && strcmp(items[i].key, keep) == 0)
+            if ((keep && strcmp(items[i].key, keep) == 0) || !entry_removable(c->dfd, items[i].rel))
                 continue;
             if (unlinkat(c->dfd, items[i].rel, 0) == 0)
                 (*evicted)++;
@@ -689,7 +725,9 @@ void fg_cache_disk_store(fg_cache *c, const char *key, const void *data, size_t 
     int sfd = open_sub(c, sub, 1, why, sizeof why);
     err = errno;
     if (sfd >= 0) {
+        fg_cache_fsz_begin();   /* a file-size limit: EFBIG, a failed write, not SIGXFSZ */
         rc = write_atomic_at(sfd, name, buf, len);
+        fg_cache_fsz_end();
         err = errno;
         what = "cannot write an entry";
         close(sfd);
@@ -741,7 +779,7 @@ int fg_cache_disk_clear(fg_cache *c)
     scan_item *items;
     int n = scan_dir(c, &items, 1);
     for (int i = 0; i < n; i++)
-        if (unlinkat(c->dfd, items[i].rel, 0) == 0)
+        if (entry_removable(c->dfd, items[i].rel) && unlinkat(c->dfd, items[i].rel, 0) == 0)
             removed++;
     free(items);
     /* Remove the now empty two-digit subdirectories (a concurrent writer's
@@ -856,7 +894,9 @@ int fg_cache_write_private(const char *dir, const char *name, const void *data, 
         errno = e;
         return -1;
     }
+    fg_cache_fsz_begin();
     int e = fill_and_close(fd, data, size), ok = e == 0;
+    fg_cache_fsz_end();
     if (!ok)
         unlinkat(dfd, name, 0);
     close(dfd);

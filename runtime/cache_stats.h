@@ -5,7 +5,10 @@
  * from memory, disk, the remote tier, or compiled, and what the remote tier
  * met (misses, refused entries, failures, stores).
  *
- * The file is text, one "name value" line per counter.  It is read and
+ * The file is text: a header line "# fusegen cache counters 1", then one
+ * "name value" line per counter; a file named stats without that header (or
+ * the first counter line of earlier versions) is not the cache's and is
+ * never rewritten or removed.  It is read and
  * rewritten under an exclusive flock, so concurrent processes add up
  * correctly; it is created 0600 and used only when it is a regular file
  * owned by the effective user and not writable by group or others (opened

@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache_fsz.h"
 #include "context.h"
 #include "diag.h"
 #include "embedded.h"
@@ -124,8 +125,10 @@ static int write_all(const char *path, const void *data, size_t len)
     FILE *f = fopen(path, "wb");
     if (!f)
         return -1;
+    fg_cache_fsz_begin();   /* past a file-size limit: EFBIG, an error, not SIGXFSZ */
     size_t w = fwrite(data, 1, len, f);
     int rc = fclose(f);
+    fg_cache_fsz_end();
     return w == len && rc == 0 ? 0 : -1;
 }
 
