@@ -77,23 +77,22 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
     for (fg_i64 r = (fg_i64)fg_bid_x() * per_block + fg_warp(); r < ROWS; r += (fg_i64)fg_gdim_x() * per_block) {
         const fg_i64 base = r * LEN;
         float u[{{PER}} * {{VEC}}];
-        float s = 0.0f;
         for (int i = 0; i < {{PER}}; i++) {
             const fg_i64 k = ((fg_i64)i * 32 + lane) * {{VEC}};
             if (k < LEN) {
                 fg_ln_loadv(p, base + k, u + i * {{VEC}});
-                for (int j = 0; j < {{VEC}}; j++)
-                    s += u[i * {{VEC}} + j];
             } else {
                 for (int j = 0; j < {{VEC}}; j++)
                     u[i * {{VEC}} + j] = 0.0f;
             }
         }
 {{^RMS}}
+        float s = 0.0f;
+        for (int i = 0; i < {{PER}} * {{VEC}}; i++)
+            s += u[i];   // the padding lanes hold 0
         const float mean = fg_ln_sum(s, red) * inv_len;
 {{/RMS}}
 {{#RMS}}
-        (void)s;
         const float mean = 0.0f;
 {{/RMS}}
         float q = 0.0f;
@@ -120,8 +119,8 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
     for (fg_i64 r = fg_bid_x(); r < ROWS; r += fg_gdim_x()) {
         const fg_i64 base = r * LEN;
         float u[{{VEC}}];
-        float s = 0.0f;
 {{^RMS}}
+        float s = 0.0f;
         for (fg_i64 k = (fg_i64)fg_tid_x() * {{VEC}}; k < LEN; k += (fg_i64)fg_bdim_x() * {{VEC}}) {
             fg_ln_loadv(p, base + k, u);
             for (int j = 0; j < {{VEC}}; j++)
@@ -130,7 +129,6 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         const float mean = fg_ln_sum(s, red) * inv_len;
 {{/RMS}}
 {{#RMS}}
-        (void)s;
         const float mean = 0.0f;
 {{/RMS}}
         float q = 0.0f;
