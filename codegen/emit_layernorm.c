@@ -175,7 +175,7 @@ static fg_status emit_layernorm(fg_emitter *em)
 }
 
 /* Capability check (fg_template.check): a layer_norm whose parameters fit
- * its input (layernorm.h) and whose scale and bias are stored row-major. */
+ * its input (layernorm.h); any layouts (offsets follow each tensor's). */
 static int check_layernorm(const fg_tcand *c, char *why, size_t whysz)
 {
     const fg_node *nd = &c->g->nodes[c->main_node];
