@@ -77,6 +77,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
     for (fg_i64 r = (fg_i64)fg_bid_x() * per_block + fg_warp(); r < ROWS; r += (fg_i64)fg_gdim_x() * per_block) {
         const fg_i64 base = r * LEN;
         float u[{{PER}} * {{VEC}}];
+        FG_UNROLL
         for (int i = 0; i < {{PER}}; i++) {
             const fg_i64 k = ((fg_i64)i * 32 + lane) * {{VEC}};
             if (k < LEN) {
@@ -88,6 +89,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         }
 {{^RMS}}
         float s = 0.0f;
+        FG_UNROLL
         for (int i = 0; i < {{PER}} * {{VEC}}; i++)
             s += u[i];   // the padding lanes hold 0
         const float mean = fg_ln_sum(s, red) * inv_len;
@@ -96,6 +98,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         const float mean = 0.0f;
 {{/RMS}}
         float q = 0.0f;
+        FG_UNROLL
         for (int i = 0; i < {{PER}}; i++) {
             const fg_i64 k = ((fg_i64)i * 32 + lane) * {{VEC}};
             if (k < LEN)
@@ -105,6 +108,7 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
                 }
         }
         const float inv = 1.0f / sqrtf(fg_ln_sum(q, red) * inv_len + {{EPS}});
+        FG_UNROLL
         for (int i = 0; i < {{PER}}; i++) {
             const fg_i64 k = ((fg_i64)i * 32 + lane) * {{VEC}};
             if (k < LEN) {

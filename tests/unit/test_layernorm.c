@@ -6,7 +6,9 @@
  * axes, a pointwise epilogue; fp32 / fp16 / bf16 and NCHW / NHWC in CPU
  * emulation against the host reference with NaN-poisoned outputs; cases
  * that must not fuse; every kernel compiles under NVRTC for sm_80 and sm_90
- * with an empty log; bad axes and parameters are located errors.
+ * with an empty log, and (with cuobjdump / nvdisasm) without local memory,
+ * with 16-byte loads and stores where the row allows them; bad axes and
+ * parameters are located errors.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "jit.h"
 #include "testutil.h"
 
 /* %s: dtype, layout */
@@ -201,6 +204,56 @@ static void test_nvrtc(void **state)
     fg_context_free(ctx);
 }
 
+/* The cubins (fp32 and fp16, specialized): no local memory (the warp path's
+ * row stays in registers), 16-byte loads and stores on the rows of a
+ * multiple of 16 bytes (768 and 1000 elements). */
+static void test_sass(void **state)
+{
+    (void)state;
+    if (!tu_cuda_tools_found("SASS check"))
+        skip();
+    setenv("FUSEGEN_CACHE", "off", 1);
+    fg_context *ctx = tu_ctx_shipped();
+    static const char *const archs[] = {"sm_80", "sm_90"};
+    int failures = 0;
+    for (int d = 0; d < 2; d++) {
+        fg_graph *g = load(ctx, d ? FG_DTYPE_F16 : FG_DTYPE_F32, FG_LAYOUT_NCHW);
+        fg_plan *p = NULL;
+        assert_int_equal(fg_plan_build(ctx, g, &p), FG_OK);
+        int nk = p->ngroups;
+        fg_kernel *ks = calloc((size_t)nk, sizeof *ks);
+        fg_emit_opts o = {.specialize = 1};
+        for (int i = 0; i < nk; i++)
+            assert_int_equal(fg_emit_group(ctx, p, i, &o, &ks[i]), FG_OK);
+        for (int a = 0; a < 2; a++) {
+            fg_jit_info *infos = calloc((size_t)nk, sizeof *infos);
+            assert_int_equal(fg_jit_compile_all(ctx, ks, nk, archs[a], infos), FG_OK);
+            for (int i = 0; i < nk; i++) {
+                if (strcmp(p->groups[i].template_name, "layernorm") != 0)
+                    continue;
+                fg_res_usage ru;
+                fg_sass_mix mx;
+                tu_cubin_read(&ks[i], &ru, &mx, NULL);
+                const char *out = p->graph->tensors[p->groups[i].output].name;
+                int vec = strcmp(out, "r768") == 0 || strcmp(out, "t1000") == 0;
+                print_message("%s %s %-6s: REG %d LDG.128 %d STG.128 %d LDL %d STL %d\n", archs[a],
+                              d ? "fp16" : "fp32", out, ru.registers, mx.ldg128, mx.stg128, mx.ldl, mx.stl);
+                if (mx.ldl || mx.stl || ru.stack || ru.local || infos[i].log[0] ||
+                    (vec && (!mx.ldg128 || !mx.stg128)))
+                    failures++;
+            }
+            free(infos);
+        }
+        for (int i = 0; i < nk; i++)
+            fg_kernel_free(&ks[i]);
+        free(ks);
+        fg_plan_free(p);
+        fg_graph_free(g);
+    }
+    assert_int_equal(failures, 0);
+    fg_context_free(ctx);
+}
+
 /* A graph that must fail to load with a message holding want. */
 static void expect_bad(const char *nodes, const char *want)
 {
@@ -244,6 +297,7 @@ int main(void)
         cmocka_unit_test(test_emulation),
         cmocka_unit_test(test_not_fused),
         cmocka_unit_test(test_nvrtc),
+        cmocka_unit_test(test_sass),
         cmocka_unit_test(test_errors),
     };
     if (getenv("FUSEGEN_TEST_FILTER"))
