@@ -96,8 +96,10 @@ def decomposed_ln(axis, rank_shape):
 
 
 def decomposed_rms(recip):
-    inits = {"two": np.array(2.0, np.float32), "eps": np.array(1e-6, np.float32), "one": np.array(1.0, np.float32),
+    inits = {"two": np.array(2.0, np.float32), "eps": np.array(1e-6, np.float32),
              "w": f32(48, lo=True), "ax": np.array([-1], np.int64)}
+    if not recip:
+        inits["one"] = np.array(1.0, np.float32)
     nodes = [N("Pow", ["x", "two"], ["p"]), N("ReduceMean", ["p", "ax"], ["v"], keepdims=1),
              N("Add", ["v", "eps"], ["e"]), N("Sqrt", ["e"], ["s"]),
              N("Reciprocal", ["s"], ["r"]) if recip else N("Div", ["one", "s"], ["r"]),
