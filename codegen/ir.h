@@ -81,6 +81,8 @@ typedef enum fg_op_kind {
     FG_OPK_SOFTMAX,        /* exp(x - max) / sum over axes axis .. axis + naxes - 1 (`log`: its log) */
     FG_OPK_LRN,            /* local response normalization across channels (ONNX LRN) */
     FG_OPK_REDUCE,         /* a reduction (reduce: sum, mean, max, ...) over `axes`, `keepdims` (reduce.h) */
+    FG_OPK_LAYER_NORM,     /* x scale? bias? skip?: (x + skip) normalized over axes axis.. (mean and variance,
+                              or `rms`: root mean square), times scale plus bias (layernorm.h) */
     FG_OPK_COUNT
 } fg_op_kind;
 

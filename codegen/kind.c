@@ -10,6 +10,7 @@
 
 #include "axes.h"
 #include "diag.h"
+#include "layernorm.h"
 #include "reduce.h"
 #include "shape.h"
 #include "util.h"
@@ -112,6 +113,19 @@ static int reduce_vars_fn(const fg_graph *g, int nd, double *v)
     fg_reduce_geom d;
     char why[160];
     if (!x || fg_reduce_geom_of(&g->nodes[nd], x, &d, why, sizeof why) != 0)
+        return 0;
+    v[0] = (double)d.rows;
+    v[1] = (double)d.len;
+    return 2;
+}
+
+static const char *const layer_norm_vars[] = {"rows", "len", NULL};
+
+static int layer_norm_vars_fn(const fg_graph *g, int nd, double *v)
+{
+    fg_ln_geom d;
+    char why[400];
+    if (!in_t(g, nd, 0) || fg_ln_geom_of(g, &g->nodes[nd], &d, why, sizeof why) != 0)
         return 0;
     v[0] = (double)d.rows;
     v[1] = (double)d.len;
@@ -251,6 +265,10 @@ static const fg_kind_info kinds[] = {
     [FG_OPK_REDUCE] = {.name = "reduce", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
                        .role = FG_ROLE_ANCHOR, .reductions = fg_reduction_names, .family = "reduce",
                        .infer = fg_infer_reduce, .var_names = reduce_vars, .vars = reduce_vars_fn},
+    [FG_OPK_LAYER_NORM] = {.name = "layer_norm", .min_inputs = 1, .max_inputs = 4,
+                           .inputs_form = "inputs [x, scale?, bias?, skip?]", .role = FG_ROLE_ANCHOR,
+                           .traits = FG_KIND_BIAS_COLUMNS, .family = "layernorm", .infer = fg_infer_layer_norm,
+                           .var_names = layer_norm_vars, .vars = layer_norm_vars_fn},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(kinds) == FG_OPK_COUNT, "kinds out of sync with fg_op_kind");
 FG_STATIC_ASSERT(FG_OPK_COUNT <= 32, "sets of kinds (rule steps, templates) are 32-bit masks");

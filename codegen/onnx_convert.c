@@ -1506,6 +1506,40 @@ static int op_reduce_l2(nctx *nc) { return reduce_op(nc, "reduce_l2", 18); }
 static int op_reduce_log_sum(nctx *nc) { return reduce_op(nc, "reduce_log_sum", 18); }
 static int op_reduce_log_sum_exp(nctx *nc) { return reduce_op(nc, "reduce_log_sum_exp", 18); }
 
+/* ---- LayerNormalization, RMSNormalization -------------------------------------- */
+
+/* LayerNormalization (opset 17; rms: RMSNormalization, opset 23) as one
+ * layer_norm over the axes from `axis` (default -1) on: scale, bias (Layer
+ * only, optional); statistics in fp32 (stash_type 1, the default; other
+ * stash types are refused); the training outputs Mean and InvStdDev only
+ * while unused. */
+static int norm_like(nctx *nc, int rms)
+{
+    int x = x_in(nc);
+    if (x < 0)
+        return -1;
+    if (in_const(nc, 0))
+        return nerr(nc, "a %s of a constant is not supported (fold constants first)", nc->n->op_type), -1;
+    if (!rms && (out_used(nc, 1) || out_used(nc, 2)))
+        return nerr(nc, "its Mean and InvStdDev outputs (statistics for training) are not computed: only output Y "
+                        "may be used"), -1;
+    int64_t stash = attr_int(nc, "stash_type", 1);
+    if (stash != 1)
+        return nerr(nc, "stash_type %lld is not supported: statistics are computed in float (stash_type 1)",
+                    (long long)stash), -1;
+    int64_t axis = attr_int(nc, "axis", -1), r = T(nc, x)->rank, a = axis < 0 ? axis + r : axis;
+    if (a < 0 || a >= r)
+        return nerr(nc, "axis %lld is out of range for rank %lld", (long long)axis, (long long)r), -1;
+    int ins[3] = {x, in_tensor(nc, 1), !rms && has_in(nc, 2) ? in_tensor(nc, 2) : -1};
+    if (ins[1] < 0 || (!rms && has_in(nc, 2) && ins[2] < 0))
+        return nc->bad ? -1 : (nerr(nc, "scale is missing"), -1);
+    aset as[3] = {{"axis", a_int(a)}, {"eps", a_float(attr_float(nc, "epsilon", 1e-5))}, {"rms", a_bool(rms)}};
+    return emit_out(nc, "layer_norm", ins, 3, as, 3);
+}
+
+static int op_layer_norm(nctx *nc) { return norm_like(nc, 0); }
+static int op_rms_norm(nctx *nc) { return norm_like(nc, 1); }
+
 /* ---- the operator table -------------------------------------------------------- */
 
 struct fg_onnx_op {
@@ -1567,6 +1601,8 @@ static const fg_onnx_op onnx_ops[] = {
     {"Transpose", op_transpose, "perm", 1, 1, 1},
     {"Unsqueeze", op_unsqueeze, "axes", 1, 2, 1},
     {"Where", op_where, "", 3, 3, 1},
+    {"LayerNormalization", op_layer_norm, "axis epsilon stash_type", 2, 3, 1},
+    {"RMSNormalization", op_rms_norm, "axis epsilon stash_type", 2, 2, 1},
 };
 
 /* The row of every operator imported as data (op_data reads the op). */

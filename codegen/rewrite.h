@@ -108,6 +108,8 @@ typedef struct fg_rewrite {
     fg_attr_value attrs[FG_MAX_ATTRS];     /* parallel to op->attrs, defaults filled in */
     int attr_bind[FG_MAX_ATTRS];           /* parallel to op->attrs: the attribute variable giving its value,
                                               or -1 (attrs[] holds it) */
+    int attr_cap[FG_MAX_ATTRS];            /* parallel to op->attrs: the captured one-element constant giving
+                                              its value (`eps: EPS` with `as: EPS`), or -1 */
     fg_loc loc;                            /* the `rewrite:` line */
     uint64_t file_hash;
 } fg_rewrite;

@@ -542,6 +542,7 @@ static void parse_replace(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, co
     for (int a = 0; a < d->nattrs; a++) {
         rw->attrs[a] = d->attrs[a].def;
         rw->attr_bind[a] = -1;
+        rw->attr_cap[a] = -1;
     }
     if (attrs && !fg_ynode_is_null(attrs) && fg_yexpect(ctx, attrs, FG_YNODE_MAP, "attrs")) {
         const char *an[FG_MAX_ATTRS];
@@ -570,6 +571,16 @@ static void parse_replace(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, co
                                   "'%s' of %s is %s", av->str, rw->bind_list[b] ? "an ints list" : "one number",
                                   k->str, d->name, d->attrs[a].type == FG_ATTR_INTS ? "a list" : "one value");
                 rw->attr_bind[a] = b;
+                continue;
+            }
+            int c = av->kind == FG_YNODE_SCALAR && av->style == FG_YSTYLE_PLAIN
+                        ? find_str(rw->caps, rw->ncaps, av->str) : -1;
+            if (c >= 0) {   /* a captured constant of one element (checked when the rewrite applies) */
+                if (d->attrs[a].type == FG_ATTR_INTS || d->attrs[a].type == FG_ATTR_STRING || rw->cap_per_channel[c])
+                    fg_diag_error(ctx, FG_ERR_INPUT, av->loc, "capture '%s' gives one number, but attribute '%s' of "
+                                  "%s is %s", av->str, k->str, d->name,
+                                  rw->cap_per_channel[c] ? "not per-channel" : fg_attr_type_name(d->attrs[a].type));
+                rw->attr_cap[a] = c;
                 continue;
             }
             char what[160];

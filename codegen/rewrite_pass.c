@@ -253,7 +253,17 @@ static void rep_attrs(const fg_rewrite *rw, const rw_match *M, fg_attr_value *ou
 {
     memcpy(out, rw->attrs, sizeof rw->attrs);
     for (int a = 0; a < rw->op->nattrs; a++) {
-        int b = rw->attr_bind[a];
+        int b = rw->attr_bind[a], c = rw->attr_cap[a];
+        if (c >= 0 && M->cap[c] >= 0) {   /* a one-element constant (match_legal checked it) */
+            double x = 0;
+            const fg_tensor *t = &M->g->tensors[M->cap[c]];
+            if (fg_tensor_numel(t) == 1)
+                fg_tensor_values_f64(t, &x);
+            out[a] = (fg_attr_value){.type = rw->op->attrs[a].type, .f = x, .i = (int64_t)x};
+            if (out[a].type == FG_ATTR_BOOL)
+                out[a].i = x != 0;
+            continue;
+        }
         if (b < 0)
             continue;
         const fg_attr_value *v = &M->bval[b];
@@ -337,6 +347,10 @@ static int match_legal(const fg_graph *g, const fg_rewrite *rw, const rw_match *
         for (int s = 0; s < rw->nsteps; s++)
             if (M->var[v] < 0 || M->var[v] == g->nodes[M->bind[s]].output)
                 return 0;
+    for (int a = 0; a < rw->op->nattrs; a++)   /* an attribute from a capture: one element */
+        if (rw->attr_cap[a] >= 0 &&
+            (M->cap[rw->attr_cap[a]] < 0 || fg_tensor_numel(&g->tensors[M->cap[rw->attr_cap[a]]]) != 1))
+            return 0;
     if (fg_kind(rw->op->kind)->role != FG_ROLE_ELEMENTWISE)
         return infer_matches(g, rw, M);
     /* the replacement's output: numpy broadcasting of its inputs, per-channel

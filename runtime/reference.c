@@ -11,6 +11,7 @@
 
 #include "context.h"
 #include "expr.h"
+#include "reference_norm.h"
 #include "reference_ops.h"
 #include "util.h"
 
@@ -392,6 +393,7 @@ static const ref_op ref_ops[] = {
     [FG_OPK_SOFTMAX] = {.run = fg_ref_softmax},
     [FG_OPK_LRN] = {.run = fg_ref_lrn},
     [FG_OPK_REDUCE] = {.run = fg_ref_reduce},
+    [FG_OPK_LAYER_NORM] = {.run = fg_ref_layer_norm},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(ref_ops) == FG_OPK_COUNT, "ref_ops out of sync with fg_op_kind");
 

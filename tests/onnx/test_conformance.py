@@ -231,6 +231,7 @@ UNCLAIMED_FORMS = (
     (r"\(Cast(?:Like)?\): casts a computed tensor to (\w+); tensors are float", "a cast of a computed tensor to %s"),
     (r"\(Cast(?:Like)?\): casts a computed (\w+) tensor to (\w+); a graph computes in one float type",
      "a cast between float types (%s to %s) inside a graph"),
+    (r"\(LayerNormalization\): its Mean and InvStdDev outputs", "LayerNormalization's Mean / InvStdDev outputs used"),
 )
 
 

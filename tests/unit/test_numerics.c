@@ -801,6 +801,59 @@ static const ncase cases[] = {
      "  - { name: lse, op: reduce_log_sum_exp, inputs: [z], attrs: { axes: [1], keepdims: false } }\n"
      "  - { name: lsm, op: log_softmax, inputs: [x], attrs: { axis: 1 } }\n"
      "outputs: [ls, lse, lsm]\n"},
+    /* ---- layer / RMS normalization (rules/norm.yaml, templates/layernorm.cuh): a warp per row
+     * (768, 13), a block per row (2049, scalar accesses), the residual skip, RMS, a normalized
+     * block of two axes with a broadcast bias, the decomposed forms rewritten ---- */
+    {"norm", "layer_norm_768_gelu_skip_rms_13", "layer_norm_epilogue,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 7, 768] }, { name: z, shape: [5, 13] }, { name: k, shape: [5, 13] }]\n"
+     "weights:\n"
+     "  - { name: g, shape: [768], init: positive }\n"
+     "  - { name: b, shape: [768] }\n"
+     "  - { name: g2, shape: [13], init: positive }\n"
+     "nodes:\n"
+     "  - { name: ln, op: layer_norm, inputs: [x, g, b], attrs: { eps: 1e-6 } }\n"
+     "  - { name: y, op: gelu, inputs: [ln] }\n"
+     "  - { name: u, op: add, inputs: [z, k] }\n"
+     "  - { name: r, op: layer_norm, inputs: [u, g2], attrs: { rms: true } }\n"
+     "outputs: [y, r]\n"},
+    {"norm", "layer_norm_block_2049_axis_2_1000_skip", "-,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [3, 2049] }, { name: z, shape: [2, 4, 10, 100] }, { name: k, shape: [2, 4, 10, 100] }]\n"
+     "weights:\n"
+     "  - { name: g, shape: [2049], init: positive }\n"
+     "  - { name: g2, shape: [10, 100], init: positive }\n"
+     "  - { name: b2, shape: [100] }\n"
+     "nodes:\n"
+     "  - { name: y, op: layer_norm, inputs: [x, g] }\n"
+     "  - { name: u, op: add, inputs: [k, z] }\n"
+     "  - { name: r, op: layer_norm, inputs: [u, g2, b2], attrs: { axis: -2 } }\n"
+     "outputs: [y, r]\n"},
+    {"norm", "layer_norm_rms_decomposed_1_row", "-,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [1, 1, 64] }, { name: z, shape: [4, 7] }]\n"
+     "weights:\n"
+     "  - { name: two, shape: [1], values: [2.0] }\n"
+     "  - { name: eps, shape: [1], values: [1e-5] }\n"
+     "  - { name: one, shape: [1], values: [1.0] }\n"
+     "  - { name: g, shape: [64], init: positive }\n"
+     "  - { name: b, shape: [64] }\n"
+     "  - { name: g2, shape: [7], init: positive }\n"
+     "nodes:\n"
+     "  - { name: m, op: reduce_mean, inputs: [x], attrs: { axes: [2] } }\n"
+     "  - { name: d, op: sub, inputs: [x, m] }\n"
+     "  - { name: p, op: pow, inputs: [d, two] }\n"
+     "  - { name: v, op: reduce_mean, inputs: [p], attrs: { axes: [2] } }\n"
+     "  - { name: e, op: add, inputs: [v, eps] }\n"
+     "  - { name: s, op: sqrt, inputs: [e] }\n"
+     "  - { name: n, op: div, inputs: [d, s] }\n"
+     "  - { name: w, op: mul, inputs: [n, g] }\n"
+     "  - { name: y, op: add, inputs: [w, b] }\n"
+     "  - { name: q, op: pow, inputs: [z, two] }\n"
+     "  - { name: qm, op: reduce_mean, inputs: [q], attrs: { axes: [1] } }\n"
+     "  - { name: qe, op: add, inputs: [qm, eps] }\n"
+     "  - { name: qs, op: sqrt, inputs: [qe] }\n"
+     "  - { name: qr, op: reciprocal, inputs: [qs] }\n"
+     "  - { name: qh, op: mul, inputs: [z, qr] }\n"
+     "  - { name: r, op: mul, inputs: [g2, qh] }\n"
+     "outputs: [y, r]\n"},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
@@ -1467,6 +1520,7 @@ static void test_pointwise(void **state) { (void)state; run_family("pointwise");
 static void test_single(void **state) { (void)state; run_family("single"); }
 static void test_shuffle(void **state) { (void)state; run_family("shuffle"); }
 static void test_reduce(void **state) { (void)state; run_family("reduce"); }
+static void test_norm(void **state) { (void)state; run_family("norm"); }
 
 /* ---- coverage of the table ---------------------------------------------- */
 
@@ -1696,6 +1750,7 @@ int main(void)
         cmocka_unit_test(test_single),
         cmocka_unit_test(test_shuffle),
         cmocka_unit_test(test_reduce),
+        cmocka_unit_test(test_norm),
     };
     if (getenv("FUSEGEN_TEST_FILTER"))
         cmocka_set_test_filter(getenv("FUSEGEN_TEST_FILTER"));

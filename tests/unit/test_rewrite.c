@@ -72,6 +72,8 @@ static const char *HEADER =
     "  - { name: t, shape: [8, 1, 1] }\n"
     "  - { name: w, shape: [8, 8, 3, 3] }\n"
     "  - { name: m, shape: [8, 6] }\n  - { name: mb, shape: [6] }\n"
+    "  - { name: c_two, shape: [1], values: [2.0] }\n  - { name: c_eps, shape: [1], values: [1e-5] }\n"
+    "  - { name: ln_g, shape: [3], init: positive }\n  - { name: ln_b, shape: [3] }\n"
     "nodes:\n";
 
 #define PW(n, op, ins) "  - { name: " n ", op: " op ", inputs: [" ins "] }\n"
@@ -148,6 +150,20 @@ static const rw_case CASES[] = {
     {"softmax_body", SOFTMAX_FRONT("x", "1") PW("y", "div", "ex, sm") "outputs: [y]\n", "softmax", 4},
     {"log_softmax_body", SOFTMAX_FRONT("x", "3") PW("lg", "log", "sm") PW("y", "sub", "sb, lg") "outputs: [y]\n",
      "log_softmax", 5, NULL, 1, 2},
+    /* layer and RMS normalization (rules/norm.yaml): the residual add as the skip, the decomposed forms */
+    {"layer_norm_skip", PW("r", "sigmoid", "x") PW("u", "add", "x, r")
+     "  - { name: y, op: layer_norm, inputs: [u, ln_g, ln_b] }\noutputs: [y]\n", "layer_norm", 1, NULL, 2},
+    {"layer_norm_skip_nobias", PW("r", "sigmoid", "x") PW("u", "add", "x, r")
+     "  - { name: y, op: layer_norm, inputs: [u, ln_g], attrs: { rms: true } }\noutputs: [y]\n", "layer_norm", 1, NULL, 2},
+    {"layer_norm_body", PWA("mn", "reduce_mean", "x", "axes: [3]") PW("d", "sub", "x, mn") PW("p", "pow", "d, c_two")
+     PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "v, c_eps") PW("sq", "sqrt", "e") PW("n", "div", "d, sq")
+     PW("w1", "mul", "n, ln_g") PW("y", "add", "ln_b, w1") "outputs: [y]\n", "layer_norm", 8},
+    {"rms_norm_div", PW("p", "pow", "x, c_two") PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "c_eps, v")
+     PW("sq", "sqrt", "e") PW("r", "div", "c_one, sq") PW("h", "mul", "x, r") PW("y", "mul", "ln_g, h") "outputs: [y]\n",
+     "layer_norm", 6},
+    {"rms_norm_reciprocal", PW("p", "pow", "x, c_two") PWA("v", "reduce_mean", "p", "axes: [3]")
+     PW("e", "add", "v, c_eps") PW("sq", "sqrt", "e") PW("r", "reciprocal", "sq") PW("h", "mul", "r, x")
+     PW("y", "mul", "h, ln_g") "outputs: [y]\n", "layer_norm", 6},
 };
 
 static fg_graph *parse_nodes(fg_context *ctx, const char *nodes)

@@ -161,6 +161,11 @@ static const fuse_case CASES[] = {
      "  - { name: r2, op: reshape, inputs: [t1], attrs: { shape: [1, 8, 6, 6] } }\n"
      CONV("c", "r2", "wd", ", groups: 8") BN("bn", "c", "p", "false") "outputs: [bn, t1]\n",
      "copy_chain:r1,t1", "t1's output is a graph output"},
+    {"layer_norm_epilogue",
+     "  - { name: ln, op: layer_norm, inputs: [a, p.g, p.b] }\n" PW("act", "gelu", "ln") "outputs: [act]\n",
+     "layer_norm_epilogue:ln,act",
+     "  - { name: ln, op: layer_norm, inputs: [a, p.g, p.b] }\n" PW("act", "gelu", "ln") "outputs: [act, ln]\n",
+     "-:ln", "ln's output is a graph output"},
 };
 
 /* The loader refuses `training: true` (no kernel computes batch

@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""test_onnx_norm.py -- LayerNormalization, RMSNormalization and the forms
+exporters write for them, against onnxruntime.
+
+Hand-built models (fp32, and fp16 against the fp32 model on the same
+fp16-rounded values; tolerances as test_onnx_models.py), each planned to the
+kernels it should take:
+
+  LayerNormalization over axis -1, 1 and -2, with and without bias, rows
+  of 1, 13, 768 (a warp per row) and 2049 (a block per row); with a
+  residual Add before it (absorbed as the skip: one kernel) and a Relu after
+  it (the epilogue: one kernel); RMSNormalization (opset 23); the
+  decomposed LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div,
+  Mul, Add) and RMSNorm (Pow, ReduceMean, Add, Sqrt, Div or Reciprocal, Mul,
+  Mul) rewritten into one kernel, and a decomposed form over a middle axis
+  that must not be rewritten.  A used Mean output is refused with its
+  reason.
+
+With --torch (exit 77 when torch is missing; a test of its own): small modules
+exported by torch.onnx (dynamo=False at opset 14 and 17, and dynamo=True):
+nn.LayerNorm, a Llama-style RMSNorm, nn.RMSNorm; and a two-stage ConvNeXt
+(torchvision's CNBlock and LayerNorm2d, random weights, 64x64 input)
+matching onnxruntime to rel L2 <= 1e-4 in fp32, with every LayerNorm
+planned to the layernorm template.
+
+Environment: FUSEGEN_LIB (libfusegen.so), FUSEGEN_BIN (the command line).
+Exit 77 (skipped) without onnx, onnxruntime or numpy.  -v prints every row.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import onnx
+    from onnx import helper as h
+except ImportError as e:  # pragma: no cover
+    print("skipped: %s (pip install onnx onnxruntime numpy)" % e)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_onnx_models as tm  # noqa: E402
+import test_onnx_reduce as tr  # noqa: E402  (RCase, run_case)
+
+N = h.make_node
+RNG = np.random.default_rng(20261203)
+
+
+def f32(*shape, lo=None):
+    a = RNG.standard_normal(shape).astype(np.float32)
+    return (np.abs(a) + 0.5).astype(np.float32) if lo else a
+
+
+def ln_cases():
+    out = []
+    for shape, axis, bias in (((2, 7, 768), -1, True), ((13, 1), -1, True), ((4, 13), -1, False),
+                              ((3, 2049), -1, True), ((2, 3, 5, 7), 1, True), ((2, 3, 5, 7), -2, False)):
+        nshape = shape[axis:]
+        inits = {"g": f32(*nshape, lo=True)}
+        ins = ["x", "g"]
+        if bias:
+            inits["b"] = f32(*nshape)
+            ins.append("b")
+        name = "ln_%s_axis%d%s" % ("x".join(map(str, shape)), axis, "" if bias else "_nobias")
+        out.append(tr.RCase(name, [N("LayerNormalization", ins, ["y"], axis=axis, epsilon=1e-5)], {"x": shape},
+                            inits, ["y"], opset=17, kernels=1))
+    # residual add absorbed as the skip; a Relu after it as the epilogue: one kernel
+    inits = {"g": f32(64, lo=True), "b": f32(64)}
+    out.append(tr.RCase("ln_skip_relu", [N("Add", ["x", "r"], ["u"]),
+                                         N("LayerNormalization", ["u", "g", "b"], ["n"], epsilon=1e-6),
+                                         N("Relu", ["n"], ["y"])],
+                        {"x": (5, 9, 64), "r": (5, 9, 64)}, inits, ["y"], opset=17, kernels=1))
+    # a broadcast add (a position embedding) is no skip: two kernels
+    inits = {"g": f32(64, lo=True), "b": f32(64), "pe": f32(9, 64)}
+    out.append(tr.RCase("ln_broadcast_add_not_skip", [N("Add", ["x", "pe"], ["u"]),
+                                                      N("LayerNormalization", ["u", "g", "b"], ["y"])],
+                        {"x": (5, 9, 64)}, inits, ["y"], opset=17, kernels=2))
+    out.append(tr.RCase("rms_norm_op23", [N("RMSNormalization", ["x", "g"], ["y"], epsilon=1e-6)],
+                        {"x": (3, 5, 96)}, {"g": f32(96, lo=True)}, ["y"], opset=23, kernels=1))
+    out.append(tr.RCase("rms_norm_op23_axis1", [N("RMSNormalization", ["x", "g"], ["y"], axis=1)],
+                        {"x": (3, 5, 96)}, {"g": f32(5, 96, lo=True)}, ["y"], opset=23, kernels=1))
+    return out
+
+
+def decomposed_ln(axis, rank_shape):
+    inits = {"two": np.array(2.0, np.float32), "eps": np.array(1e-5, np.float32),
+             "g": f32(rank_shape[axis], lo=True), "b": f32(rank_shape[axis])}
+    if axis != len(rank_shape) - 1 and axis != -1:
+        inits["g"] = f32(rank_shape[axis], 1, lo=True)
+        inits["b"] = f32(rank_shape[axis], 1)
+    nodes = [N("ReduceMean", ["x"], ["m"], axes=[axis]), N("Sub", ["x", "m"], ["d"]), N("Pow", ["d", "two"], ["p"]),
+             N("ReduceMean", ["p"], ["v"], axes=[axis]), N("Add", ["v", "eps"], ["e"]), N("Sqrt", ["e"], ["s"]),
+             N("Div", ["d", "s"], ["n"]), N("Mul", ["n", "g"], ["w"]), N("Add", ["w", "b"], ["y"])]
+    return nodes, inits
+
+
+def decomposed_rms(recip):
+    inits = {"two": np.array(2.0, np.float32), "eps": np.array(1e-6, np.float32),
+             "w": f32(48, lo=True), "ax": np.array([-1], np.int64)}
+    if not recip:
+        inits["one"] = np.array(1.0, np.float32)
+    nodes = [N("Pow", ["x", "two"], ["p"]), N("ReduceMean", ["p", "ax"], ["v"], keepdims=1),
+             N("Add", ["v", "eps"], ["e"]), N("Sqrt", ["e"], ["s"]),
+             N("Reciprocal", ["s"], ["r"]) if recip else N("Div", ["one", "s"], ["r"]),
+             N("Mul", ["x", "r"], ["hh"]), N("Mul", ["w", "hh"], ["y"])]
+    return nodes, inits
+
+
+def rewrite_cases():
+    out = []
+    nodes, inits = decomposed_ln(-1, (2, 9, 40))
+    out.append(tr.RCase("ln_decomposed_op14", nodes, {"x": (2, 9, 40)}, inits, ["y"], opset=14, kernels=1))
+    nodes, inits = decomposed_ln(1, (2, 9, 40))   # a middle axis: no layer_norm (6 kernels), same values
+    out.append(tr.RCase("ln_decomposed_middle_axis_not_rewritten", nodes, {"x": (2, 9, 40)}, inits, ["y"],
+                        opset=14, kernels=None))
+    for recip in (0, 1):
+        nodes, inits = decomposed_rms(recip)
+        out.append(tr.RCase("rms_decomposed_%s" % ("reciprocal" if recip else "div"), nodes, {"x": (3, 7, 48)},
+                            inits, ["y"], opset=18, kernels=1))
+    return out
+
+
+def refusal(run, tmp, failed):
+    case = tr.RCase("ln_mean_used", [N("LayerNormalization", ["x", "g"], ["y", "mean"], axis=-1)], {"x": (3, 8)},
+                    {"g": f32(8)}, ["y", "mean"], opset=17)
+    path = os.path.join(tmp, "ln_mean_used.onnx")
+    onnx.save(case.model("fp32"), path)
+    try:
+        g = run.lib.load(path)
+        run.lib.free_graph(g)
+        msg = "loaded"
+    except tm.fgapi.FusegenError as e:
+        msg = "; ".join(e.messages)
+    tm.expect("Mean and InvStdDev outputs" in msg and "ln_mean_used.onnx" in msg, "refused used Mean: %s" % msg[:160],
+              failed)
+
+
+# ---- torch exports -------------------------------------------------------------
+
+def plan_templates(path):
+    """The plan's group lines from the command line (fusegen plan)."""
+    p = subprocess.run([os.environ["FUSEGEN_BIN"], "plan", path], capture_output=True, text=True,
+                       env=dict(os.environ, FUSEGEN_QUIET="1"))
+    return p.stdout + p.stderr
+
+
+def torch_part(run, tmp, failed, verbose):
+    try:
+        import torch
+    except ImportError:
+        print("torch part skipped: torch is not installed")
+        return 77
+    import warnings
+    warnings.filterwarnings("ignore")
+    torch.manual_seed(0)
+
+    class LlamaRMS(torch.nn.Module):
+        def __init__(self, d, eps=1e-6):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.rand(d) + 0.5)
+            self.eps = eps
+
+        def forward(self, x):
+            v = x.pow(2).mean(-1, keepdim=True)
+            return self.weight * (x * torch.rsqrt(v + self.eps))
+
+    class LNRes(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.ln = torch.nn.LayerNorm(d)
+            with torch.no_grad():
+                self.ln.weight.uniform_(0.5, 1.5)
+                self.ln.bias.normal_()
+
+        def forward(self, x, r):
+            return torch.relu(self.ln(x + r))
+
+    def check(name, module, args, opset, dynamo, want_kernels=None, tol=1e-4):
+        path = os.path.join(tmp, name + ".onnx")
+        try:
+            torch.onnx.export(module, args, path, opset_version=opset, dynamo=dynamo)
+        except Exception as e:  # an exporter that cannot write the module: reported, not failed
+            print("  %-40s export failed (%s): not checked" % (name, type(e).__name__))
+            return
+        model = onnx.load(path)
+        names = [i.name for i in model.graph.input]
+        feeds = {n: a.numpy() for n, a in zip(names, args)}
+        ref = tm.ort_run(model, feeds)
+        g = run.lib.load(path)
+        try:
+            outs, nk = run.lib.run(g, feeds)
+        except tm.fgapi.FusegenError as e:
+            run.result(name, "fp32", None, None, tol, "; ".join(e.messages) or str(e))
+            return
+        finally:
+            run.lib.free_graph(g)
+        worst = (0.0, 0.0)
+        for k, r in ref.items():
+            mx, rel, err = tm.compare(outs[k], r)
+            if err:
+                run.result(name, "fp32", None, None, tol, err)
+                return
+            worst = (max(worst[0], mx), max(worst[1], rel))
+        run.result(name, "fp32", worst[0], worst[1], tol, kernels=nk)
+        if want_kernels is not None:
+            tm.expect(nk == want_kernels, "%s: %d kernel(s) (got %d)" % (name, want_kernels, nk), failed)
+        return path
+
+    x = torch.randn(2, 6, 64)
+    r = torch.randn(2, 6, 64)
+    for dyn, opset in ((False, 14), (False, 17), (True, 18)):
+        check("torch_ln_res_relu_op%d%s" % (opset, "_dynamo" if dyn else ""), LNRes(64).eval(), (x, r), opset, dyn, 1)
+    for dyn, opset in ((False, 17), (True, 18)):
+        check("torch_llama_rms_op%d%s" % (opset, "_dynamo" if dyn else ""), LlamaRMS(64).eval(), (x,), opset, dyn, 1)
+    if hasattr(torch.nn, "RMSNorm"):
+        check("torch_nn_rmsnorm_op23_dynamo", torch.nn.RMSNorm(64).eval(), (x,), 23, True, 1)
+
+    # a two-stage ConvNeXt (torchvision's blocks) at 64x64, random weights
+    try:
+        from functools import partial
+
+        from torchvision.models.convnext import CNBlock, LayerNorm2d
+    except ImportError:
+        print("  convnext skipped: torchvision is not installed")
+        return 0
+    norm = partial(LayerNorm2d, eps=1e-6)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 4, 4), norm(32),
+        CNBlock(32, 1e-6, 0.0), CNBlock(32, 1e-6, 0.0),
+        torch.nn.Sequential(norm(32), torch.nn.Conv2d(32, 64, 2, 2)),
+        CNBlock(64, 1e-6, 0.0), CNBlock(64, 1e-6, 0.0),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(1), torch.nn.LayerNorm(64, eps=1e-6),
+        torch.nn.Linear(64, 10)).eval()
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.normal_(0, 0.1)
+            if isinstance(m, CNBlock):
+                m.layer_scale.fill_(0.5)
+    path = check("convnext_2stage_64x64", net, (torch.randn(1, 3, 64, 64),), 17, False)
+    if path:
+        nln = sum(1 for n in onnx.load(path).graph.node if n.op_type == "LayerNormalization")
+        plan = plan_templates(path)
+        fused = sum(1 for line in plan.splitlines() if " layernorm " in line)
+        if verbose:
+            print(plan)
+        print("  convnext: %d LayerNormalization nodes, %d plan lines naming the layernorm template" % (nln, fused))
+        tm.expect(nln > 0 and fused >= nln, "convnext: every LayerNorm planned to the layernorm template", failed)
+    return 0
+
+
+def main(argv):
+    """Without --torch: the hand-built models; with it: the torch exports only
+    (exit 77 without torch)."""
+    verbose = "-v" in argv
+    run = tm.Runner(verbose)
+    failed = run.failed
+    torch_rc = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        if "--torch" in argv:
+            torch_rc = torch_part(run, tmp, failed, verbose)
+        else:
+            for case in ln_cases() + rewrite_cases():
+                for dtype in ("fp32", "fp16"):
+                    tr.run_case(run, case, dtype, tmp, failed)
+            refusal(run, tmp, failed)
+    print("test_onnx_norm: %d rows, %d failed" % (len(run.rows), len(failed)))
+    for f in failed:
+        print("  FAILED: %s" % f)
+    return 1 if failed else 0 if torch_rc == 0 else 77
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
