@@ -12,6 +12,7 @@
 #include "context.h"
 #include "expr.h"
 #include "reference_ops.h"
+#include "reference_resize.h"
 #include "util.h"
 
 /* ---- attributes -------------------------------------------------------- */
@@ -392,6 +393,8 @@ static const ref_op ref_ops[] = {
     [FG_OPK_SOFTMAX] = {.run = fg_ref_softmax},
     [FG_OPK_LRN] = {.run = fg_ref_lrn},
     [FG_OPK_REDUCE] = {.run = fg_ref_reduce},
+    [FG_OPK_RESIZE] = {.run = fg_ref_resize},
+    [FG_OPK_CONV_TRANSPOSE2D] = {.run = fg_ref_conv_transpose},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(ref_ops) == FG_OPK_COUNT, "ref_ops out of sync with fg_op_kind");
 
