@@ -70,11 +70,6 @@ int fg_convt_geom_of(const fg_node *n, const fg_tensor *x, const fg_tensor *w, c
             snprintf(why, whysz, "padding and output_padding must be non-negative");
             return -1;
         }
-        if (d->out_pad[a] >= d->stride[a] && d->out_pad[a] >= d->dilation[a]) {
-            snprintf(why, whysz, "output_padding %lld must be smaller than the stride or the dilation",
-                     (long long)d->out_pad[a]);
-            return -1;
-        }
         o[a] = d->stride[a] * (size[a] - 1) + d->out_pad[a] + d->dilation[a] * (k[a] - 1) + 1 - d->pad_beg[a] -
                d->pad_end[a];
         if (o[a] < 1 || o[a] >= FG_MAX_NUMEL) {
