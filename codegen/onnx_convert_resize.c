@@ -233,10 +233,10 @@ int fg_onnx_op_upsample(struct nctx *nc)
 }
 
 /* ConvTranspose: pads, auto_pad and output_shape follow onnxruntime: with
- * output_shape the total padding (stride * (in - 1) + output_padding +
- * (k - 1) * dilation + 1 - out) is split with the larger half at the end
- * (SAME_UPPER: at the start); a negative total is extra output_padding;
- * SAME_* without output_shape gives out = in * stride. */
+ * output_shape, or SAME_* (out = in * stride), the total padding (stride *
+ * (in - 1) + output_padding + (k - 1) * dilation + 1 - out) is split with
+ * the larger half at the start (SAME_UPPER: at the end); a negative total
+ * is extra output_padding. */
 int fg_onnx_op_conv_transpose(struct nctx *nc)
 {
     loader *L = fg_onnx_nc_loader(nc);
@@ -287,7 +287,7 @@ int fg_onnx_op_conv_transpose(struct nctx *nc)
                 total = 0;
             }
             int64_t half = total / 2;
-            int head_big = has_os ? upper : !upper;   /* onnxruntime's split */
+            int head_big = !upper;   /* onnxruntime's split */
             pads[a] = head_big ? total - half : half;
             pads[a + 2] = head_big ? half : total - half;
         }
