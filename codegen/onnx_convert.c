@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "onnx_impl.h"
-#include "onnx_convert_resize.h"
 #include "context.h"
 #include "expr.h"
 #include "kind.h"

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "onnx_convert_resize.h"
+#include "onnx_impl.h"
 
 /* A string attribute into buf (def when absent); NULL when it is no string
  * (reported). */
