@@ -1487,6 +1487,8 @@ static void test_pointwise(void **state) { (void)state; run_family("pointwise");
 static void test_single(void **state) { (void)state; run_family("single"); }
 static void test_shuffle(void **state) { (void)state; run_family("shuffle"); }
 static void test_reduce(void **state) { (void)state; run_family("reduce"); }
+static void test_resize(void **state) { (void)state; run_family("resize"); }
+static void test_conv_transpose(void **state) { (void)state; run_family("conv_transpose"); }
 
 /* ---- coverage of the table ---------------------------------------------- */
 
@@ -1716,6 +1718,8 @@ int main(void)
         cmocka_unit_test(test_single),
         cmocka_unit_test(test_shuffle),
         cmocka_unit_test(test_reduce),
+        cmocka_unit_test(test_resize),
+        cmocka_unit_test(test_conv_transpose),
     };
     if (getenv("FUSEGEN_TEST_FILTER"))
         cmocka_set_test_filter(getenv("FUSEGEN_TEST_FILTER"));
