@@ -83,6 +83,9 @@ typedef enum fg_op_kind {
     FG_OPK_REDUCE,         /* a reduction (reduce: sum, mean, max, ...) over `axes`, `keepdims` (reduce.h) */
     FG_OPK_LAYER_NORM,     /* x scale? bias? skip?: (x + skip) normalized over axes axis.. (mean and variance,
                               or `rms`: root mean square), times scale plus bias (layernorm.h) */
+    FG_OPK_RESIZE,         /* spatial resize of [N,C,H,W]: nearest / linear / cubic, ONNX coordinate modes (resize.h) */
+    FG_OPK_CONV_TRANSPOSE2D, /* x[N,C,H,W] w[C,K/g,R,S] bias?[K]; stride, padding, output_padding, dilation,
+                                groups (conv_transpose.h) */
     FG_OPK_COUNT
 } fg_op_kind;
 

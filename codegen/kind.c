@@ -9,9 +9,11 @@
 #include <string.h>
 
 #include "axes.h"
+#include "conv_transpose.h"
 #include "diag.h"
 #include "layernorm.h"
 #include "reduce.h"
+#include "resize.h"
 #include "shape.h"
 #include "util.h"
 
@@ -132,6 +134,22 @@ static int layer_norm_vars_fn(const fg_graph *g, int nd, double *v)
     return 2;
 }
 
+static const char *const convt_vars[] = {"N", "C", "H", "W", "K", "R", "S", "OH", "OW", "groups", NULL};
+
+static int convt_vars_fn(const fg_graph *g, int nd, double *v)
+{
+    const fg_tensor *x = in_t(g, nd, 0), *w = in_t(g, nd, 1);
+    fg_convt_geom d;
+    char why[240];
+    if (!x || !w || fg_convt_geom_of(&g->nodes[nd], x, w, NULL, &d, why, sizeof why) != 0)
+        return 0;
+    double vals[] = {(double)d.N, (double)d.C, (double)d.H, (double)d.W, (double)d.K,
+                     (double)d.R, (double)d.S, (double)d.OH, (double)d.OW, (double)d.groups};
+    FG_STATIC_ASSERT(FG_COUNTOF(vals) == FG_COUNTOF(convt_vars) - 1, "convt_vars out of sync");
+    memcpy(v, vals, sizeof vals);
+    return (int)FG_COUNTOF(vals);
+}
+
 /* ---- FLOPs (the performance report's roofline) ------------------------- */
 
 /* 2 per multiply-add: out = N*K*P*Q, weight [K, C/groups, R, S]. */
@@ -161,6 +179,16 @@ static double pool_flops(const fg_graph *g, const fg_node *n)
     const fg_attr_value *kv = fg_node_attr(n, "kernel");
     double taps = kv && kv->type == FG_ATTR_INTS && kv->n >= 2 ? (double)kv->ints[0] * (double)kv->ints[1] : 1;
     return (double)fg_tensor_numel(&g->tensors[n->output]) * taps;
+}
+
+/* 2 per multiply-add: every input element meets K/groups * R * S weights. */
+static double convt_flops(const fg_graph *g, const fg_node *n)
+{
+    const fg_tensor *w = n->ninputs > 1 && n->inputs[1] >= 0 ? &g->tensors[n->inputs[1]] : NULL;
+    if (!w || w->rank != 4 || n->inputs[0] < 0)
+        return 0;
+    return 2.0 * (double)fg_tensor_numel(&g->tensors[n->inputs[0]]) * (double)w->shape[1] * (double)w->shape[2] *
+           (double)w->shape[3];
 }
 
 /* One per input element. */
@@ -269,6 +297,13 @@ static const fg_kind_info kinds[] = {
                            .inputs_form = "inputs [x, scale?, bias?, skip?]", .role = FG_ROLE_ANCHOR,
                            .traits = FG_KIND_BIAS_COLUMNS, .family = "layernorm", .infer = fg_infer_layer_norm,
                            .var_names = layer_norm_vars, .vars = layer_norm_vars_fn},
+    [FG_OPK_RESIZE] = {.name = "resize", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
+                       .role = FG_ROLE_ANCHOR, .family = "resize", .infer = fg_infer_resize,
+                       .var_names = elementwise_vars, .vars = elementwise_vars_fn, .flops = pointwise_flops},
+    [FG_OPK_CONV_TRANSPOSE2D] = {.name = "conv_transpose2d", .min_inputs = 2, .max_inputs = 3,
+                                 .inputs_form = "inputs [x, weight, bias?]", .role = FG_ROLE_ANCHOR,
+                                 .family = "conv_transpose", .infer = fg_infer_conv_transpose,
+                                 .var_names = convt_vars, .vars = convt_vars_fn, .flops = convt_flops},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(kinds) == FG_OPK_COUNT, "kinds out of sync with fg_op_kind");
 FG_STATIC_ASSERT(FG_OPK_COUNT <= 32, "sets of kinds (rule steps, templates) are 32-bit masks");

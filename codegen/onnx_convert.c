@@ -1542,6 +1542,35 @@ static int op_rms_norm(nctx *nc) { return norm_like(nc, 1); }
 
 /* ---- the operator table -------------------------------------------------------- */
 
+/* ---- services of onnx_convert_resize.h ------------------------------------ */
+
+fg_status fg_onnx_nc_err(nctx *nc, const char *fmt, ...)
+{
+    fg_buf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    fg_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    nerr(nc, "%s", b.s);
+    fg_buf_free(&b);
+    return FG_ERR_INPUT;
+}
+int fg_onnx_nc_failed(const nctx *nc) { return nc->bad; }
+loader *fg_onnx_nc_loader(const nctx *nc) { return nc->L; }
+int fg_onnx_nc_x(nctx *nc) { return x_in(nc); }
+int fg_onnx_nc_has_in(const nctx *nc, int i) { return has_in(nc, i); }
+int fg_onnx_nc_in_tensor(nctx *nc, int i) { return in_tensor(nc, i); }
+fg_onnx_const *fg_onnx_nc_in_const(const nctx *nc, int i) { return in_const(nc, i); }
+const Onnx__AttributeProto *fg_onnx_nc_attr(const nctx *nc, const char *name) { return attr_get(nc, name); }
+int fg_onnx_nc_emit_out(nctx *nc, const char *opname, const int *ins, int nins, const char *const *names,
+                        const fg_attr_value *vals, int nas)
+{
+    aset as[FG_MAX_ATTRS];
+    for (int i = 0; i < nas && i < FG_MAX_ATTRS; i++)
+        as[i] = (aset){names[i], vals[i]};
+    return emit_out(nc, opname, ins, nins, as, nas < FG_MAX_ATTRS ? nas : FG_MAX_ATTRS);
+}
+
 struct fg_onnx_op {
     const char *type;
     int (*fn)(nctx *nc);
@@ -1603,6 +1632,11 @@ static const fg_onnx_op onnx_ops[] = {
     {"Where", op_where, "", 3, 3, 1},
     {"LayerNormalization", op_layer_norm, "axis epsilon stash_type", 2, 3, 1},
     {"RMSNormalization", op_rms_norm, "axis epsilon stash_type", 2, 2, 1},
+    {"Resize", fg_onnx_op_resize, "antialias axes coordinate_transformation_mode cubic_coeff_a exclude_outside "
+     "extrapolation_value keep_aspect_ratio_policy mode nearest_mode", 1, 4, 1},
+    {"Upsample", fg_onnx_op_upsample, "mode scales", 1, 2, 1},
+    {"ConvTranspose", fg_onnx_op_conv_transpose, "auto_pad dilations group kernel_shape output_padding output_shape "
+     "pads strides", 2, 3, 1},
 };
 
 /* The row of every operator imported as data (op_data reads the op). */

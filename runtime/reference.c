@@ -13,6 +13,7 @@
 #include "expr.h"
 #include "reference_norm.h"
 #include "reference_ops.h"
+#include "reference_resize.h"
 #include "util.h"
 
 /* ---- attributes -------------------------------------------------------- */
@@ -394,6 +395,8 @@ static const ref_op ref_ops[] = {
     [FG_OPK_LRN] = {.run = fg_ref_lrn},
     [FG_OPK_REDUCE] = {.run = fg_ref_reduce},
     [FG_OPK_LAYER_NORM] = {.run = fg_ref_layer_norm},
+    [FG_OPK_RESIZE] = {.run = fg_ref_resize},
+    [FG_OPK_CONV_TRANSPOSE2D] = {.run = fg_ref_conv_transpose},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(ref_ops) == FG_OPK_COUNT, "ref_ops out of sync with fg_op_kind");
 

@@ -232,6 +232,10 @@ UNCLAIMED_FORMS = (
     (r"\(Cast(?:Like)?\): casts a computed (\w+) tensor to (\w+); a graph computes in one float type",
      "a cast between float types (%s to %s) inside a graph"),
     (r"\(LayerNormalization\): its Mean and InvStdDev outputs", "LayerNormalization's Mean / InvStdDev outputs used"),
+    (r"\((Resize|Upsample)\): input \d+ \((scales|sizes)\) must be a constant", "%s with %s computed (a graph input; "
+                                                                          "claimed: constants)"),
+    (r"only 2-D transposed convolution is supported", "transposed convolution other than 2-D"),
+    (r"\(Resize\): antialias=1 is not supported", "Resize with antialias"),
 )
 
 

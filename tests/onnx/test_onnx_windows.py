@@ -24,9 +24,11 @@ Part 2 (node tests): the cases `onnx.backend.test.case.node.collect_testcases()`
 gives for test_maxpool_*, test_averagepool_*, test_globalmaxpool*,
 test_globalaveragepool*, the conv padding cases and every *autopad* case run
 with their own inputs and compare with their expected outputs (relative
-1e-3, absolute 1e-5).  Cases fusegen does not claim (1-D and 3-D windows,
-uint8 data, the Indices output of MaxPool, ConvTranspose) must be refused
-with a clear error, and are listed as unsupported with it.
+1e-3, absolute 1e-5); the *autopad* cases include ConvTranspose's
+(2-D, claimed; its other cases: test_onnx_resize.py and the conformance
+run).  Cases fusegen does not claim (1-D and 3-D windows, uint8 data, the
+Indices output of MaxPool) must be refused with a clear error, and are
+listed as unsupported with it.
 
 Environment: FUSEGEN_LIB (libfusegen.so).  Exit 77 (skipped) without onnx,
 onnxruntime or numpy.  Arguments: substrings of case names to run (default
@@ -342,7 +344,7 @@ def claims(tc):
     """(claimed, reason): whether fusegen claims this node test."""
     model = tc.model
     node = model.graph.node[0]
-    if node.op_type not in ("Conv", "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"):
+    if node.op_type not in ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"):
         return False, node.op_type + " is not supported"
     if len(model.graph.node) != 1:
         return False, "more than one node"

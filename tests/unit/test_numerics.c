@@ -854,6 +854,26 @@ static const ncase cases[] = {
      "  - { name: qh, op: mul, inputs: [z, qr] }\n"
      "  - { name: r, op: mul, inputs: [g2, qh] }\n"
      "outputs: [y, r]\n"},
+    /* ---- resize (templates/resize.cuh) with its pointwise epilogue, and conv_transpose2d with bias and
+     * activation (conv_transpose.cuh): odd sizes, a non-integer scale, stride 2 with output_padding ---- */
+    {"resize", "resize_linear_sigmoid_nearest_cubic", "resize_pointwise,-,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 5, 7, 9] }]\n"
+     "nodes:\n"
+     "  - { name: r, op: resize, inputs: [x], attrs: { mode: linear, scale_h: 2.0, scale_w: 1.5 } }\n"
+     "  - { name: s, op: sigmoid, inputs: [r] }\n"
+     "  - { name: n, op: resize, inputs: [x], attrs: { size: [13, 4], nearest_mode: round_prefer_ceil } }\n"
+     "  - { name: c, op: resize, inputs: [x], attrs: { mode: cubic, size: [5, 17],\n"
+     "      coordinate_transformation_mode: align_corners } }\n"
+     "outputs: [s, n, c]\n"},
+    {"conv_transpose", "conv_transpose_bias_relu_groups", "conv_transpose_act,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 4, 7, 5] }]\n"
+     "weights: [{ name: w, shape: [4, 3, 3, 3] }, { name: b, shape: [3] }, { name: wg, shape: [4, 2, 2, 3] }]\n"
+     "nodes:\n"
+     "  - { name: t, op: conv_transpose2d, inputs: [x, w, b], attrs: { stride: [2, 2], padding: [1, 1],\n"
+     "      output_padding: [1, 0] } }\n"
+     "  - { name: a, op: relu, inputs: [t] }\n"
+     "  - { name: g, op: conv_transpose2d, inputs: [x, wg], attrs: { stride: [3, 2], groups: 2 } }\n"
+     "outputs: [a, g]\n"},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
@@ -1521,6 +1541,8 @@ static void test_single(void **state) { (void)state; run_family("single"); }
 static void test_shuffle(void **state) { (void)state; run_family("shuffle"); }
 static void test_reduce(void **state) { (void)state; run_family("reduce"); }
 static void test_norm(void **state) { (void)state; run_family("norm"); }
+static void test_resize(void **state) { (void)state; run_family("resize"); }
+static void test_conv_transpose(void **state) { (void)state; run_family("conv_transpose"); }
 
 /* ---- coverage of the table ---------------------------------------------- */
 
@@ -1751,6 +1773,8 @@ int main(void)
         cmocka_unit_test(test_shuffle),
         cmocka_unit_test(test_reduce),
         cmocka_unit_test(test_norm),
+        cmocka_unit_test(test_resize),
+        cmocka_unit_test(test_conv_transpose),
     };
     if (getenv("FUSEGEN_TEST_FILTER"))
         cmocka_set_test_filter(getenv("FUSEGEN_TEST_FILTER"));

@@ -166,6 +166,16 @@ static const fuse_case CASES[] = {
      "layer_norm_epilogue:ln,act",
      "  - { name: ln, op: layer_norm, inputs: [a, p.g, p.b] }\n" PW("act", "gelu", "ln") "outputs: [act, ln]\n",
      "-:ln", "ln's output is a graph output"},
+    {"conv_transpose_act",
+     "  - { name: t, op: conv_transpose2d, inputs: [x, w, b], attrs: { stride: [2, 2], padding: [1, 1] } }\n"
+     PW("act", "relu", "t") "outputs: [act]\n", "conv_transpose_act:t,act",
+     "  - { name: t, op: conv_transpose2d, inputs: [x, w, b], attrs: { stride: [2, 2] } }\n"
+     PW("act", "relu", "t") "outputs: [act, t]\n", "-:t", "t's output is a graph output"},
+    {"resize_pointwise",
+     "  - { name: r, op: resize, inputs: [x], attrs: { mode: linear, scale_h: 2.0, scale_w: 2.0 } }\n"
+     PW("s", "sigmoid", "r") PW("act", "relu", "s") "outputs: [act]\n", "resize_pointwise:r,s,act",
+     "  - { name: r, op: resize, inputs: [x], attrs: { size: [9, 9] } }\n"
+     PW("s", "sigmoid", "r") PW("mu", "add", "s, r") "outputs: [mu]\n", "-:r", "r's output also feeds"},
 };
 
 /* The loader refuses `training: true` (no kernel computes batch
