@@ -195,7 +195,22 @@ static fg_status emit_apply(fg_emitter *em, int node, const char *const *coords,
  * but a re-indexing node (the copy template's index map) and gemm_softmax's
  * last node (the softmax, the template's own work); any other node that is
  * not element-wise is a located error. */
+static fg_status epilogue_at(fg_emitter *em);
+
 fg_status fg_em_epilogue(fg_emitter *em)
+{
+    /* the stages index their inputs at the coordinates of em->ot: the
+     * family's epilogue space when it named one */
+    const fg_tensor *out = em->ot;
+    if (em->epi_ot)
+        em->ot = em->epi_ot;
+    fg_status st = epilogue_at(em);
+    em->ot = out;
+    return st;
+}
+
+/* fg_em_epilogue at em->ot's coordinates. */
+static fg_status epilogue_at(fg_emitter *em)
 {
     const fg_group *grp = em->grp;
     int rank = em->ot->rank;

@@ -34,6 +34,8 @@ typedef struct fg_emitter {
     fg_loc loc;                   /* where errors point: the rule, else the anchor node */
     int out;                      /* output tensor index */
     const fg_tensor *ot;
+    const fg_tensor *epi_ot;      /* the tensor whose coordinates fg_epilogue takes, when not the output
+                                     (attention: the scores); NULL: ot */
     int main_node;                /* node the template computes (anchor or first pointwise node) */
     const char *template_file;    /* e.g. "conv2d.cuh" */
     unsigned threads;             /* block size (also FG_KERNEL's max_threads) */
