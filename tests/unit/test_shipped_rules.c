@@ -161,6 +161,13 @@ static const fuse_case CASES[] = {
      "  - { name: r2, op: reshape, inputs: [t1], attrs: { shape: [1, 8, 6, 6] } }\n"
      CONV("c", "r2", "wd", ", groups: 8") BN("bn", "c", "p", "false") "outputs: [bn, t1]\n",
      "copy_chain:r1,t1", "t1's output is a graph output"},
+    {"attention",
+     "  - { name: qk, op: matmul, inputs: [a, a], attrs: { trans_b: true } }\n"
+     "  - { name: sm, op: softmax, inputs: [qk] }\n  - { name: pv, op: matmul, inputs: [sm, a] }\noutputs: [pv]\n",
+     "attention:qk,sm,pv",
+     "  - { name: qk, op: matmul, inputs: [a, a], attrs: { trans_b: true } }\n"
+     "  - { name: sm, op: softmax, inputs: [qk] }\n  - { name: pv, op: matmul, inputs: [sm, a] }\noutputs: [pv, sm]\n",
+     "matmul_softmax:qk,sm", "sm's output is a graph output"},
 };
 
 /* The loader refuses `training: true` (no kernel computes batch
