@@ -327,7 +327,7 @@ static void describe_attention(const fg_tcand *c, char *buf, size_t size)
 
 static const fg_template rows[] = {
     {.name = "attention", .family = "attention", .order = 36, FG_TEMPLATE_LIMITS,
-     .kinds = 1u << FG_OPK_MATMUL, .dtypes = FG_DTYPES_HALF | (1u << FG_DTYPE_F32), .priority = 0, .owns_last = 1,
+     .kinds = 1u << FG_OPK_MATMUL, .dtypes = FG_DTYPES_HALF | (1u << FG_DTYPE_F32), .priority = 0, .owns_last = 2,
      .check = check_attention, .describe = describe_attention, .emit = emit_attention,
      .summary = "softmax(epilogue(Q K^T)) V in one kernel (FlashAttention-2 style: K / V tiles streamed, online "
                 "softmax in fp32, scores never stored; head dims <= 128); fp16/bf16 mma m16n8k16, exact fp32 SIMT"},

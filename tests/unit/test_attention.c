@@ -8,10 +8,12 @@
  * compiled for the emulator and run on seeded random inputs rounded to the
  * dtype, the output poisoned with NaN first.  The matrix: B*H 1 and 3 (as
  * one batch axis or as [B, H]), Sq / Sk 1, 7, 64, 77, 130, head dims 32, 64,
- * 80, 128 (and a DV unlike D), fp32 / fp16 / bf16, scale by Mul and by Div,
+ * 80, 128 (and a DV unlike D), fp32 / fp16 / bf16, scale by Mul, by Div and none,
  * K as trans_b, as a K^T tensor and through a Transpose node, no mask, a
  * padding mask [B, 1, 1, Sk] (one batch entirely masked: NaN rows, as the
  * unfused softmax gives) and a causal mask [Sq, Sk].
+ *
+ * Rules: the step key chain_input's located errors.
  *
  * Plans: an intermediate read elsewhere (the softmax also a graph output, the
  * scores also read by another node), D 160, and P V over more matrices than
@@ -62,7 +64,7 @@ static const char *const mask_name[] = {"nomask", "pad", "causal"};
 typedef struct at_case {
     int64_t b, h;          /* batch axes: h 0 gives one axis [b] (b*h heads as one), else [b, h] */
     int64_t sq, sk, d, dv;
-    int div;               /* scale by Div (else Mul) */
+    int div;               /* the scale: 0 by Mul, 1 by Div, 2 none (the scores straight into the softmax) */
     k_form kf;
     mask_kind mask;
     unsigned dtypes;       /* bit (1u << fg_dtype) */
@@ -83,12 +85,14 @@ static const at_case CASES[] = {
     {1, 3, 64, 77, 32, 32, 1, K_TRANS_B, M_PAD, F32 | F16},
     {3, 0, 77, 64, 80, 20, 1, K_NODE, M_NONE, F32 | F16},
     {1, 1, 1, 130, 64, 64, 0, K_TRANS_B, M_PAD, F16},
+    {3, 0, 33, 40, 64, 64, 2, K_TRANS_B, M_NONE, F32 | BF16},
+    {2, 2, 20, 24, 48, 48, 2, K_NODE, M_PAD, F16},
 };
 
 static void case_name(const at_case *c, char *buf, size_t size)
 {
     snprintf(buf, size, "at_%" PRId64 "x%" PRId64 "_q%" PRId64 "_k%" PRId64 "_d%" PRId64 "_dv%" PRId64 "_%s_%s_%s",
-             c->b, c->h, c->sq, c->sk, c->d, c->dv, c->div ? "div" : "mul", kform_name[c->kf], mask_name[c->mask]);
+             c->b, c->h, c->sq, c->sk, c->d, c->dv, c->div == 2 ? "noscale" : c->div ? "div" : "mul", kform_name[c->kf], mask_name[c->mask]);
 }
 
 /* The graph of case c in dtype d: the unfused attention subgraph. */
@@ -107,7 +111,8 @@ static char *case_graph(const at_case *c, fg_dtype d, const char *name)
     else
         fg_buf_printf(&b, "  - { name: k, shape: [%s%" PRId64 ", %" PRId64 "] }\n", bt, c->sk, c->d);
     fg_buf_printf(&b, "  - { name: v, shape: [%s%" PRId64 ", %" PRId64 "] }\n", bt, c->sk, c->dv);
-    fg_buf_put(&b, "  - { name: s, shape: [1] }\n");
+    if (c->div != 2)
+        fg_buf_put(&b, "  - { name: s, shape: [1] }\n");
     if (c->mask == M_PAD)
         fg_buf_printf(&b, "  - { name: mask, shape: [%" PRId64 "%s, %" PRId64 "] }\n", c->b, c->h ? ", 1, 1" : ", 1",
                       c->sk);
@@ -122,10 +127,13 @@ static char *case_graph(const at_case *c, fg_dtype d, const char *name)
     }
     fg_buf_printf(&b, "  - { name: qk, op: matmul, inputs: [q, %s]%s }\n", kin,
                   c->kf == K_TRANS_B ? ", attrs: { trans_b: true }" : "");
-    fg_buf_printf(&b, "  - { name: sc, op: %s, inputs: [qk, s] }\n", c->div ? "div" : "mul");
-    const char *last = "sc";
+    const char *last = "qk";
+    if (c->div != 2) {
+        fg_buf_printf(&b, "  - { name: sc, op: %s, inputs: [qk, s] }\n", c->div ? "div" : "mul");
+        last = "sc";
+    }
     if (c->mask != M_NONE) {
-        fg_buf_put(&b, "  - { name: mk, op: add, inputs: [sc, mask] }\n");
+        fg_buf_printf(&b, "  - { name: mk, op: add, inputs: [%s, mask] }\n", last);
         last = "mk";
     }
     fg_buf_printf(&b, "  - { name: sm, op: softmax, inputs: [%s] }\n", last);
@@ -224,8 +232,8 @@ static void poke_att(const fg_graph *g, double **v)
 {
     const at_case *c = poke_case;
     int s = fg_graph_find_tensor(g, "s"), m = fg_graph_find_tensor(g, "mask");
-    assert_true(s >= 0);
-    v[s][0] = c->div ? sqrt((double)c->d) : 1.0 / sqrt((double)c->d);
+    if (c->div != 2)
+        v[s][0] = c->div ? sqrt((double)c->d) : 1.0 / sqrt((double)c->d);
     if (c->mask == M_PAD) {
         for (int64_t b = 0; b < c->b; b++) {
             int64_t keep = c->b > 1 && b == c->b - 1 ? 0 : c->sk - 3 * b;
@@ -267,7 +275,7 @@ static void check_case(const at_case *c, fg_dtype d)
     const fg_group *grp = &p->groups[gi];
     if (p->ngroups != (c->kf == K_NODE ? 2 : 1) || grp->rule < 0 ||
         strcmp(g_ctx->rules[grp->rule]->name, "attention") || strcmp(grp->template_name, "attention") ||
-        grp->nnodes != (c->mask ? 5 : 4)) {
+        grp->nnodes != 3 + (c->mask != M_NONE) + (c->div != 2)) {
         for (int k = 0; k < p->nnotes; k++)
             fprintf(stderr, "  note: %s\n", p->notes[k]);
         fail_msg("%s: %d groups, qk's rule %s template %s (want attention)", name, p->ngroups,
@@ -386,6 +394,27 @@ static void test_plans(void **state)
         fg_graph_free(g);
         fg_buf_free(&b);
     }
+}
+
+/* The step key chain_input: located errors on the first step and for a slot
+ * out of range. */
+static void test_chain_input_errors(void **state)
+{
+    (void)state;
+    char *dir = tu_vocab_dir();
+    free(tu_write(dir, "bad.yaml",
+                  "rule: first_has_one\nmatch:\n  - mm: { kind: matmul, chain_input: 1 }\n"
+                  "kernel: { template: gemm }\n"
+                  "---\n"
+                  "rule: slot_out_of_range\nmatch:\n  - mm: { kind: matmul }\n"
+                  "  - sm: { op: softmax, chain_input: 9 }\nkernel: { template: gemm_softmax }\n"));
+    fg_context *ctx = tu_ctx_empty();
+    assert_int_equal(fg_rules_load(ctx, dir), FG_ERR_INPUT);
+    assert_true(tu_has_error(ctx, "bad.yaml:3:40: error: the first step of a rule ('mm') has no chain input"));
+    assert_true(tu_has_error(ctx, "bad.yaml:9:38: error: chain_input of step 'sm' must be an input slot in 0..7, got 9"));
+    fg_context_free(ctx);
+    tu_rmtree(dir);
+    free(dir);
 }
 
 /* The fallback plans of the must-not-fuse cases with one output, run. */
@@ -514,6 +543,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plans),
+        cmocka_unit_test(test_chain_input_errors),
         cmocka_unit_test(test_numerics_matrix),
         cmocka_unit_test(test_fallback_runs),
         cmocka_unit_test(test_nvrtc),
