@@ -410,8 +410,8 @@ static void test_chain_input_errors(void **state)
                   "  - sm: { op: softmax, chain_input: 9 }\nkernel: { template: gemm_softmax }\n"));
     fg_context *ctx = tu_ctx_empty();
     assert_int_equal(fg_rules_load(ctx, dir), FG_ERR_INPUT);
-    assert_true(tu_has_error(ctx, "bad.yaml:3:40: error: the first step of a rule ('mm') has no chain input"));
-    assert_true(tu_has_error(ctx, "bad.yaml:9:38: error: chain_input of step 'sm' must be an input slot in 0..7, got 9"));
+    assert_true(tu_has_error(ctx, "bad.yaml:3:38: error: the first step of a rule ('mm') has no chain input"));
+    assert_true(tu_has_error(ctx, "bad.yaml:9:37: error: chain_input of step 'sm' must be an input slot in 0..7, got 9"));
     fg_context_free(ctx);
     tu_rmtree(dir);
     free(dir);
