@@ -90,8 +90,8 @@ static int at_geometry(const fg_graph *g, const int *nodes, int n, at_geom *ag, 
 {
     memset(ag, 0, sizeof *ag);
     if (n < 3)
-        return refuse(why, whysz, "attention runs matmul, element-wise ops, softmax, matmul (%s%s)",
-                      g->nodes[nodes[0]].name, n < 3 ? ": too few nodes" : "");
+        return refuse(why, whysz, "attention runs matmul, element-wise ops, softmax, matmul (%s: %s)",
+                      g->nodes[nodes[0]].name, "too few nodes");
     ag->mm1 = nodes[0];
     ag->sm = nodes[n - 2];
     ag->mm2 = nodes[n - 1];
@@ -117,7 +117,7 @@ static int at_geometry(const fg_graph *g, const int *nodes, int n, at_geom *ag, 
                       "[SK, DV])", mm1->name, mm2->name);
     int bias2 = fg_node_input(mm2, "bias");
     if (bias2 >= 0 && bias2 < mm2->ninputs && mm2->inputs[bias2] >= 0)
-        return refuse(why, whysz, "%s adds a bias to P V%s", mm2->name, "");
+        return refuse(why, whysz, "%s adds a bias to P V (%s)", mm2->name, g->tensors[mm2->inputs[bias2]].name);
     ag->q = mm1->inputs[0];
     ag->k = mm1->inputs[1];
     ag->s = mm1->output;
@@ -190,8 +190,6 @@ static void load_text(const at_geom *ag, fg_buf *b)
                       "        fg_cp_async_commit();\n");
         return;
     }
-    const char *zero = ag->tc ? "" : " : 0.0f";
-    (void)zero;
     if (ag->tb)
         fg_buf_put(b, "        for (int c = tid; c < BN * DP; c += THREADS) {   // K [SK, D]: d fastest\n"
                       "            const int r = c / DP, d = c % DP;\n"

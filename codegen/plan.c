@@ -9,8 +9,9 @@
  * it; the best complete match (priority, then most nodes, then load order)
  * becomes a group.  Legality lives here, once: every fused intermediate has
  * exactly one consumer and is not a graph output, every step consumes the
- * previous step's output (as the input its `chain_input` names), all nodes share the output dtype and shape, the rule's dtype
- * and layout guards hold, and a node belongs to one group.  When a rule
+ * previous step's output (as the input its `chain_input` names), all nodes
+ * share the output dtype and shape (but an anchor that a `chain_input` step
+ * takes: attention's P V), the rule's dtype and layout guards hold, and a node belongs to one group.  When a rule
  * almost matched, a note says which condition failed (--explain).
  */
 #include "plan.h"
