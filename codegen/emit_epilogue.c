@@ -192,10 +192,26 @@ static fg_status emit_apply(fg_emitter *em, int node, const char *const *coords,
 /* Emits fg_epilogue(p, v, coordinates...) into the helpers: the group's
  * stages in order, preceded by the anchor's own bias when no stage adds it;
  * with no stages, every node after the main one is applied in chain order
- * but a re-indexing node (the copy template's index map) and gemm_softmax's
- * last node (the softmax, the template's own work); any other node that is
+ * but a re-indexing node (the copy template's index map) and the last
+ * nodes a template owns (fg_template.owns_last: gemm_softmax's softmax,
+ * attention's softmax and P V); any other node that is
  * not element-wise is a located error. */
+static fg_status epilogue_at(fg_emitter *em);
+
 fg_status fg_em_epilogue(fg_emitter *em)
+{
+    /* the stages index their inputs at the coordinates of em->ot: the
+     * family's epilogue space when it named one */
+    const fg_tensor *out = em->ot;
+    if (em->epi_ot)
+        em->ot = em->epi_ot;
+    fg_status st = epilogue_at(em);
+    em->ot = out;
+    return st;
+}
+
+/* fg_em_epilogue at em->ot's coordinates. */
+static fg_status epilogue_at(fg_emitter *em)
 {
     const fg_group *grp = em->grp;
     int rank = em->ot->rank;
@@ -267,8 +283,8 @@ fg_status fg_em_epilogue(fg_emitter *em)
             int nd = grp->nodes[i];
             if (nd == em->main_node || nd == grp->anchor || fg_kind(em->g->nodes[nd].op->kind)->role == FG_ROLE_RESHAPE)
                 continue;   /* a re-indexing node is part of the template's index map (copy), not a stage */
-            if (i == grp->nnodes - 1 && em->tpl && fg_template_base(em->tpl)->owns_last)
-                continue;   /* the softmax after the epilogue: the template computes it */
+            if (em->tpl && i >= grp->nnodes - fg_template_base(em->tpl)->owns_last)
+                continue;   /* the nodes after the epilogue (a softmax, P V): the template computes them */
             nstages++;
             st = emit_apply(em, nd, coords, &b);
         }

@@ -34,6 +34,8 @@ typedef struct fg_emitter {
     fg_loc loc;                   /* where errors point: the rule, else the anchor node */
     int out;                      /* output tensor index */
     const fg_tensor *ot;
+    const fg_tensor *epi_ot;      /* the tensor whose coordinates fg_epilogue takes, when not the output
+                                     (attention: the scores); NULL: ot */
     int main_node;                /* node the template computes (anchor or first pointwise node) */
     const char *template_file;    /* e.g. "conv2d.cuh" */
     unsigned threads;             /* block size (also FG_KERNEL's max_threads) */
@@ -105,7 +107,8 @@ void fg_em_fail(fg_emitter *em, const char *fmt, ...) __attribute__((format(prin
 void fg_em_identifier(const char *s, char *out, size_t size);
 /* Field name of an I64 parameter named base with that value (added once). */
 const char *fg_em_i64_param(fg_emitter *em, const char *base, int64_t value);
-/* Emits fg_epilogue(p, v, coordinates...) into em->helpers (emit_epilogue.c). */
+/* Emits fg_epilogue(p, v, coordinates...) into em->helpers (emit_epilogue.c): the
+ * coordinates of em->epi_ot when the family set it, else of the output. */
 fg_status fg_em_epilogue(fg_emitter *em);
 /* Records an error at the emitter's location (rule or node). */
 fg_status fg_em_error(fg_emitter *em, fg_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

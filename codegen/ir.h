@@ -225,6 +225,8 @@ typedef struct fg_rule_step {
     int input_map;                         /* `input_map: true`: a leading reshape / transpose step whose node
                                               is not computed: the anchor reads its main input through the
                                               composed index map (index_map.h) */
+    int chain_input;                       /* `chain_input: N`: the node reads the previous step's output as
+                                              its input N (stored N + 1; 0: as any input) */
     struct fg_expr *where;                 /* attribute predicate or NULL */
     const char *where_src;
     const char *where_hook;                /* Lua function name or NULL */

@@ -9,8 +9,9 @@
  * it; the best complete match (priority, then most nodes, then load order)
  * becomes a group.  Legality lives here, once: every fused intermediate has
  * exactly one consumer and is not a graph output, every step consumes the
- * previous step's output, all nodes share the output dtype and shape, the rule's dtype
- * and layout guards hold, and a node belongs to one group.  When a rule
+ * previous step's output (as the input its `chain_input` names), all nodes
+ * share the output dtype and shape (but an anchor that a `chain_input` step
+ * takes: attention's P V), the rule's dtype and layout guards hold, and a node belongs to one group.  When a rule
  * almost matched, a note says which condition failed (--explain).
  */
 #include "plan.h"
@@ -570,7 +571,19 @@ static void take_step(search *S, int s)
             add_note(P, r, c, prev, why);
             continue;
         }
-        if (!same_shape(ct, tt) && !reindex && !reads_map) {
+        /* a step that names its chain input reads the previous output there;
+         * an anchor op so placed computes a tensor of its own shape (the
+         * template runs it: attention's P V) */
+        const fg_rule_step *cs = &r->steps[s];
+        int slot = cs->chain_input - 1;
+        if (slot >= 0 && (slot >= g->nodes[c].ninputs || g->nodes[c].inputs[slot] != t)) {
+            snprintf(why, sizeof why, "%s does not read %s's output as its input %d (chain_input of step %s)",
+                     g->nodes[c].name, g->nodes[prev].name, slot, cs->name);
+            add_note(P, r, c, prev, why);
+            continue;
+        }
+        int own_shape = slot >= 0 && fg_kind(g->nodes[c].op->kind)->role == FG_ROLE_ANCHOR;
+        if (!same_shape(ct, tt) && !reindex && !reads_map && !own_shape) {
             fg_buf b = {0};
         char sb[160];
             fg_buf_printf(&b, "%s's output ", g->nodes[c].name);

@@ -5,6 +5,7 @@
  * Every problem is reported at the key or value that causes it.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@
 #include "where.h"
 
 static const char *const rule_keys[] = {"rule", "priority", "dtypes", "layouts", "hooks", "match", "fold", "kernel"};
-static const char *const step_keys[] = {"op", "kind", "where", "where_hook", "optional", "repeat", "input_map"};
+static const char *const step_keys[] = {"op", "kind", "where", "where_hook", "optional", "repeat", "input_map", "chain_input"};
 static const char *const kernel_keys[] = {"template", "select", "params", "epilogue"};
 static const char *const epi_keys[] = {"bias", "apply", "hook"};
 
@@ -207,6 +208,19 @@ static void parse_step(fg_context *ctx, fg_rule *r, const fg_ynode *item, const 
         else if (r->nsteps > 1 && !r->steps[r->nsteps - 2].input_map)
             fg_diag_error(ctx, FG_ERR_INPUT, im->loc, "`input_map` steps must lead the chain; step '%s' follows "
                           "step '%s', which is not one", s->name, r->steps[r->nsteps - 2].name);
+    }
+
+    const fg_ynode *ci = fg_ymap_get(v, "chain_input");
+    int64_t slot;
+    if (ci && fg_yget_int(ctx, ci, "chain_input", &slot)) {
+        if (r->nsteps == 1)
+            fg_diag_error(ctx, FG_ERR_INPUT, ci->loc, "the first step of a rule ('%s') has no chain input (it "
+                          "consumes no earlier step)", s->name);
+        else if (slot < 0 || slot >= FG_MAX_INPUTS)
+            fg_diag_error(ctx, FG_ERR_INPUT, ci->loc, "chain_input of step '%s' must be an input slot in 0..%d, got %"
+                          PRId64, s->name, FG_MAX_INPUTS - 1, slot);
+        else
+            s->chain_input = (int)slot + 1;
     }
 
     const fg_ynode *where = fg_ymap_get(v, "where");

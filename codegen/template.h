@@ -96,8 +96,9 @@ typedef struct fg_template {
      * map_refusal says why not (NULL: it reads no input through off_x). */
     int input_map;
     const char *map_refusal;
-    int owns_last;                 /* the group's last node is computed by the template (gemm_softmax's
-                                      softmax), not an epilogue stage */
+    int owns_last;                 /* the group's last owns_last nodes are computed by the template
+                                      (gemm_softmax's softmax: 1; attention's softmax and P V: 2), not
+                                      epilogue stages */
     fg_template_check_fn check;    /* the family's own constraints, or NULL */
     /* The default tile / split choice for an accepted candidate as one line
      * for --explain ("" when there is nothing to say), or NULL. */

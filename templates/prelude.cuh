@@ -223,6 +223,8 @@ FG_DEVICE float fg_rsqrtf(float x) { return 1.0f / sqrtf(x); }
 // would return the other argument); else the smaller / larger, the first
 // argument when the two compare equal (fg_maxf(-0, 0) is -0).
 FG_DEVICE bool fg_isnanf(float x) { return x != x; }
+// -infinity (a masked score; no <math.h> here for INFINITY).
+FG_DEVICE float fg_neg_inf() { return __uint_as_float(0xff800000u); }
 FG_DEVICE float fg_minf(float a, float b) { return (b < a || fg_isnanf(b)) ? b : a; }
 FG_DEVICE float fg_maxf(float a, float b) { return (b > a || fg_isnanf(b)) ? b : a; }
 

@@ -336,6 +336,14 @@ static inline float fg_rsqrtf(float x) { return 1.0f / sqrtf(x); }
  * Same as the device prelude: NaN when either argument is NaN, else the
  * smaller / larger, the first argument when the two compare equal. */
 static inline bool fg_isnanf(float x) { return x != x; }
+/* -infinity (a masked score). */
+static inline float fg_neg_inf()
+{
+    const fg_u32 bits = 0xff800000u;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 static inline float fg_minf(float a, float b) { return (b < a || fg_isnanf(b)) ? b : a; }
 static inline float fg_maxf(float a, float b) { return (b > a || fg_isnanf(b)) ? b : a; }
 

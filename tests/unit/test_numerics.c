@@ -874,6 +874,28 @@ static const ncase cases[] = {
      "  - { name: a, op: relu, inputs: [t] }\n"
      "  - { name: g, op: conv_transpose2d, inputs: [x, wg], attrs: { stride: [3, 2], groups: 2 } }\n"
      "outputs: [a, g]\n"},
+    /* ---- attention (tests/unit/test_attention.c has the matrix) ---- */
+    {"matmul", "attention_6x19x21x40_mul_mask", "attention", {TOL}, NULL,
+     "inputs: [{ name: q, shape: [6, 19, 40] }, { name: k, shape: [6, 21, 40] },\n"
+     "         { name: v, shape: [6, 21, 24] }, { name: mask, shape: [6, 1, 21] }]\n"
+     "weights: [{ name: s, shape: [1] }]\n"
+     "nodes:\n"
+     "  - { name: qk, op: matmul, inputs: [q, k], attrs: { trans_b: true } }\n"
+     "  - { name: sc, op: mul, inputs: [qk, s] }\n"
+     "  - { name: mk, op: add, inputs: [sc, mask] }\n"
+     "  - { name: sm, op: softmax, inputs: [mk] }\n"
+     "  - { name: y, op: matmul, inputs: [sm, v] }\n"
+     "outputs: [y]\n"},
+    {"matmul", "attention_transpose_div_3x9x70x32", "-,attention", {TOL}, NULL,
+     "inputs: [{ name: q, shape: [3, 9, 32] }, { name: k, shape: [3, 70, 32] }, { name: v, shape: [3, 70, 32] }]\n"
+     "weights: [{ name: s, shape: [1], uniform: [4, 6] }]\n"
+     "nodes:\n"
+     "  - { name: kt, op: transpose, inputs: [k], attrs: { perm: [0, 2, 1] } }\n"
+     "  - { name: qk, op: matmul, inputs: [q, kt] }\n"
+     "  - { name: sc, op: div, inputs: [qk, s] }\n"
+     "  - { name: sm, op: softmax, inputs: [sc] }\n"
+     "  - { name: y, op: matmul, inputs: [sm, v] }\n"
+     "outputs: [y]\n"},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

@@ -176,6 +176,13 @@ static const fuse_case CASES[] = {
      PW("s", "sigmoid", "r") PW("act", "relu", "s") "outputs: [act]\n", "resize_pointwise:r,s,act",
      "  - { name: r, op: resize, inputs: [x], attrs: { size: [9, 9] } }\n"
      PW("s", "sigmoid", "r") PW("mu", "add", "s, r") "outputs: [mu]\n", "-:r", "r's output also feeds"},
+    {"attention",
+     "  - { name: qk, op: matmul, inputs: [a, a], attrs: { trans_b: true } }\n"
+     "  - { name: sm, op: softmax, inputs: [qk] }\n  - { name: pv, op: matmul, inputs: [sm, a] }\noutputs: [pv]\n",
+     "attention:qk,sm,pv",
+     "  - { name: qk, op: matmul, inputs: [a, a], attrs: { trans_b: true } }\n"
+     "  - { name: sm, op: softmax, inputs: [qk] }\n  - { name: pv, op: matmul, inputs: [sm, a] }\noutputs: [pv, sm]\n",
+     "matmul_softmax:qk,sm", "sm's output is a graph output"},
 };
 
 /* The loader refuses `training: true` (no kernel computes batch
