@@ -83,6 +83,9 @@ typedef enum fg_op_kind {
     FG_OPK_REDUCE,         /* a reduction (reduce: sum, mean, max, ...) over `axes`, `keepdims` (reduce.h) */
     FG_OPK_LAYER_NORM,     /* x scale? bias? skip?: (x + skip) normalized over axes axis.. (mean and variance,
                               or `rms`: root mean square), times scale plus bias (layernorm.h) */
+    FG_OPK_SLICE,          /* per-axis start, step (may be negative) and output extents (index_kinds.h) */
+    FG_OPK_EXPAND,         /* numpy broadcasting to `shape`, or `reps` repeats per axis (index_kinds.h) */
+    FG_OPK_PAD,            /* `pads` begins then ends (negative: crop), `mode`, `value` (index_kinds.h) */
     FG_OPK_COUNT
 } fg_op_kind;
 
