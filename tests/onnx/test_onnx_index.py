@@ -23,10 +23,10 @@ onnxruntime or numpy (the torch models are skipped without torch or
 torchvision).  Arguments: names of cases to run (default all); -v prints
 every row.
 """
-import io
 import os
 import sys
 import tempfile
+import warnings
 
 try:
     import numpy as np
@@ -190,8 +190,109 @@ def refusals(run, tmp, failed):
                 print("  %-32s refused: %s" % (name, str(e).splitlines()[0][:140]))
 
 
+def ghost_block():
+    """A GhostNet-like block: a primary 1x1 conv, a cheap depthwise 3x3 branch, their concat sliced back to
+    the output channels, a squeeze-excitation gate, a padded max pool and the channel-half split."""
+    import torch
+    from torch import nn
+
+    class Ghost(nn.Module):
+        def __init__(self, cin, cout):
+            super().__init__()
+            init = (cout + 1) // 2
+            self.cout = cout
+            self.primary = nn.Sequential(nn.Conv2d(cin, init, 1, bias=False), nn.BatchNorm2d(init), nn.ReLU())
+            self.cheap = nn.Sequential(nn.Conv2d(init, init, 3, padding=1, groups=init, bias=False),
+                                       nn.BatchNorm2d(init), nn.ReLU())
+
+        def forward(self, x):
+            a = self.primary(x)
+            return torch.cat([a, self.cheap(a)], dim=1)[:, :self.cout]
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU())
+            self.g1 = Ghost(16, 27)
+            self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(27, 8, 1), nn.ReLU(), nn.Conv2d(8, 27, 1),
+                                    nn.Hardsigmoid())
+            self.g2 = Ghost(27, 24)
+            self.head = nn.Linear(12 * 16 * 16, 10)
+
+        def forward(self, x):
+            x = self.stem(x)
+            x = self.g1(x)
+            x = x * self.se(x)
+            x = nn.functional.pad(x, (1, 0, 0, 1), mode="reflect")
+            x = nn.functional.max_pool2d(x, 2)
+            x = self.g2(x)
+            a, b = x.chunk(2, dim=1)
+            y = a + b.flip(2)   # a Slice with step -1 (or Flip's own form)
+            return self.head(y.flatten(1)), x[:, 0]
+
+    return Net()
+
+
 def networks(run, tmp, failed):
-    pass
+    """shufflenet_v2_x0_5 and the GhostNet-like block, torch-exported, against onnxruntime (fp32)."""
+    try:
+        import torch
+        import torchvision
+    except ImportError as e:
+        print("  networks skipped: %s" % e)
+        return
+    torch.manual_seed(0)
+    nets = [("shufflenet_v2_x0_5", torchvision.models.shufflenet_v2_x0_5(weights=None)), ("ghost_block", ghost_block())]
+    x = torch.randn(1, 3, 64, 64)
+    for name, net in nets:
+        net.eval()
+        # random batch-norm statistics, so the folded scales are not the identity
+        for m in net.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+        for dynamo in (False, True):
+            tag = "%s_%s" % (name, "dynamo" if dynamo else "ts17")
+            path = os.path.join(tmp, tag + ".onnx")
+            try:
+                with torch.no_grad(), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    if dynamo:
+                        torch.onnx.export(net, (x,), path, dynamo=True, opset_version=18, verbose=False)
+                    else:
+                        torch.onnx.export(net, (x,), path, dynamo=False, opset_version=17, input_names=["x"])
+                model = onnx.load(path)
+            except Exception as e:  # dynamo export is best effort
+                if not dynamo:
+                    failed.append("%s: export failed: %s" % (tag, e))
+                print("  %-32s export failed (%s): %s" % (tag, "skipped" if dynamo else "FAIL", str(e)[:100]))
+                continue
+            iname = model.graph.input[0].name
+            feeds = {iname: x.numpy()}
+            ref = tm.ort_run(model, feeds)
+            ops = sorted({n.op_type for n in model.graph.node})
+            g = None
+            try:
+                g = run.lib.load(path)
+                outs, nk = run.lib.run(g, feeds)
+            except fgapi.FusegenError as e:
+                run.result(tag, "fp32", None, None, 1e-4, "; ".join(e.messages) or str(e))
+                continue
+            finally:
+                if g:
+                    run.lib.free_graph(g)
+            worst = (0.0, 0.0)
+            err = None
+            for k, r in ref.items():
+                if k not in outs:
+                    err = "output %s missing" % k
+                    break
+                mx, rel, err = tm.compare(outs[k], r)
+                if err:
+                    break
+                worst = (max(worst[0], mx), max(worst[1], rel))
+            run.result(tag, "fp32", worst[0] if not err else None, worst[1] if not err else None, 1e-4, err, kernels=nk)
+            print("  %-32s operators: %s" % (tag, " ".join(ops)))
 
 
 def main(argv):
