@@ -4,7 +4,9 @@
  *   onnx_decode.c   recognising a model, reading it, the nesting guard,
  *                   tensors as constants;
  *   onnx_convert.c  the converters of each operator, the operator table, the
- *                   conversion or folding of one node;
+ *                   conversion or folding of one node (onnx_convert_index.c:
+ *                   the converters of the data-movement operators, through
+ *                   the services declared at the end of this header);
  *   onnx_graph.c    the loader's state, graph inputs and outputs, the model
  *                   walk, the entry points.
  * Nothing outside these files includes this header.
