@@ -15,7 +15,8 @@ back to the output channels, an SE gate, a padded max pool).  The torch
 models are exported with torch.onnx.export dynamo=False at opset 17 and,
 where it works, dynamo=True.  Each is loaded by fusegen's ONNX importer, run
 in CPU emulation and compared with onnxruntime (fp32 rel L2 <= 1e-4; fp16
-hand-built graphs as test_onnx_models.py).  Refusals (computed indices or
+hand-built graphs as test_onnx_models.py).  Kernel counts show chains
+composed into one copy kernel.  Refusals (computed indices or
 starts) are checked for their reason.
 
 Environment: FUSEGEN_LIB (libfusegen.so).  Exit 77 (skipped) without onnx,
@@ -295,6 +296,26 @@ def networks(run, tmp, failed):
             print("  %-32s operators: %s" % (tag, " ".join(ops)))
 
 
+def kernels_of(run, case, tmp):
+    path = os.path.join(tmp, case.name + "_k.onnx")
+    onnx.save(case.model("fp32"), path)
+    g = run.lib.load(path)
+    try:
+        _, nk = run.lib.run(g, case.feeds("fp32"))
+    finally:
+        run.lib.free_graph(g)
+    return nk
+
+
+def structure(run, tmp, failed):
+    """Chains compose into one copy kernel after the Relu (rules/copy_chain.yaml); no-op forms add none."""
+    by = {c.name: c for c in cases()}
+    for name, want in [("slice_transpose", 2), ("pad_chain", 2), ("expand_add", 2), ("gather_scalar", 2),
+                       ("tile_ones", 1), ("expand_same", 2)]:
+        nk = kernels_of(run, by[name], tmp)
+        tm.expect(nk == want, "%s: %d kernels (got %d)" % (name, want, nk), failed)
+
+
 def main(argv):
     verbose = "-v" in argv
     names = [a for a in argv if not a.startswith("-")]
@@ -306,6 +327,8 @@ def main(argv):
                 continue
             for dtype in ("fp32", "fp16"):
                 run.check_case(c, dtype, tmp)
+        if not names or "structure" in names:
+            structure(run, tmp, failed)
         if not names or "refusals" in names:
             refusals(run, tmp, failed)
         if not names or "networks" in names:
