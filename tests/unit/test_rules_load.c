@@ -323,8 +323,7 @@ static void test_unknown_kind(void **state)
                "o.yaml:2:7: error: unknown op kind 'pointwize' (did you mean 'pointwise'?)");
     expect_bad("o.yaml", "op: foo\nkind: xyzzy\nexpr: x\n",
                "o.yaml:2:7: error: unknown op kind 'xyzzy' (expected pointwise, conv2d, matmul, batch_norm, pool2d, "
-               "global_pool, flatten, reshape, transpose, concat, softmax, lrn, reduce or layer_norm)");
-               "global_pool, flatten, reshape, transpose, concat, softmax, lrn, reduce, slice, expand or pad)");
+               "global_pool, flatten, reshape, transpose, concat, softmax, lrn, reduce, layer_norm, slice, expand or pad)");
 }
 
 static void test_unknown_key(void **state)
