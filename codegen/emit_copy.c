@@ -10,7 +10,9 @@
  * input axis perm[k] at output coordinate k.  A group of several reshapes
  * and transposes (rules/copy_chain.yaml: ShuffleNet's channel shuffle)
  * composes their maps, last node to first, into one index remap
- * (index_map.c); the tensors between them are never stored.  concat picks
+ * (index_map.c); the tensors between them are never stored.  slice, expand
+ * and pad (index_kinds.h) map each axis on their own and chain the same
+ * way; a constant pad reads its value where the element lies outside.  concat picks
  * the input whose slice holds the coordinate along the axis.
  */
 #include <inttypes.h>
@@ -20,6 +22,7 @@
 #include "axes.h"
 #include "concat_inplace.h"
 #include "emit_impl.h"
+#include "expr.h"
 #include "index_map.h"
 #include "kind.h"
 #include "template.h"
@@ -28,7 +31,7 @@
 
 static int is_copy_kind(fg_op_kind k)
 {
-    return k == FG_OPK_RESHAPE || k == FG_OPK_TRANSPOSE || k == FG_OPK_CONCAT;
+    return k == FG_OPK_RESHAPE || k == FG_OPK_TRANSPOSE || k == FG_OPK_CONCAT || (fg_kind(k)->traits & FG_KIND_MOVES);
 }
 
 /* `float v = <input t at coordinates xc>;` at indentation ind. */
@@ -59,12 +62,27 @@ static fg_status load_chain(fg_emitter *em, int ncopy, fg_buf *b)
         return FG_OK;
     }
     char names[FG_MAX_RANK][16];
-    fg_imap_compose(em, grp->nodes, ncopy, fg_em_coord_names(em->ot->rank), "i", 2, names, b);
+    fg_imap_mask masks[FG_IMAP_MAX_MASKS];
+    int nmasks = 0;
+    fg_imap_compose_masked(em, grp->nodes, ncopy, fg_em_coord_names(em->ot->rank), "i", 2, names, masks, &nmasks,
+                           b);
     const fg_tensor *x = &em->g->tensors[t];
     const char *xc[FG_MAX_RANK];
     for (int d = 0; d < x->rank; d++)
         xc[d] = names[d];
-    return load_at(em, t, xc, 2, b);
+    /* constant pads: the value where the element lies outside a pad's input, the nearest pad first */
+    for (int m = 0; m < nmasks; m++) {
+        char lit[32];
+        fg_expr_float_literal(masks[m].value, lit);
+        fg_buf_iprintf(b, 2, "%sif (!%s) {\n", m ? "} else " : "", masks[m].name);
+        fg_buf_iprintf(b, 3, "v = %s;\n", lit);
+    }
+    if (nmasks)
+        fg_buf_iprintf(b, 2, "} else {\n");
+    fg_status st = load_at(em, t, xc, nmasks ? 3 : 2, b);
+    if (nmasks)
+        fg_buf_iprintf(b, 2, "}\n");
+    return st;
 }
 
 static fg_status load_concat(fg_emitter *em, const fg_node *nd, fg_buf *b)
@@ -226,8 +244,9 @@ static int check_copy(const fg_tcand *c, char *why, size_t whysz)
         int ok = i < ncopy ? k != FG_OPK_CONCAT || ncopy == 1
                            : fg_kind(k)->role == FG_ROLE_ELEMENTWISE;
         if (ncopy == 0 || !ok) {
-            snprintf(why, whysz, "copy computes a reshape, transpose or concat, or a chain of reshapes and "
-                                 "transposes, then element-wise ops; not %s at node %d", fg_op_kind_name(k), i);
+            snprintf(why, whysz, "copy computes a reshape, transpose, concat, slice, expand or pad, or a chain of "
+                                 "reshapes, transposes, slices, expands and pads, then element-wise ops; not %s at "
+                                 "node %d", fg_op_kind_name(k), i);
             return 0;
         }
     }
@@ -236,8 +255,10 @@ static int check_copy(const fg_tcand *c, char *why, size_t whysz)
 
 static const fg_template rows[] = {
     {.name = "copy", .family = "copy", .order = 50, FG_TEMPLATE_LIMITS,
-     .kinds = (1u << FG_OPK_RESHAPE) | (1u << FG_OPK_TRANSPOSE) | (1u << FG_OPK_CONCAT), .dtypes = FG_DTYPES_ALL,
+     .kinds = (1u << FG_OPK_RESHAPE) | (1u << FG_OPK_TRANSPOSE) | (1u << FG_OPK_CONCAT) | (1u << FG_OPK_SLICE) |
+              (1u << FG_OPK_EXPAND) | (1u << FG_OPK_PAD),
+     .dtypes = FG_DTYPES_ALL,
      .tiles = fg_tile_threads, .check = check_copy, .emit = emit_copy,
-     .summary = "re-indexing copy (reshape, transpose, concat), one thread per output element"},
+     .summary = "re-indexing copy (reshape, transpose, concat, slice, expand, pad), one thread per output element"},
 };
 FG_TEMPLATE_FAMILY(copy, rows);

@@ -10,18 +10,122 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "index_kinds.h"
 #include "kind.h"
 
+
+/* Appends dimension d of node nd's input 0 (literal or parameter). */
+static void in_dim(fg_emitter *em, const fg_node *nd, int d, char *out, size_t size)
+{
+    fg_buf b = {0};
+    fg_em_group_dim(em, nd->inputs[0], d, &b);
+    snprintf(out, size, "%s", b.s ? b.s : "1");
+    fg_buf_free(&b);
+}
+
+/* A slice, expand or pad node mapped backwards (see map_back); a constant
+ * pad appends its in-range condition and value to masks. */
+static void map_moves(fg_emitter *em, const fg_node *nd, int stage, int ind, char oc[][16], char ic[][16],
+                      fg_imap_mask *masks, int *nmasks, fg_buf *b)
+{
+    const fg_tensor *y = &em->g->tensors[nd->output], *x = &em->g->tensors[nd->inputs[0]];
+    char dim[48];
+    if (nd->op->kind == FG_OPK_SLICE) {
+        const fg_attr_value *st = fg_node_attr(nd, "starts"), *sp = fg_node_attr(nd, "steps");
+        fg_buf_iprintf(b, ind, "// %s: slice, input coordinate start + step * output coordinate\n", nd->name);
+        for (int d = 0; d < x->rank; d++) {
+            if (x->shape[d] == 1 || (st->ints[d] == 0 && sp->ints[d] == 1)) {
+                snprintf(ic[d], 16, "%s", x->shape[d] == 1 ? "0" : oc[d]);
+                continue;
+            }
+            snprintf(ic[d], 16, "q%d_%d", stage, d);
+            if (y->shape[d] == 1)
+                fg_buf_iprintf(b, ind, "const fg_i64 %s = %" PRId64 ";\n", ic[d], st->ints[d]);
+            else
+                fg_buf_iprintf(b, ind, "const fg_i64 %s = %" PRId64 " + (%" PRId64 ") * %s;\n", ic[d], st->ints[d],
+                               sp->ints[d], oc[d]);
+        }
+        return;
+    }
+    if (nd->op->kind == FG_OPK_EXPAND) {
+        fg_buf_iprintf(b, ind, "// %s: expand, a size-1 input axis reads 0, a tiled one the coordinate modulo "
+                               "its size\n", nd->name);
+        for (int d = 0; d < x->rank; d++) {
+            int od = d + y->rank - x->rank;
+            if (x->shape[d] == 1 || x->shape[d] == y->shape[od]) {
+                snprintf(ic[d], 16, "%s", x->shape[d] == 1 ? "0" : oc[od]);
+                continue;
+            }
+            snprintf(ic[d], 16, "q%d_%d", stage, d);
+            in_dim(em, nd, d, dim, sizeof dim);
+            fg_buf_iprintf(b, ind, "const fg_i64 %s = %s %% %s;\n", ic[d], oc[od], dim);
+        }
+        return;
+    }
+    /* pad */
+    const fg_attr_value *p = fg_node_attr(nd, "pads");
+    int mode = fg_pad_mode_of(nd);
+    fg_buf cond = {0};
+    fg_buf_iprintf(b, ind, "// %s: pad (%s), input coordinate output coordinate - pad begin\n", nd->name,
+                   fg_pad_mode_names[mode < 0 ? 0 : mode]);
+    for (int d = 0; d < x->rank; d++) {
+        int64_t beg = p->ints[d], end = p->ints[d + x->rank];
+        if (beg == 0 && end == 0) {
+            snprintf(ic[d], 16, "%s", x->shape[d] == 1 ? "0" : oc[d]);
+            continue;
+        }
+        char r[16];
+        snprintf(r, sizeof r, "r%d_%d", stage, d);
+        int reach = mode == FG_PAD_CONSTANT && (beg > 0 || end > 0);   /* reads the pad value somewhere */
+        if (x->shape[d] == 1 && !reach) {
+            snprintf(ic[d], 16, "0");   /* every source is coordinate 0 */
+            continue;
+        }
+        in_dim(em, nd, d, dim, sizeof dim);
+        fg_buf_iprintf(b, ind, "const fg_i64 %s = %s - (%" PRId64 ");\n", r, oc[d], beg);
+        if (x->shape[d] == 1)
+            snprintf(ic[d], 16, "0");   /* constant mode's condition only */
+        else if (mode == FG_PAD_REFLECT || mode == FG_PAD_WRAP || mode == FG_PAD_EDGE || mode == FG_PAD_CONSTANT) {
+            snprintf(ic[d], 16, "q%d_%d", stage, d);
+            if (mode == FG_PAD_REFLECT)
+                fg_buf_iprintf(b, ind, "const fg_i64 %s = %s < 0 ? -%s : %s >= %s ? 2 * (%s - 1) - %s : %s;\n", ic[d],
+                               r, r, r, dim, dim, r, r);
+            else if (mode == FG_PAD_WRAP)
+                fg_buf_iprintf(b, ind, "const fg_i64 %s = ((%s %% %s) + %s) %% %s;\n", ic[d], r, dim, dim, dim);
+            else   /* edge, and constant mode's in-range read */
+                fg_buf_iprintf(b, ind, "const fg_i64 %s = %s < 0 ? 0 : %s >= %s ? %s - 1 : %s;\n", ic[d], r, r, dim,
+                               dim, r);
+        }
+        if (reach && beg > 0)   /* the sides that reach outside the input */
+            fg_buf_printf(&cond, "%s%s >= 0", cond.len ? " && " : "", r);
+        if (reach && end > 0)
+            fg_buf_printf(&cond, "%s%s < %s", cond.len ? " && " : "", r, dim);
+    }
+    if (cond.len && masks && *nmasks < FG_IMAP_MAX_MASKS) {
+        fg_imap_mask *m = &masks[(*nmasks)++];
+        snprintf(m->name, sizeof m->name, "in%d", stage);
+        m->value = fg_node_attr_num(nd, "value", 0.0);
+        fg_buf_iprintf(b, ind, "const bool %s = %s;  // inside %s\n", m->name, cond.s, x->name);
+    } else if (cond.len) {
+        fg_em_fail(em, "%s: a constant pad in an input map or more than %d in one copy", nd->name,
+                   FG_IMAP_MAX_MASKS);
+    }
+    fg_buf_free(&cond);
+}
 
 /* One reshape or transpose node of the chain, mapped backwards: from the
  * coordinates of its output (oc, rank of its output) to those of its input
  * (names written to ic), emitting the locals it needs.  stage numbers the
  * locals; lin, when not NULL, is the output's logical index. */
 static void map_back(fg_emitter *em, int node, int stage, const char *lin_given, int ind, char oc[][16],
-                     char ic[][16], fg_buf *b)
+                     char ic[][16], fg_imap_mask *masks, int *nmasks, fg_buf *b)
 {
     const fg_node *nd = &em->g->nodes[node];
     const fg_tensor *y = &em->g->tensors[nd->output], *x = &em->g->tensors[nd->inputs[0]];
+    if (fg_kind(nd->op->kind)->traits & FG_KIND_MOVES) {
+        map_moves(em, nd, stage, ind, oc, ic, masks, nmasks, b);
+        return;
+    }
     if (fg_kind(nd->op->kind)->traits & FG_KIND_AXES) {
         const fg_attr_value *pm = fg_node_attr(nd, "perm");
         for (int d = 0; d < y->rank; d++)
@@ -56,6 +160,12 @@ static void map_back(fg_emitter *em, int node, int stage, const char *lin_given,
 void fg_imap_compose(fg_emitter *em, const int *nodes, int n, const char *const *oc, const char *out_lin, int ind,
                      char ic[][16], fg_buf *b)
 {
+    fg_imap_compose_masked(em, nodes, n, oc, out_lin, ind, ic, NULL, NULL, b);
+}
+
+void fg_imap_compose_masked(fg_emitter *em, const int *nodes, int n, const char *const *oc, const char *out_lin,
+                            int ind, char ic[][16], fg_imap_mask *masks, int *nmasks, fg_buf *b)
+{
     char names[2][FG_MAX_RANK][16];
     const fg_tensor *y = &em->g->tensors[em->g->nodes[nodes[n - 1]].output];
     for (int d = 0; d < y->rank; d++)
@@ -63,7 +173,7 @@ void fg_imap_compose(fg_emitter *em, const int *nodes, int n, const char *const 
     int cur = 0;
     for (int k = n - 1; k >= 0; k--) {
         const char *lin = k == n - 1 && out_lin && fg_em_row_major(em, em->out) ? out_lin : NULL;
-        map_back(em, nodes[k], k, lin, ind, names[cur], names[1 - cur], b);
+        map_back(em, nodes[k], k, lin, ind, names[cur], names[1 - cur], masks, nmasks, b);
         cur = 1 - cur;
     }
     const fg_tensor *x = &em->g->tensors[em->g->nodes[nodes[0]].inputs[0]];

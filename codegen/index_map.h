@@ -7,7 +7,8 @@
  * conv that follows it, with no copy kernel).
  *
  * A reshape keeps the logical (row-major) order of the elements and a
- * transpose permutes the axes, so a chain of them is a permutation of the
+ * transpose permutes the axes (a slice, expand or pad maps each axis on its
+ * own, index_kinds.h; only the copy family takes them), so a chain of them is a permutation of the
  * elements: given the logical coordinates of the chain's last output, the
  * composition walks the nodes last to first and yields the logical
  * coordinates of the first node's input, which the kernel reads in its own
@@ -27,6 +28,23 @@
  * when that tensor is stored row-major (the copy kernel's own output). */
 void fg_imap_compose(fg_emitter *em, const int *nodes, int n, const char *const *oc, const char *out_lin, int ind,
                      char ic[][16], fg_buf *b);
+
+/* A constant pad's condition in a composed map: the local `bool name`
+ * (the element lies inside the pad's input) and the value outside. */
+#define FG_IMAP_MAX_MASKS 4
+typedef struct fg_imap_mask {
+    char name[16];
+    double value;
+} fg_imap_mask;
+
+/* fg_imap_compose through any reshape, transpose, slice, expand or pad
+ * nodes (the copy family's chains): each constant pad appends its mask to
+ * masks (FG_IMAP_MAX_MASKS entries; *nmasks counts them, the node nearest
+ * the output first), and the caller reads the input only where every mask
+ * holds, else the value of the first that does not.  The coordinates are
+ * always inside the input (clamped where a mask fails). */
+void fg_imap_compose_masked(fg_emitter *em, const int *nodes, int n, const char *const *oc, const char *out_lin,
+                            int ind, char ic[][16], fg_imap_mask *masks, int *nmasks, fg_buf *b);
 
 /* The tensor a kernel reads for its input t: the source of the group's
  * input map (input 0 of nodes[0]) when t is the map's output (fg_group.nmap),

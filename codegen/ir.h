@@ -86,6 +86,9 @@ typedef enum fg_op_kind {
     FG_OPK_RESIZE,         /* spatial resize of [N,C,H,W]: nearest / linear / cubic, ONNX coordinate modes (resize.h) */
     FG_OPK_CONV_TRANSPOSE2D, /* x[N,C,H,W] w[C,K/g,R,S] bias?[K]; stride, padding, output_padding, dilation,
                                 groups (conv_transpose.h) */
+    FG_OPK_SLICE,          /* per-axis start, step (may be negative) and output extents (index_kinds.h) */
+    FG_OPK_EXPAND,         /* numpy broadcasting to `shape`, or `reps` repeats per axis (index_kinds.h) */
+    FG_OPK_PAD,            /* `pads` begins then ends (negative: crop), `mode`, `value` (index_kinds.h) */
     FG_OPK_COUNT
 } fg_op_kind;
 

@@ -12,6 +12,7 @@
 #include "conv_transpose.h"
 #include "diag.h"
 #include "layernorm.h"
+#include "index_kinds.h"
 #include "reduce.h"
 #include "resize.h"
 #include "shape.h"
@@ -304,6 +305,15 @@ static const fg_kind_info kinds[] = {
                                  .inputs_form = "inputs [x, weight, bias?]", .role = FG_ROLE_ANCHOR,
                                  .family = "conv_transpose", .infer = fg_infer_conv_transpose,
                                  .var_names = convt_vars, .vars = convt_vars_fn, .flops = convt_flops},
+    [FG_OPK_SLICE] = {.name = "slice", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
+                      .role = FG_ROLE_RESHAPE, .traits = FG_KIND_MOVES, .family = "copy", .infer = fg_infer_slice,
+                      .var_names = elementwise_vars, .vars = elementwise_vars_fn},
+    [FG_OPK_EXPAND] = {.name = "expand", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
+                       .role = FG_ROLE_RESHAPE, .traits = FG_KIND_MOVES, .family = "copy", .infer = fg_infer_expand,
+                       .var_names = elementwise_vars, .vars = elementwise_vars_fn},
+    [FG_OPK_PAD] = {.name = "pad", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
+                    .role = FG_ROLE_RESHAPE, .traits = FG_KIND_MOVES, .family = "copy", .infer = fg_infer_pad,
+                    .var_names = elementwise_vars, .vars = elementwise_vars_fn},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(kinds) == FG_OPK_COUNT, "kinds out of sync with fg_op_kind");
 FG_STATIC_ASSERT(FG_OPK_COUNT <= 32, "sets of kinds (rule steps, templates) are 32-bit masks");

@@ -42,9 +42,12 @@ enum {
                                       composes into its loads (index_map.c): a rule's `input_map` step */
     FG_KIND_AXES = 1u << 3,        /* a permutation that moves whole axes (its `perm` attribute); a
                                       permutation without it keeps the row-major order (a reshape) */
-    FG_KIND_BIAS_COLUMNS = 1u << 4 /* an anchor whose `bias` and hook column `c` index the output's last
+    FG_KIND_BIAS_COLUMNS = 1u << 4,/* an anchor whose `bias` and hook column `c` index the output's last
                                       axis (a GEMM's columns) and broadcast numpy-style; otherwise they
                                       index the channel axis */
+    FG_KIND_MOVES = 1u << 5        /* data movement that is no permutation (slice, expand, pad): its index
+                                      map composes with reshapes and transposes into one copy kernel
+                                      (index_map.c) at any element count */
 };
 
 #define FG_KIND_MAX_VARS 16

@@ -1539,10 +1539,53 @@ static int norm_like(nctx *nc, int rms)
 
 static int op_layer_norm(nctx *nc) { return norm_like(nc, 0); }
 static int op_rms_norm(nctx *nc) { return norm_like(nc, 1); }
+/* ---- services for the converters of other files (onnx_impl.h) ----------- */
 
-/* ---- the operator table -------------------------------------------------------- */
+fg_status fg_onnx_nerr(nctx *nc, const char *fmt, ...)
+{
+    fg_buf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    fg_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    fg_status st = nerr(nc, "%s", b.s);
+    fg_buf_free(&b);
+    return st;
+}
+const Onnx__NodeProto *fg_onnx_nc_node(const nctx *nc) { return nc->n; }
+int fg_onnx_nc_opset(const nctx *nc) { return nc->L->opset; }
+int fg_onnx_nc_has_in(const nctx *nc, int i) { return has_in(nc, i); }
+const konst *fg_onnx_nc_const(const nctx *nc, int i) { return in_const(nc, i); }
+int fg_onnx_nc_tensor(nctx *nc, int i) { return in_tensor(nc, i); }
+const fg_tensor *fg_onnx_nc_T(const nctx *nc, int t) { return T(nc, t); }
+int fg_onnx_nc_out_used(const nctx *nc, int i) { return out_used(nc, i); }
+int64_t fg_onnx_nc_attr_int(nctx *nc, const char *name, int64_t def) { return attr_int(nc, name, def); }
+double fg_onnx_nc_attr_float(nctx *nc, const char *name, double def) { return attr_float(nc, name, def); }
+const char *fg_onnx_nc_attr_str(nctx *nc, const char *name, const char *def, char *buf, size_t size)
+{
+    return attr_str(nc, name, def, buf, size);
+}
+int fg_onnx_nc_attr_ints(nctx *nc, const char *name, int want, int max, int64_t *out)
+{
+    return attr_ints(nc, name, want, max, out);
+}
+int fg_onnx_nc_ints_in(nctx *nc, int i, const char *name, int attr_until, int64_t *out, int max)
+{
+    return ints_in(nc, i, name, attr_until, out, max);
+}
+int fg_onnx_nc_emit(nctx *nc, const char *opname, const int *ins, int nins, const char *const *names,
+                    const fg_attr_value *vals, int nas, int out_slot, const char *suffix)
+{
+    aset as[FG_MAX_ATTRS];
+    for (int j = 0; j < nas && j < FG_MAX_ATTRS; j++)
+        as[j] = (aset){names[j], vals[j]};
+    return emit(nc, opname, ins, nins, as, nas < FG_MAX_ATTRS ? nas : FG_MAX_ATTRS, out_slot, suffix);
+}
+void fg_onnx_nc_def_output(nctx *nc, int i, int t) { def_output(nc, i, V_TENSOR, t); }
+void fg_onnx_nc_alias(nctx *nc, int i) { alias_output(nc, i); }
+int fg_onnx_nc_reshape_to(nctx *nc, int r, const int64_t *shape) { return reshape_to(nc, r, shape); }
 
-/* ---- services of onnx_convert_resize.h ------------------------------------ */
+/* ---- services of onnx_convert_resize.c ------------------------------------ */
 
 fg_status fg_onnx_nc_err(nctx *nc, const char *fmt, ...)
 {
@@ -1558,7 +1601,6 @@ fg_status fg_onnx_nc_err(nctx *nc, const char *fmt, ...)
 int fg_onnx_nc_failed(const nctx *nc) { return nc->bad; }
 loader *fg_onnx_nc_loader(const nctx *nc) { return nc->L; }
 int fg_onnx_nc_x(nctx *nc) { return x_in(nc); }
-int fg_onnx_nc_has_in(const nctx *nc, int i) { return has_in(nc, i); }
 int fg_onnx_nc_in_tensor(nctx *nc, int i) { return in_tensor(nc, i); }
 fg_onnx_const *fg_onnx_nc_in_const(const nctx *nc, int i) { return in_const(nc, i); }
 const Onnx__AttributeProto *fg_onnx_nc_attr(const nctx *nc, const char *name) { return attr_get(nc, name); }
@@ -1637,6 +1679,12 @@ static const fg_onnx_op onnx_ops[] = {
     {"Upsample", fg_onnx_op_upsample, "mode scales", 1, 2, 1},
     {"ConvTranspose", fg_onnx_op_conv_transpose, "auto_pad dilations group kernel_shape output_padding output_shape "
      "pads strides", 2, 3, 1},
+    {"Slice", fg_onnx_op_slice, "starts ends axes", 1, 5, 1},
+    {"Split", fg_onnx_op_split, "axis split num_outputs", 1, 2, 1},
+    {"Gather", fg_onnx_op_gather, "axis", 2, 2, 1},
+    {"Expand", fg_onnx_op_expand, "", 2, 2, 1},
+    {"Tile", fg_onnx_op_tile, "", 2, 2, 1},
+    {"Pad", fg_onnx_op_pad, "mode pads value", 1, 4, 1},
 };
 
 /* The row of every operator imported as data (op_data reads the op). */

@@ -4,7 +4,9 @@
  *   onnx_decode.c   recognising a model, reading it, the nesting guard,
  *                   tensors as constants;
  *   onnx_convert.c  the converters of each operator, the operator table, the
- *                   conversion or folding of one node;
+ *                   conversion or folding of one node (onnx_convert_index.c:
+ *                   the converters of the data-movement operators, through
+ *                   the services declared at the end of this header);
  *   onnx_graph.c    the loader's state, graph inputs and outputs, the model
  *                   walk, the entry points;
  *   onnx_convert_resize.c  the converters of Resize, Upsample, ConvTranspose
@@ -141,8 +143,7 @@ int fg_onnx_nc_failed(const struct nctx *nc);
 loader *fg_onnx_nc_loader(const struct nctx *nc);
 /* The computed input 0 as a tensor (reported when missing), or -1. */
 int fg_onnx_nc_x(struct nctx *nc);
-/* Input i is given (a non-empty name). */
-int fg_onnx_nc_has_in(const struct nctx *nc, int i);
+/* fg_onnx_nc_has_in (below): input i is given (a non-empty name). */
 /* Input i as a tensor (a constant becomes a weight), or -1. */
 int fg_onnx_nc_in_tensor(struct nctx *nc, int i);
 /* Constant input i, or NULL (absent or computed). */
@@ -160,5 +161,52 @@ int fg_onnx_nc_emit_out(struct nctx *nc, const char *opname, const int *ins, int
 int fg_onnx_op_resize(struct nctx *nc);
 int fg_onnx_op_upsample(struct nctx *nc);
 int fg_onnx_op_conv_transpose(struct nctx *nc);
+/* ---- onnx_convert.c: services for converters kept in files of their own
+ * (onnx_convert_index.c: Slice, Split, Gather, Expand, Tile, Pad) ---------- */
+
+/* The node being converted (onnx_convert.c's state of one node). */
+typedef struct nctx fg_onnx_nctx;
+
+/* Reports "<node label>: <message>" and marks the node failed; FG_ERR_INPUT. */
+fg_status fg_onnx_nerr(fg_onnx_nctx *nc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The ONNX node, the model's opset. */
+const Onnx__NodeProto *fg_onnx_nc_node(const fg_onnx_nctx *nc);
+int fg_onnx_nc_opset(const fg_onnx_nctx *nc);
+/* Whether input i is given; constant input i or NULL (absent or computed);
+ * input i as a tensor (a constant becomes a weight), -1 absent or error. */
+int fg_onnx_nc_has_in(const fg_onnx_nctx *nc, int i);
+const konst *fg_onnx_nc_const(const fg_onnx_nctx *nc, int i);
+int fg_onnx_nc_tensor(fg_onnx_nctx *nc, int i);
+/* Tensor t of the graph being built. */
+const fg_tensor *fg_onnx_nc_T(const fg_onnx_nctx *nc, int t);
+/* Whether output i is read by a node or is a graph output. */
+int fg_onnx_nc_out_used(const fg_onnx_nctx *nc, int i);
+/* Attribute readers (absent: def; of another type: reported, def); ints:
+ * exactly want values (1..max when want is 0), the count, 0 absent, -1 bad. */
+int64_t fg_onnx_nc_attr_int(fg_onnx_nctx *nc, const char *name, int64_t def);
+double fg_onnx_nc_attr_float(fg_onnx_nctx *nc, const char *name, double def);
+const char *fg_onnx_nc_attr_str(fg_onnx_nctx *nc, const char *name, const char *def, char *buf, size_t size);
+int fg_onnx_nc_attr_ints(fg_onnx_nctx *nc, const char *name, int want, int max, int64_t *out);
+/* An int64 list from constant input i (attribute name before opset
+ * attr_until); the count, -1 on error (reported), -2 when absent. */
+int fg_onnx_nc_ints_in(fg_onnx_nctx *nc, int i, const char *name, int attr_until, int64_t *out, int max);
+/* Appends a node of op opname reading ins[0..nins) with attributes
+ * names[j] = vals[j], its output named after ONNX output out_slot (suffix
+ * non-NULL: an intermediate named after the node); the output tensor or -1
+ * (reported). */
+int fg_onnx_nc_emit(fg_onnx_nctx *nc, const char *opname, const int *ins, int nins, const char *const *names,
+                    const fg_attr_value *vals, int nas, int out_slot, const char *suffix);
+/* ONNX output i stands for tensor t; output 0 for the same value as input i. */
+void fg_onnx_nc_def_output(fg_onnx_nctx *nc, int i, int t);
+void fg_onnx_nc_alias(fg_onnx_nctx *nc, int i);
+/* Output 0 is input 0 viewed with shape[0..r) (as ONNX Reshape). */
+int fg_onnx_nc_reshape_to(fg_onnx_nctx *nc, int r, const int64_t *shape);
+/* The converters of onnx_convert_index.c (rows of onnx_convert.c's table). */
+int fg_onnx_op_slice(fg_onnx_nctx *nc);
+int fg_onnx_op_split(fg_onnx_nctx *nc);
+int fg_onnx_op_gather(fg_onnx_nctx *nc);
+int fg_onnx_op_expand(fg_onnx_nctx *nc);
+int fg_onnx_op_tile(fg_onnx_nctx *nc);
+int fg_onnx_op_pad(fg_onnx_nctx *nc);
 
 #endif /* FG_ONNX_IMPL_H */

@@ -558,10 +558,11 @@ static void take_step(search *S, int s)
             continue;
         }
         const fg_tensor *ct = &g->tensors[g->nodes[c].output];
-        /* re-indexing copies chain at any shape: the copy template composes their index maps */
-        int reindex = fg_kind(g->nodes[c].op->kind)->role == FG_ROLE_RESHAPE &&
-                      fg_kind(g->nodes[prev].op->kind)->role == FG_ROLE_RESHAPE &&
-                      fg_tensor_numel(ct) == fg_tensor_numel(tt);
+        /* re-indexing copies chain at any shape: the copy template composes their index maps
+         * (slices, expands and pads at any element count too) */
+        const fg_kind_info *kc = fg_kind(g->nodes[c].op->kind), *kp = fg_kind(g->nodes[prev].op->kind);
+        int reindex = kc->role == FG_ROLE_RESHAPE && kp->role == FG_ROLE_RESHAPE &&
+                      (fg_tensor_numel(ct) == fg_tensor_numel(tt) || ((kc->traits | kp->traits) & FG_KIND_MOVES));
         /* the anchor after an input map reads the map's output as its input 0
          * and computes a tensor of its own shape */
         int reads_map = r->steps[S->cur.steps[S->cur.n - 1]].input_map && !r->steps[s].input_map;

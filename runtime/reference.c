@@ -12,6 +12,7 @@
 #include "context.h"
 #include "expr.h"
 #include "reference_norm.h"
+#include "reference_index.h"
 #include "reference_ops.h"
 #include "reference_resize.h"
 #include "util.h"
@@ -397,6 +398,9 @@ static const ref_op ref_ops[] = {
     [FG_OPK_LAYER_NORM] = {.run = fg_ref_layer_norm},
     [FG_OPK_RESIZE] = {.run = fg_ref_resize},
     [FG_OPK_CONV_TRANSPOSE2D] = {.run = fg_ref_conv_transpose},
+    [FG_OPK_SLICE] = {.run = fg_ref_slice},
+    [FG_OPK_EXPAND] = {.run = fg_ref_expand},
+    [FG_OPK_PAD] = {.run = fg_ref_pad},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(ref_ops) == FG_OPK_COUNT, "ref_ops out of sync with fg_op_kind");
 

@@ -323,8 +323,8 @@ static void test_unknown_kind(void **state)
                "o.yaml:2:7: error: unknown op kind 'pointwize' (did you mean 'pointwise'?)");
     expect_bad("o.yaml", "op: foo\nkind: xyzzy\nexpr: x\n",
                "o.yaml:2:7: error: unknown op kind 'xyzzy' (expected pointwise, conv2d, matmul, batch_norm, pool2d, "
-               "global_pool, flatten, reshape, transpose, concat, softmax, lrn, reduce, layer_norm, resize or "
-               "conv_transpose2d)");
+               "global_pool, flatten, reshape, transpose, concat, softmax, lrn, reduce, layer_norm, resize, "
+               "conv_transpose2d, slice, expand or pad)");
 }
 
 static void test_unknown_key(void **state)
