@@ -1613,6 +1613,8 @@ int fg_onnx_nc_emit_out(nctx *nc, const char *opname, const int *ins, int nins, 
     return emit_out(nc, opname, ins, nins, as, nas < FG_MAX_ATTRS ? nas : FG_MAX_ATTRS);
 }
 
+/* ---- the operator table -------------------------------------------------------- */
+
 struct fg_onnx_op {
     const char *type;
     int (*fn)(nctx *nc);
