@@ -236,6 +236,10 @@ UNCLAIMED_FORMS = (
                                                                           "claimed: constants)"),
     (r"only 2-D transposed convolution is supported", "transposed convolution other than 2-D"),
     (r"\(Resize\): antialias=1 is not supported", "Resize with antialias"),
+    (r"only 2-D convolution is supported", "convolution other than 2-D"),
+    (r"constant '[^']*' of type (\w+) is used as a tensor", "a %s constant used as a tensor (claimed: float types)"),
+    (r"constant '[^']*' is empty|parts have at least one element \(fusegen tensors have no empty axis\)",
+     "an empty tensor (a dimension of 0)"),
 )
 
 
