@@ -69,7 +69,7 @@ row() { awk -v r="$2" -v c="$3" '$1 == r && $2 ~ /^[0-9]+$/ { print $(c + 1) }' 
 counter() { sed -n "s/.*$2 \([0-9]*\).*/\1/p" "$T/$1.stats"; }
 warnings() { grep -c "warning: remote kernel cache" "$T/$1.err" || true; }
 kernels() { sed -n 's/^total: \([0-9]*\) kernels.*/\1/p' "$T/$1.out"; }
-compiled() { sed -n 's/^total: [0-9]* kernels (\([0-9]*\) compiled.*/\1/p' "$T/$1.out"; }
+compiled() { sed -n 's/^total: [0-9]* kernels[^(]*(\([0-9]*\) compiled.*/\1/p' "$T/$1.out"; }
 from_remote() { sed -n 's/^total: .* \([0-9]*\) from the remote cache.*/\1/p' "$T/$1.out"; }
 
 # ---- two hosts share one remote cache (emulation) ---------------------------
