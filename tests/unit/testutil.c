@@ -424,3 +424,63 @@ void tu_cubin_read(const fg_kernel *k, fg_res_usage *res, fg_sass_mix *mix, char
     else
         free(out);
 }
+
+/* ---- a run against the reference, NaN and infinities compared ---- */
+
+void tu_exec_compare(fg_context *ctx, const fg_graph *g, struct fg_exec *e, tu_poke_fn poke, uint64_t s,
+                     tu_cmp *res)
+{
+    memset(res, 0, sizeof *res);
+    double **ref = fg_xcalloc((size_t)g->ntensors + 1, sizeof *ref);
+    fg_reference_random_inputs(g, s, ref);
+    if (poke)
+        poke(g, ref);
+    int nin = fg_exec_input_count(e), nout = fg_exec_output_count(e), nio = nin + nout;
+    assert_int_equal(nout, 1);
+    fg_binding *b = fg_xcalloc((size_t)nio + 1, sizeof *b);
+    for (int i = 0; i < nio; i++) {
+        fg_tensor_info info;
+        assert_int_equal(i < nin ? fg_exec_input_info(e, i, &info) : fg_exec_output_info(e, i - nin, &info), FG_OK);
+        b[i] = (fg_binding){info.name, fg_xmalloc(info.bytes ? info.bytes : 1)};
+        int t = fg_graph_find_tensor(g, info.name);
+        assert_true(t >= 0);
+        if (i < nin) {
+            for (int64_t k = 0; k < fg_tensor_numel(&g->tensors[t]); k++)
+                ref[t][k] = fg_round_to_dtype(ref[t][k], info.dtype);
+            fg_tensor_pack(&g->tensors[t], info.layout, ref[t], b[i].data);
+        } else {
+            memset(b[i].data, 0xFF, info.bytes);   /* NaN in every dtype */
+        }
+    }
+    fg_status st = fg_exec_run_host(e, b, nio);
+    if (st)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    assert_int_equal(fg_reference_run(ctx, g, ref), FG_OK);
+    int t = fg_graph_find_tensor(g, b[nin].name);
+    int64_t n = fg_tensor_numel(&g->tensors[t]);
+    double *got = fg_xmalloc((size_t)n * sizeof *got), num = 0, den = 0;
+    fg_tensor_unpack(&g->tensors[t], g->tensors[t].layout, b[nin].data, got);
+    for (int64_t k = 0; k < n; k++) {
+        double r = ref[t][k], v = got[k];
+        if (isnan(r)) {
+            res->nan_ref++;
+            res->nan_mismatch += !isnan(v);
+            continue;
+        }
+        if (isnan(v) || isinf(v) || isinf(r)) {
+            res->nan_mismatch += isnan(v);
+            res->inf_mismatch += !isnan(v) && v != r;
+            continue;
+        }
+        num += (v - r) * (v - r);
+        den += r * r;
+    }
+    res->rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    free(got);
+    for (int i = 0; i < nio; i++)
+        free(b[i].data);
+    free(b);
+    fg_reference_free(g, ref);
+    free(ref);
+}

@@ -30,6 +30,18 @@ struct fg_exec *tu_compile_emu(fg_context *ctx, const fg_plan *p);
  * (rounded to each input's dtype) with NaN-poisoned outputs, and asserts that
  * every output is within relative L2 `tol` of the host reference of g. */
 void tu_exec_vs_reference(fg_context *ctx, const fg_graph *g, struct fg_exec *e, uint64_t seed, double tol);
+/* Sets special values in the inputs before a run (NULL: none). */
+typedef void (*tu_poke_fn)(const fg_graph *g, double **vals);
+typedef struct tu_cmp {
+    double rel;           /* relative L2 over the elements that are not NaN in the reference */
+    int64_t nan_ref, nan_mismatch, inf_mismatch;
+} tu_cmp;
+/* Runs compiled plan e (one output) of graph g on seeded random inputs
+ * (rounded to the dtype; poke sets special values), the output poisoned with
+ * NaN, and compares the output with the reference: NaN where the reference
+ * is NaN and nowhere else, the same infinities, relative L2 over the rest. */
+void tu_exec_compare(fg_context *ctx, const fg_graph *g, struct fg_exec *e, tu_poke_fn poke, uint64_t seed,
+                     tu_cmp *res);
 /* A context with no rules loaded (quiet warnings). */
 fg_context *tu_ctx_empty(void);
 /* A context with the shipped rules/ loaded; fails the test if they do not load. */
