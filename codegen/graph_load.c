@@ -6,10 +6,12 @@
  * topological order (shape.c).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uthash.h>
 
 #include "context.h"
@@ -17,6 +19,7 @@
 #include "kind.h"
 #include "load.h"
 #include "onnx_load.h"
+#include "safe_open.h"
 #include "shape.h"
 #include "weights_file.h"
 
@@ -64,6 +67,7 @@ typedef struct loader {
     raw_node *raw;
     int nraw, raw_cap;
     struct open_wfile *wfiles;   /* .safetensors files opened for `file:` weights */
+    int dirfd;                   /* the graph file's directory, opened once; -1 for text */
 } loader;
 
 static int table_find(name_ent *t, const char *name)
@@ -214,7 +218,7 @@ static void parse_inputs(loader *L, const fg_ynode *seq)
 /* A .safetensors file opened for this graph (weights may share one). */
 typedef struct open_wfile {
     struct open_wfile *next;
-    char *path;                 /* resolved */
+    char *rel;                  /* as the graph names it */
     fg_safetensors *st;
 } open_wfile;
 
@@ -224,42 +228,9 @@ static void close_weight_files(loader *L)
         open_wfile *f = L->wfiles;
         L->wfiles = f->next;
         fg_safetensors_close(f->st);
-        free(f->path);
+        free(f->rel);
         free(f);
     }
-}
-
-/* Resolves rel against the directory of the graph file: a relative path
- * that stays inside that directory once ".", ".." and symbolic links are
- * resolved.  Returns the malloc'd real path, or NULL with a reason. */
-static char *resolve_weight_path(const char *graph_path, const char *rel, char *why, size_t whysz)
-{
-    if (!*rel || rel[0] == '/') {
-        snprintf(why, whysz, "%s", *rel ? "is an absolute path; a weight file lies in the graph's directory"
-                                        : "is empty");
-        return NULL;
-    }
-    char *dir = fg_xstrdup(graph_path), *slash = strrchr(dir, '/');
-    if (slash)
-        slash[slash == dir ? 1 : 0] = 0;
-    else
-        strcpy(dir, ".");
-    char *joined = fg_path_join(dir, rel), *res = NULL;
-    char *rdir = realpath(dir, NULL), *rfile = rdir ? realpath(joined, NULL) : NULL;
-    if (!rdir || !rfile) {
-        snprintf(why, whysz, "%s", strerror(errno));
-    } else {
-        size_t n = strlen(rdir);
-        if (strcmp(rdir, "/") != 0 && (strncmp(rfile, rdir, n) != 0 || rfile[n] != '/'))
-            snprintf(why, whysz, "leaves the graph's directory (it resolves to %s); refused", rfile);
-        else
-            res = fg_xstrdup(rfile);
-    }
-    free(rdir);
-    free(rfile);
-    free(joined);
-    free(dir);
-    return res;
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -300,29 +271,31 @@ static int load_weight_file(loader *L, const fg_ynode *m, fg_tensor *t)
     }
     if (tv && !fg_yget_str(L->ctx, tv, "tensor", &tname))
         return 0;
-    if (!L->g->path) {
+    if (L->dirfd < 0) {
         fg_diag_error(L->ctx, FG_ERR_INPUT, f->loc,
                       "weight '%s': `file:` needs a graph read from a file (fg_graph_load), not from text", t->name);
         return 0;
     }
-    char *real = resolve_weight_path(L->g->path, rel, why, sizeof why);
-    if (!real) {
-        fg_diag_error(L->ctx, FG_ERR_INPUT, f->loc, "weight '%s': file '%s' %s", t->name, rel, why);
+    fg_file_tensor ft;
+    int rc, fd = -1;
+    open_wfile *o = st ? L->wfiles : NULL;
+    while (o && strcmp(o->rel, rel) != 0)
+        o = o->next;
+    /* Opened once, beneath the graph's directory: no '..', no links. */
+    if (!o && (fd = fg_open_beneath(L->dirfd, rel, FG_OPEN_NOFOLLOW, NULL, why, sizeof why)) < 0) {
+        fg_diag_error(L->ctx, FG_ERR_INPUT, f->loc, "weight '%s': file '%s'%s%s", t->name, rel, fg_reason_sep(why),
+                      why);
         return 0;
     }
-    fg_file_tensor ft;
-    int rc;
     if (npy) {
-        rc = fg_npy_read(real, FG_MAX_WEIGHT_NUMEL, &ft, why, sizeof why);
+        rc = fg_npy_read_fd(fd, FG_MAX_WEIGHT_NUMEL, &ft, why, sizeof why);
+        close(fd);
     } else {
-        open_wfile *o = L->wfiles;
-        while (o && strcmp(o->path, real) != 0)
-            o = o->next;
         if (!o) {
-            fg_safetensors *sf = fg_safetensors_open(real, why, sizeof why);
+            fg_safetensors *sf = fg_safetensors_open_fd(fd, why, sizeof why);
             if (sf) {
                 o = fg_xcalloc(1, sizeof *o);
-                o->path = fg_xstrdup(real);
+                o->rel = fg_xstrdup(rel);
                 o->st = sf;
                 o->next = L->wfiles;
                 L->wfiles = o;
@@ -332,7 +305,6 @@ static int load_weight_file(loader *L, const fg_ynode *m, fg_tensor *t)
         if (!o || !tv)
             tv = f;   /* where a failure is reported */
     }
-    free(real);
     if (rc) {
         fg_diag_error(L->ctx, FG_ERR_INPUT, npy ? f->loc : tv->loc, "weight '%s': %s: %s", t->name, rel, why);
         return 0;
@@ -885,7 +857,7 @@ static void parse_outputs(loader *L, const fg_ynode *seq)
     }
 }
 
-static fg_status load(fg_context *ctx, const char *file, const char *text, size_t len, const char *path,
+static fg_status load(fg_context *ctx, const char *file, const char *text, size_t len, const char *path, int dirfd,
                       fg_graph **out)
 {
     int errs0 = ctx->nerrors;
@@ -896,6 +868,7 @@ static fg_status load(fg_context *ctx, const char *file, const char *text, size_
         return st;
     loader L = {0};
     L.ctx = ctx;
+    L.dirfd = dirfd;
     L.g = fg_xcalloc(1, sizeof *L.g);
     L.g->path = path ? fg_intern(ctx, path) : NULL;
     const fg_ynode *m = doc->ndocs > 0 ? doc->docs[0] : NULL, *v;
@@ -991,20 +964,35 @@ FG_API fg_status fg_graph_parse(fg_context *ctx, const char *name, const char *t
 {
     if (text && fg_onnx_is_model_data(text, len))   /* a serialized ONNX model (onnx_decode.c) */
         return fg_graph_load_onnx_memory(ctx, name, text, len, NULL, out);
-    return load(ctx, name ? name : "<graph>", text, len, NULL, out);
+    return load(ctx, name ? name : "<graph>", text, len, NULL, -1, out);
 }
 
 FG_API fg_status fg_graph_load(fg_context *ctx, const char *path, fg_graph **out)
 {
     size_t len;
     *out = NULL;
-    if (path && fg_onnx_is_model_file(path))         /* .onnx, or ONNX content (onnx_decode.c) */
-        return fg_graph_load_onnx(ctx, path, NULL, out);
-    char why[160];
-    char *text = fg_read_input_file(path, FG_GRAPH_FILE_MAX, &len, why, sizeof why);
-    if (!text)
+    if (!ctx || !path)
+        return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_graph_load: NULL argument") : FG_ERR_INPUT;
+    /* The graph's directory and then the file in it are opened once; the
+     * file is recognised and read from its descriptor, and weight files are
+     * opened beneath the directory's. */
+    char why[300];
+    int dirfd, fd = fg_open_beside(path, &dirfd, NULL, why, sizeof why);
+    if (fd < 0)
         return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0}, "cannot read graph: %s", why);
-    fg_status st = load(ctx, path, text, len, path, out);
+    unsigned char head[2];
+    int onnx = ends_with(path, ".onnx") || (pread(fd, head, 2, 0) == 2 && fg_onnx_is_model_data(head, 2));
+    char *text = fg_read_fd(fd, onnx ? FG_ONNX_FILE_MAX : FG_GRAPH_FILE_MAX, &len, why, sizeof why);
+    close(fd);
+    fg_status st;
+    if (!text)
+        st = fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0}, "cannot read %s: %s",
+                           onnx ? "model" : "graph", why);
+    else if (onnx)   /* .onnx, or ONNX content (onnx_decode.c) */
+        st = fg_onnx_load_at(ctx, path, text, len, dirfd, NULL, out);
+    else
+        st = load(ctx, path, text, len, path, dirfd, out);
     free(text);
+    close(dirfd);
     return st;
 }

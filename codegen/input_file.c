@@ -13,115 +13,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "safe_open.h"
 #include "util.h"
-
-static const char *file_kind(mode_t m)
-{
-    if (S_ISDIR(m))
-        return "a directory";
-    if (S_ISFIFO(m))
-        return "a FIFO";
-    if (S_ISCHR(m))
-        return "a character device";
-    if (S_ISBLK(m))
-        return "a block device";
-    if (S_ISSOCK(m))
-        return "a socket";
-    return "not a regular file";
-}
-
-static void put_size(char *out, size_t size, unsigned long long bytes)
-{
-    if (bytes >= (1ULL << 20) && bytes % (1ULL << 20) == 0)
-        snprintf(out, size, "%llu MiB", bytes >> 20);
-    else if (bytes >= (1ULL << 20))
-        snprintf(out, size, "%.1f MiB", (double)bytes / (double)(1ULL << 20));
-    else
-        snprintf(out, size, "%llu bytes", bytes);
-}
-
-/* Refuses what is not a regular file of at most max bytes; 0 when fine. */
-static int check_stat(const struct stat *st, size_t max, char *why, size_t size)
-{
-    if (!S_ISREG(st->st_mode)) {
-        snprintf(why, size, "not a regular file (%s)", file_kind(st->st_mode));
-        errno = S_ISDIR(st->st_mode) ? EISDIR : EINVAL;
-        return -1;
-    }
-    if (st->st_size < 0 || (unsigned long long)st->st_size > max) {
-        char a[32], b[32];
-        put_size(a, sizeof a, (unsigned long long)st->st_size);
-        put_size(b, sizeof b, max);
-        snprintf(why, size, "the file is %s, more than the %s limit", a, b);
-        errno = EFBIG;
-        return -1;
-    }
-    return 0;
-}
 
 char *fg_read_input_file(const char *path, size_t max, size_t *len, char *why, size_t size)
 {
-    struct stat st;
     if (len)
         *len = 0;
     if (size)
         why[0] = 0;
-    /* Look before opening: opening a device can have effects of its own. */
-    if (stat(path, &st) != 0) {
-        snprintf(why, size, "%s", strerror(errno));
+    /* Opened once (as named: links followed), checked and read from the
+     * descriptor (safe_open.h). */
+    int fd = fg_open_beneath(AT_FDCWD, path, 0, NULL, why, size);
+    if (fd < 0)
         return NULL;
-    }
-    if (check_stat(&st, max, why, size) != 0)
-        return NULL;
-    /* O_NONBLOCK: a FIFO swapped in after the stat does not block the open. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(why, size, "%s", strerror(errno));
-        return NULL;
-    }
-    if (fstat(fd, &st) != 0 || check_stat(&st, max, why, size) != 0) {
-        int err = errno;
-        if (!why[0])
-            snprintf(why, size, "%s", strerror(err));
-        close(fd);
-        errno = err;
-        return NULL;
-    }
-    size_t cap = (size_t)st.st_size + 1, n = 0;
-    char *buf = fg_xmalloc(cap + 1);
-    for (;;) {
-        if (n == cap) {
-            if (cap > max) {   /* grew past the limit while being read */
-                char b[32];
-                put_size(b, sizeof b, max);
-                snprintf(why, size, "the file grew past the %s limit while it was read", b);
-                errno = EFBIG;
-                free(buf);
-                close(fd);
-                return NULL;
-            }
-            cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-            buf = fg_xrealloc(buf, cap + 1);
-        }
-        ssize_t r = read(fd, buf + n, cap - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int err = errno;
-            snprintf(why, size, "%s", strerror(err));
-            free(buf);
-            close(fd);
-            errno = err;
-            return NULL;
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-    }
+    char *buf = fg_read_fd(fd, max, len, why, size);
+    int err = errno;
     close(fd);
-    buf[n] = 0;
-    if (len)
-        *len = n;
+    errno = err;
     return buf;
 }
 

@@ -16,6 +16,7 @@
 
 #include "num.h"
 #include "onnx_impl.h"
+#include "safe_open.h"
 
 /* ---- recognising a model ------------------------------------------------ */
 
@@ -42,45 +43,6 @@ int fg_onnx_is_model_file(const char *path)
             fg_onnx_is_model_data(head, 2);
     close(fd);
     return r;
-}
-
-/* Reads at most max bytes of the regular file path (a FIFO or device is
- * refused without reading); malloc'd, or NULL with a reason in why. */
-unsigned char *fg_onnx_read_regular(const char *path, size_t max, size_t *len, char *why, size_t whysz)
-{
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(why, whysz, "%s", strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    unsigned char *buf = NULL;
-    if (fstat(fd, &st) != 0) {
-        snprintf(why, whysz, "%s", strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        snprintf(why, whysz, "not a regular file");
-    } else if ((uint64_t)st.st_size > max) {
-        snprintf(why, whysz, "is %lld bytes, more than the limit of %zu", (long long)st.st_size, max);
-    } else {
-        size_t n = (size_t)st.st_size, got = 0;
-        buf = fg_xmalloc(n + 1);
-        while (got < n) {
-            ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                snprintf(why, whysz, "%s", r < 0 ? strerror(errno) : "file shrank while read");
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            got += (size_t)r;
-        }
-        if (buf)
-            *len = n;
-    }
-    close(fd);
-    return buf;
 }
 
 /* ---- nesting guard ------------------------------------------------------ *
@@ -144,30 +106,6 @@ int fg_onnx_depth_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p, cons
     return 1;
 }
 
-
-/* Resolves rel against directory dir and returns the malloc'd real path;
- * NULL with a reason for an absolute rel, one that resolves (after "..",
- * "." and symbolic links) outside dir, or a missing file. */
-static char *resolve_inside(const char *dir, const char *rel, char *why, size_t whysz)
-{
-    if (rel[0] == '/') {
-        snprintf(why, whysz, "is an absolute path; it must lie in the model's directory");
-        return NULL;
-    }
-    char *joined = fg_path_join(dir, rel), *res = NULL;
-    char real_dir[PATH_MAX], real_file[PATH_MAX];
-    if (!realpath(dir, real_dir) || !realpath(joined, real_file)) {
-        snprintf(why, whysz, "%s", strerror(errno));
-    } else {
-        size_t n = strlen(real_dir);
-        if (strncmp(real_file, real_dir, n) != 0 || (real_file[n] != '/' && strcmp(real_dir, "/") != 0))
-            snprintf(why, whysz, "lies outside the model's directory; refused");
-        else
-            res = fg_xstrdup(real_file);
-    }
-    free(joined);
-    return res;
-}
 
 /* ---- tensors ---------------------------------------------------------------- */
 
@@ -237,38 +175,41 @@ static int read_external(loader *L, const Onnx__TensorProto *t, konst *k, const 
         fg_onnx_lerr(L, "%s: external data without a location", what);
         return 0;
     }
-    if (!L->base_dir) {
+    if (!L->base_dir && L->base_fd < 0) {
         fg_onnx_lerr(L, "%s: external data file '%s' cannot be read: the model was given in memory without a base "
                 "directory", what, fg_onnx_esc(location, b1, sizeof b1));
-        return 0;
-    }
-    char why[200], *real_file = resolve_inside(L->base_dir, location, why, sizeof why);
-    int ok = 0;
-    if (!real_file) {
-        fg_onnx_lerr(L, "%s: external data file '%s' %s%s", what, fg_onnx_esc(location, b1, sizeof b1),
-                     strchr(why, ' ') ? "" : ": ", why);
         return 0;
     }
     int64_t need = k->numel * fg_onnx_dtype_size(k->dtype);
     if (length >= 0 && length != need) {
         fg_onnx_lerr(L, "%s: external data length %lld does not match %lld elements of %s (%lld bytes)", what,
                      (long long)length, (long long)k->numel, fg_onnx_dtype_name(k->dtype), (long long)need);
-        goto out;
+        return 0;
     }
-    int fd = open(real_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fg_onnx_lerr(L, "%s: external data file '%s' %s", what, fg_onnx_esc(location, b1, sizeof b1),
-                     fd < 0 ? strerror(errno) : "is not a regular file");
-        if (fd >= 0)
-            close(fd);
-        goto out;
+    char why[300];
+    if (L->base_fd < 0) {   /* the directory, opened once for the whole load */
+        if ((L->base_fd = fg_dir_open(L->base_dir, why, sizeof why)) < 0) {
+            fg_onnx_lerr(L, "%s: external data file '%s' cannot be read: %s", what,
+                         fg_onnx_esc(location, b1, sizeof b1), why);
+            return 0;
+        }
+        L->own_base_fd = 1;
     }
-    if (offset > st.st_size || need > st.st_size - offset) {
-        fg_onnx_lerr(L, "%s: external data file '%s' holds %lld bytes; the tensor needs %lld at offset %lld", what,
-                     fg_onnx_esc(location, b1, sizeof b1), (long long)st.st_size, (long long)need, (long long)offset);
+    /* Opened once beneath the model's directory (no '..', no absolute path,
+     * no symbolic link) and read from that descriptor only. */
+    uint64_t size;
+    int fd = fg_open_beneath(L->base_fd, location, FG_OPEN_NOFOLLOW, &size, why, sizeof why);
+    if (fd < 0) {
+        fg_onnx_lerr(L, "%s: external data file '%s'%s%s", what, fg_onnx_esc(location, b1, sizeof b1),
+                     fg_reason_sep(why), why);
+        return 0;
+    }
+    if ((uint64_t)offset > size || (uint64_t)need > size - (uint64_t)offset) {
+        fg_onnx_lerr(L, "%s: external data file '%s' holds %llu bytes; the tensor needs %lld at offset %lld", what,
+                     fg_onnx_esc(location, b1, sizeof b1), (unsigned long long)size, (long long)need,
+                     (long long)offset);
         close(fd);
-        goto out;
+        return 0;
     }
     uint8_t *buf = fg_xmalloc((size_t)need + 1);
     int64_t got = 0;
@@ -284,14 +225,11 @@ static int read_external(loader *L, const Onnx__TensorProto *t, konst *k, const 
     if (got != need) {
         fg_onnx_lerr(L, "%s: external data file '%s': short read", what, fg_onnx_esc(location, b1, sizeof b1));
         free(buf);
-        goto out;
+        return 0;
     }
     decode_bytes(k, buf, k->numel);
     free(buf);
-    ok = 1;
-out:
-    free(real_file);
-    return ok;
+    return 1;
 }
 
 /* Decodes TensorProto t into a new constant named name; returns its index

@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "onnx_impl.h"
+#include "safe_open.h"
 #include "kind.h"
 #include "shape.h"
 
@@ -534,7 +536,7 @@ static void load_model(loader *L, const Onnx__ModelProto *m)
 }
 
 static fg_status load(fg_context *ctx, const char *name, const void *data, size_t len, const char *base_dir,
-                      const char *path, const fg_onnx_options *opts, fg_graph **out)
+                      int base_fd, const char *path, const fg_onnx_options *opts, fg_graph **out)
 {
     int errs0 = ctx->nerrors;
     loader L = {0};
@@ -542,6 +544,7 @@ static fg_status load(fg_context *ctx, const char *name, const void *data, size_
     L.file = fg_intern(ctx, name);
     L.loc = (fg_loc){L.file, 0, 0};
     L.base_dir = base_dir;
+    L.base_fd = base_fd;
     L.opts = opts;
     L.unknown = -1;
     L.fold_left = ctx->env.onnx_fold_bytes ? ctx->env.onnx_fold_bytes : (uint64_t)FG_DEFAULT_ONNX_FOLD_MB << 20;
@@ -574,6 +577,8 @@ static fg_status load(fg_context *ctx, const char *name, const void *data, size_
     free(L.consts);
     free(L.tensor_onnx);
     free(L.fold);
+    if (L.own_base_fd)
+        close(L.base_fd);
     if (ctx->nerrors != errs0) {
         fg_graph_free(L.g);
         return FG_ERR_INPUT;
@@ -592,7 +597,14 @@ FG_API fg_status fg_graph_load_onnx_memory(fg_context *ctx, const char *name, co
                    : FG_ERR_INPUT;
     if (o && o->ndims && (o->ndims < 0 || !o->dims))
         return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_onnx_options: ndims %d without dims", o->ndims);
-    return load(ctx, name ? name : "<onnx>", data, len, o ? o->base_dir : NULL, NULL, o, out);
+    return load(ctx, name ? name : "<onnx>", data, len, o ? o->base_dir : NULL, -1, NULL, o, out);
+}
+
+fg_status fg_onnx_load_at(fg_context *ctx, const char *path, const void *data, size_t len, int dirfd,
+                          const fg_onnx_options *o, fg_graph **out)
+{
+    *out = NULL;
+    return load(ctx, path, data, len, NULL, dirfd, path, o, out);
 }
 
 FG_API fg_status fg_graph_load_onnx(fg_context *ctx, const char *path, const fg_onnx_options *o, fg_graph **out)
@@ -603,20 +615,21 @@ FG_API fg_status fg_graph_load_onnx(fg_context *ctx, const char *path, const fg_
         return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_graph_load_onnx: NULL argument") : FG_ERR_INPUT;
     if (o && o->ndims && (o->ndims < 0 || !o->dims))
         return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_onnx_options: ndims %d without dims", o->ndims);
-    char why[200];
+    /* The model's directory and then the model in it are opened once;
+     * external data is opened beneath the directory's descriptor. */
+    char why[300];
     size_t len = 0;
-    unsigned char *data = fg_onnx_read_regular(path, FG_ONNX_FILE_MAX, &len, why, sizeof why);
-    if (!data)
+    int dirfd, fd = fg_open_beside(path, &dirfd, NULL, why, sizeof why);
+    unsigned char *data = fd < 0 ? NULL : (unsigned char *)fg_read_fd(fd, FG_ONNX_FILE_MAX, &len, why, sizeof why);
+    if (fd >= 0)
+        close(fd);
+    if (!data) {
+        if (dirfd >= 0)
+            close(dirfd);
         return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0}, "cannot read model: %s", why);
-    /* external data lives beside the model */
-    char *dir = fg_xstrdup(path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        slash[slash == dir ? 1 : 0] = 0;
-    else
-        strcpy(dir, ".");
-    fg_status st = load(ctx, path, data, len, dir, path, o, out);
-    free(dir);
+    }
+    fg_status st = fg_onnx_load_at(ctx, path, data, len, dirfd, o, out);
+    close(dirfd);
     free(data);
     return st;
 }

@@ -56,6 +56,8 @@ typedef struct loader {
     const char *file;          /* interned, for locations */
     fg_loc loc;
     const char *base_dir;      /* external data root, or NULL */
+    int base_fd;               /* base_dir opened (once, at the first external tensor), or -1 */
+    int own_base_fd;           /* base_fd is closed at the end of the load */
     const fg_onnx_options *opts;
     int opset;
     value *values;
@@ -98,9 +100,6 @@ int fg_onnx_new_weight(loader *L, const char *onnx_name, const char *hint, fg_dt
 
 /* ---- onnx_decode.c: decoding ---------------------------------------------- */
 
-/* Reads at most max bytes of the regular file path (a FIFO or device is
- * refused without reading); malloc'd, or NULL with a reason in why. */
-unsigned char *fg_onnx_read_regular(const char *path, size_t max, size_t *len, char *why, size_t whysz);
 /* 0 when messages of type d in p .. end nest deeper than
  * FG_ONNX_PB_MAX_DEPTH (depth: the nesting of p itself); 1 otherwise (also
  * when the bytes are malformed: protobuf-c reports that). */

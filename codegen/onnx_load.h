@@ -41,6 +41,13 @@
 #define FG_ONNX_OPSET_MIN 7
 #define FG_ONNX_OPSET_MAX 28
 
+/* Loads the serialized model data (len bytes) read from the file path whose
+ * directory is open as dirfd (not closed): external data files are opened
+ * beneath dirfd (safe_open.h).  What fg_graph_load and fg_graph_load_onnx
+ * call once they have opened and read the file. */
+fg_status fg_onnx_load_at(fg_context *ctx, const char *path, const void *data, size_t len, int dirfd,
+                          const fg_onnx_options *o, fg_graph **out);
+
 /* Nonzero when path names an ONNX model: its name ends in ".onnx", or its
  * first byte is that of a serialized ModelProto (field 1, ir_version, as a
  * varint: 0x08).  A file that cannot be opened is not ONNX (the caller's own

@@ -20,6 +20,7 @@
 
 #include "diag.h"
 #include "num.h"
+#include "safe_open.h"
 #include "util.h"
 
 static int fail(char *why, size_t whysz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -101,24 +102,23 @@ static void to_host_order(unsigned char *raw, int64_t n, int esz, int file_le)
 
 /* ---- files ---------------------------------------------------------------- */
 
-/* Opens a regular file for reading (never blocks on a FIFO or device). */
+/* Opens the regular file path as named, once (never blocks on a FIFO or
+ * device); its size from the descriptor. */
 static int open_regular(const char *path, uint64_t *size, char *why, size_t whysz)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return fail(why, whysz, "%s", strerror(errno));
+    return fg_open_beneath(AT_FDCWD, path, 0, size, why, whysz);
+}
+
+/* The size of the regular file open as fd. */
+static int fd_size(int fd, uint64_t *size, char *why, size_t whysz)
+{
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return fail(why, whysz, "%s", strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return fail(why, whysz, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
-    }
+    if (fstat(fd, &st) != 0)
+        return fail(why, whysz, "%s", strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return fail(why, whysz, "not a regular file (%s)", fg_file_kind(st.st_mode));
     *size = (uint64_t)st.st_size;
-    return fd;
+    return 0;
 }
 
 /* Reads exactly n bytes at offset off. */
@@ -350,6 +350,17 @@ int fg_npy_read(const char *path, int64_t max_numel, fg_file_tensor *out, char *
     int fd = open_regular(path, &size, why, whysz);
     if (fd < 0)
         return -1;
+    int rc = fg_npy_read_fd(fd, max_numel, out, why, whysz);
+    close(fd);
+    return rc;
+}
+
+int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, size_t whysz)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t size;
+    if (fd_size(fd, &size, why, whysz))
+        return -1;
     int rc = -1;
     char *hdr = NULL;
     unsigned char *raw = NULL;
@@ -448,7 +459,6 @@ int fg_npy_read(const char *path, int64_t max_numel, fg_file_tensor *out, char *
     memcpy(out->shape, shape, sizeof(int64_t) * (size_t)rank);
     rc = 0;
 done:
-    close(fd);
     free(hdr);
     free(raw);
     return rc;
@@ -548,8 +558,16 @@ fg_safetensors *fg_safetensors_open(const char *path, char *why, size_t whysz)
 {
     uint64_t size;
     int fd = open_regular(path, &size, why, whysz);
-    if (fd < 0)
+    return fd < 0 ? NULL : fg_safetensors_open_fd(fd, why, whysz);
+}
+
+fg_safetensors *fg_safetensors_open_fd(int fd, char *why, size_t whysz)
+{
+    uint64_t size;
+    if (fd_size(fd, &size, why, whysz)) {
+        close(fd);
         return NULL;
+    }
     fg_safetensors *s = fg_xcalloc(1, sizeof *s);
     s->fd = fd;
     unsigned char pre[8];

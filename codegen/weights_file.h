@@ -40,6 +40,9 @@ typedef struct fg_file_tensor {
  * order, other dtypes, scalars, a bad magic string, a malformed header, a
  * truncated file and bytes after the data are refused. */
 int fg_npy_read(const char *path, int64_t max_numel, fg_file_tensor *out, char *why, size_t whysz);
+/* The same from the regular file open as fd (read with pread; fd stays
+ * open): what a loader that opened the file itself (safe_open.h) calls. */
+int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, size_t whysz);
 
 /* Element types fg_npy_write can write. */
 typedef enum fg_npy_type { FG_NPY_F32 = 0, FG_NPY_F16, FG_NPY_F64 } fg_npy_type;
@@ -59,6 +62,9 @@ typedef struct fg_safetensors fg_safetensors;
  * non-negative integers and "data_offsets" [begin, end] inside the data
  * that follows the header.  NULL on failure. */
 fg_safetensors *fg_safetensors_open(const char *path, char *why, size_t whysz);
+/* The same from the regular file open as fd, which the result owns (it is
+ * closed on failure too). */
+fg_safetensors *fg_safetensors_open_fd(int fd, char *why, size_t whysz);
 void fg_safetensors_close(fg_safetensors *s);
 
 /* Reads tensor name (dtype F32, F16 or BF16, 1..FG_MAX_RANK dimensions, at

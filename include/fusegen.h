@@ -214,12 +214,13 @@ typedef struct fg_onnx_options {
     int ndims;
     const fg_onnx_dim *dims; /* symbolic dimensions not listed here are 1 */
     const char *base_dir;    /* fg_graph_load_onnx_memory: directory that external data files are
-                                resolved against; NULL: external data is refused */
+                                opened beneath (once per load); NULL: external data is refused */
     size_t size;             /* 0 or sizeof(fg_onnx_options) */
 } fg_onnx_options;
 
-/* Loads an ONNX model file; external data files are resolved relative to
- * the model's directory and may not leave it.  o may be NULL. */
+/* Loads an ONNX model file; external data files are opened beneath the
+ * model's directory, opened once: a relative location without ".." or
+ * symbolic links, read from the descriptor opened.  o may be NULL. */
 FG_API fg_status fg_graph_load_onnx(fg_context *ctx, const char *path, const fg_onnx_options *o, fg_graph **out);
 /* Same, from a serialized ModelProto in memory; name is used in error
  * locations.  data is not kept. */

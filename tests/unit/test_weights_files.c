@@ -211,7 +211,7 @@ static void test_npy_refusals(void **state)
     npy_refused(p, 100, "truncated: the header announces 4096 bytes");
     free(p);
     /* not a regular file, no file */
-    npy_refused(dir, 100, "is a directory");
+    npy_refused(dir, 100, "not a regular file (a directory)");
     p = fg_path_join(dir, "none.npy");
     npy_refused(p, 100, "No such file");
     free(p);
@@ -488,7 +488,14 @@ static void test_graph_file_weights(void **state)
     assert_int_equal(symlink(p, link), 0);
     load_fails(dir, HEAD "  - { name: w, file: link.npy }\n"
                "nodes:\n  - { name: r, op: relu, inputs: [w] }\noutputs: [r]\n",
-               "leaves the graph's directory", 4, "link.npy");
+               "is a symbolic link (refused", 4, "link.npy");
+    free(link);
+    /* a directory link on the way: refused as well */
+    link = fg_path_join(dir, "ldir");
+    assert_int_equal(symlink(outside, link), 0);
+    load_fails(dir, HEAD "  - { name: w, file: ldir/o.npy }\n"
+               "nodes:\n  - { name: r, op: relu, inputs: [w] }\noutputs: [r]\n",
+               "passes through the symbolic link 'ldir' (refused", 4, "ldir");
     free(link), free(p);
     tu_rmtree(outside);
     free(outside);
