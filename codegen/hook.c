@@ -338,12 +338,19 @@ static fg_status register_hooks(fg_context *ctx, fg_hooks *h, const char *path)
 
 fg_status fg_hooks_load(fg_context *ctx, const char *path)
 {
-    const char *ipath = fg_intern(ctx, path);
     size_t len;
     char why[160];
     char *text = fg_read_input_file(path, FG_RULES_FILE_MAX, &len, why, sizeof why);
     if (!text)
-        return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){ipath, 0, 0}, "cannot read hook file: %s", why);
+        return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0}, "cannot read hook file: %s", why);
+    fg_status st = fg_hooks_load_text(ctx, path, text, len);
+    free(text);
+    return st;
+}
+
+fg_status fg_hooks_load_text(fg_context *ctx, const char *path, const char *text, size_t len)
+{
+    const char *ipath = fg_intern(ctx, path);
     fg_hooks *h = hooks_get(ctx);
     pthread_mutex_lock(&h->lock);
     lua_State *L = fg_sandbox_state(h->sb);
@@ -376,7 +383,6 @@ out:
     lua_settop(L, top);
     pthread_mutex_unlock(&h->lock);
     free(chunkname);
-    free(text);
     return st;
 }
 

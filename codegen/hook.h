@@ -35,6 +35,9 @@ struct fg_expr;
 /* Loads a .lua file (a regular file of at most 16 MiB) into the context's
  * hook state (created on first use). */
 fg_status fg_hooks_load(fg_context *ctx, const char *path);
+/* The same for the len bytes of text, read from path by the caller (the
+ * rules directory loader, which opens each file once). */
+fg_status fg_hooks_load_text(fg_context *ctx, const char *path, const char *text, size_t len);
 void fg_hooks_free(fg_hooks *h);
 
 /* Nonzero when a hook of that name was loaded. */

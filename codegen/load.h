@@ -14,9 +14,22 @@
  * context.  Records every problem found; returns FG_OK or the first error. */
 fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash);
 
+/* A rules directory being loaded (rules_dir.c): its path, the directory
+ * opened once, and the hook files (*.lua) read from it, each with the hash of
+ * the bytes that were loaded. */
+typedef struct fg_rules_src {
+    const char *dir;
+    int dirfd;
+    int nlua;
+    char *const *lua_names;      /* sorted */
+    const uint64_t *lua_hashes;  /* 0: the file could not be read */
+} fg_rules_src;
+
 /* Loads one fusion rule from a mapping with a `rule:` key and adds it to the
- * context.  dir is the directory of the rule file (for `hooks:`). */
-fg_status fg_rule_load(fg_context *ctx, const fg_ynode *map, const char *dir, uint64_t file_hash);
+ * context.  src is the rules directory the rule file lies in (for `hooks:`:
+ * a file of it, whose bytes join the rule's hash: the hash of the bytes its
+ * hooks were loaded from, or of a file opened once beneath src->dirfd). */
+fg_status fg_rule_load(fg_context *ctx, const fg_ynode *map, const fg_rules_src *src, uint64_t file_hash);
 
 /* Parses an attribute value of type `def->type` (and, for INTS, a length
  * allowed by the bit set def->lens: bit n = length n, 0 = any) from node v

@@ -5,10 +5,12 @@
  * Every problem is reported at the key or value that causes it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "context.h"
 #include "expr.h"
@@ -17,6 +19,7 @@
 #include "input_file.h"
 #include "kind.h"
 #include "load.h"
+#include "safe_open.h"
 #include "template.h"
 #include "where.h"
 
@@ -450,8 +453,9 @@ static void parse_kernel(fg_context *ctx, fg_rule *r, const fg_ynode *kernel)
 }
 
 /* `hooks: file.lua`: must exist beside the rule file; its bytes join the
- * rule's hash. */
-static void parse_hook_file(fg_context *ctx, fg_rule *r, const fg_ynode *v, const char *dir)
+ * rule's hash: the bytes the directory's hooks were loaded from when it is
+ * one of its *.lua files, else the file opened once beneath the directory. */
+static void parse_hook_file(fg_context *ctx, fg_rule *r, const fg_ynode *v, const fg_rules_src *src)
 {
     const char *name;
     if (!fg_yget_str(ctx, v, "hooks", &name))
@@ -462,23 +466,35 @@ static void parse_hook_file(fg_context *ctx, fg_rule *r, const fg_ynode *v, cons
                       "'.', '_', '-', '+'), got '%s'", fg_escape_name(name, esc, sizeof esc));
         return;
     }
-    char *path = fg_path_join(dir ? dir : ".", name);
-    size_t len;
-    char why[160];
-    char *text = fg_read_input_file(path, FG_RULES_FILE_MAX, &len, why, sizeof why);
-    if (!text) {
-        if (errno == ENOENT)
-            fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "hooks file '%s' not found in %s", name, dir ? dir : ".");
-        else
-            fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "hooks file '%s' cannot be read in %s: %s", name,
-                          dir ? dir : ".", why);
-        free(path);
-        return;
+    const char *dir = src && src->dir ? src->dir : ".";
+    uint64_t fh = 0;
+    for (int i = 0; src && i < src->nlua && !fh; i++)
+        if (strcmp(src->lua_names[i], name) == 0)
+            fh = src->lua_hashes[i];
+    if (!fh) {
+        size_t len;
+        char why[160], *text = NULL;
+        int fd = fg_open_beneath(src ? src->dirfd : AT_FDCWD, name, 0, NULL, why, sizeof why);
+        if (fd >= 0) {
+            text = fg_read_fd(fd, FG_RULES_FILE_MAX, &len, why, sizeof why);
+            int e = errno;
+            close(fd);
+            errno = e;
+        }
+        if (!text) {
+            if (errno == ENOENT)
+                fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "hooks file '%s' not found in %s", name, dir);
+            else
+                fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "hooks file '%s' cannot be read in %s: %s", name, dir, why);
+            return;
+        }
+        fh = fg_hash64(text, len);
+        free(text);
     }
-    uint64_t h[2] = {r->file_hash, fg_hash64(text, len)};
+    uint64_t h[2] = {r->file_hash, fh};
     r->file_hash = fg_hash64(h, sizeof h);
+    char *path = fg_path_join(dir, name);
     r->hook_file = fg_intern(ctx, path);
-    free(text);
     free(path);
 }
 
@@ -509,7 +525,7 @@ static void check_input_map(fg_context *ctx, fg_rule *r)
                       fg_kinds_text(anchors, ", ", kt, sizeof kt));
 }
 
-fg_status fg_rule_load(fg_context *ctx, const fg_ynode *map, const char *dir, uint64_t file_hash)
+fg_status fg_rule_load(fg_context *ctx, const fg_ynode *map, const fg_rules_src *src, uint64_t file_hash)
 {
     int errs0 = ctx->nerrors;
     const char *name;
@@ -543,7 +559,7 @@ fg_status fg_rule_load(fg_context *ctx, const fg_ynode *map, const char *dir, ui
         r->layouts = parse_guard(ctx, v, "layouts", ln, FG_LAYOUT_COUNT);
     }
     if ((v = fg_ymap_get(map, "hooks")))
-        parse_hook_file(ctx, r, v, dir);
+        parse_hook_file(ctx, r, v, src);
 
     const fg_ynode *match = fg_ymap_get(map, "match");
     if (!match) {

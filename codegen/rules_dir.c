@@ -6,19 +6,26 @@
  * Only regular files of at most 16 MiB whose names are plain (letters,
  * digits, '.', '_', '-', '+': names reach generated source as provenance) are
  * read; a FIFO, a device, a directory named *.yaml or an oversized file is
- * an error naming it, never a hang.
+ * an error naming it, never a hang.  The directory is opened once and each
+ * file once, by name beneath it (safe_open.h; a file of the directory may be
+ * a symbolic link: the directory's owner put it there), and read from that
+ * descriptor: a `hooks:` file's hash is that of the bytes its hooks were
+ * loaded from.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "context.h"
 #include "hook.h"
 #include "input_file.h"
 #include "load.h"
 #include "rewrite.h"
+#include "safe_open.h"
 #include "template.h"
 
 typedef struct yaml_file {
@@ -40,7 +47,7 @@ typedef enum pass { PASS_OPS, PASS_RULES } pass;
 /* Loads the op definitions (PASS_OPS) or rules (PASS_RULES) of one file:
  * each document is a mapping or a sequence of mappings.  A mapping that is
  * neither kind is reported once, in PASS_OPS. */
-static void load_docs(fg_context *ctx, const yaml_file *f, const char *dir, pass p)
+static void load_docs(fg_context *ctx, const yaml_file *f, const fg_rules_src *src, pass p)
 {
     for (int d = 0; d < f->doc->ndocs; d++) {
         const fg_ynode *doc = f->doc->docs[d];
@@ -87,9 +94,21 @@ static void load_docs(fg_context *ctx, const yaml_file *f, const char *dir, pass
             if (p == PASS_OPS && is_op)
                 fg_opdef_load(ctx, m, f->hash);
             else if (p == PASS_RULES && is_rule)
-                fg_rule_load(ctx, m, dir, f->hash);
+                fg_rule_load(ctx, m, src, f->hash);
         }
     }
+}
+
+/* Reads the file name of the directory open as dirfd, opened once (links
+ * followed) and read from its descriptor; NULL with a reason. */
+static char *read_beneath(int dirfd, const char *name, size_t *len, char *why, size_t whysz)
+{
+    int fd = fg_open_beneath(dirfd, name, 0, NULL, why, whysz);
+    if (fd < 0)
+        return NULL;
+    char *text = fg_read_fd(fd, FG_RULES_FILE_MAX, len, why, whysz);
+    close(fd);
+    return text;
 }
 
 /* A file the directory would load: its name must be safe to put into
@@ -118,9 +137,16 @@ FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
         return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "refusing rules directory '%s': its path holds control "
                              "characters", fg_escape_name(dir, esc, sizeof esc));
     }
-    DIR *dh = opendir(dir);
-    if (!dh)
-        return fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "cannot open rules directory %s: %s", dir, strerror(errno));
+    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), lfd = dirfd >= 0 ? dup(dirfd) : -1;
+    DIR *dh = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!dh) {
+        int e = errno;
+        if (lfd >= 0)
+            close(lfd);
+        if (dirfd >= 0)
+            close(dirfd);
+        return fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "cannot open rules directory %s: %s", dir, strerror(e));
+    }
     char **yamls = NULL, **luas = NULL;
     int ny = 0, ycap = 0, nl = 0, lcap = 0;
     struct dirent *e;
@@ -146,7 +172,7 @@ FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
         size_t len;
         files[i].path = fg_path_join(dir, yamls[i]);
         char why[160];
-        char *text = fg_read_input_file(files[i].path, FG_RULES_FILE_MAX, &len, why, sizeof why);
+        char *text = read_beneath(dirfd, yamls[i], &len, why, sizeof why);
         if (!text) {
             fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, files[i].path), 0, 0}, "cannot read: %s", why);
             if (!worst)
@@ -157,19 +183,31 @@ FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
         fg_ydoc_parse(ctx, files[i].path, text, len, &files[i].doc);
         free(text);
     }
+    fg_rules_src src = {.dir = dir, .dirfd = dirfd, .nlua = nl, .lua_names = luas};
+    uint64_t *lua_hashes = fg_xcalloc((size_t)nl + 1, sizeof *lua_hashes);
+    src.lua_hashes = lua_hashes;
     for (int i = 0; i < ny; i++)
         if (files[i].doc)
-            load_docs(ctx, &files[i], dir, PASS_OPS);
+            load_docs(ctx, &files[i], &src, PASS_OPS);
     for (int i = 0; i < nl; i++) {
-        char *path = fg_path_join(dir, luas[i]);
-        fg_status st = fg_hooks_load(ctx, path);
+        char *path = fg_path_join(dir, luas[i]), why[160];
+        size_t len;
+        char *text = read_beneath(dirfd, luas[i], &len, why, sizeof why);
+        fg_status st = text ? fg_hooks_load_text(ctx, path, text, len)
+                            : fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0},
+                                            "cannot read hook file: %s", why);
+        if (text)
+            lua_hashes[i] = fg_hash64(text, len);
         if (st && !worst)
             worst = st;
+        free(text);
         free(path);
     }
     for (int i = 0; i < ny; i++)
         if (files[i].doc)
-            load_docs(ctx, &files[i], dir, PASS_RULES);
+            load_docs(ctx, &files[i], &src, PASS_RULES);
+    free(lua_hashes);
+    close(dirfd);
 
     for (int i = 0; i < ny; i++) {
         fg_ydoc_free(files[i].doc);
