@@ -81,9 +81,9 @@ static int ref_int(const uint8_t *s, long len, long long *v)
     int neg = len > 0 && s[0] == '-';
     i = neg;
     long long x = 0;
-    for (; i < len && s[i] >= '0' && s[i] <= '9'; i++, digits++)
+    for (; i < len && s[i] >= '0' && s[i] <= '9' && digits < 18; i++, digits++)
         x = x * 10 + (s[i] - '0');
-    if (digits == 0 || digits > 18 || (i < len && s[i] != 0))
+    if (digits == 0 || (i < len && s[i] != 0))
         return -1;
     *v = neg ? -x : x;
     return 0;
