@@ -181,7 +181,9 @@ FG_API char *fg_error_format(const fg_error *e, char *buf, size_t size);
 FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir);
 
 /* Loads a model graph from a YAML file; infers shapes; generates weights that
- * the file does not give from the graph's seed. */
+ * the file does not give from the graph's seed.  The file's directory and the
+ * file are opened once; `file:` weights are opened beneath that directory
+ * without "..", absolute paths or symbolic links (docs/graphs.md). */
 FG_API fg_status fg_graph_load(fg_context *ctx, const char *path, fg_graph **out);
 /* Same, from YAML text in memory; name is used in error locations. */
 FG_API fg_status fg_graph_parse(fg_context *ctx, const char *name, const char *text,
