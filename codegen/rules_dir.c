@@ -137,7 +137,7 @@ FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
         return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "refusing rules directory '%s': its path holds control "
                              "characters", fg_escape_name(dir, esc, sizeof esc));
     }
-    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), lfd = dirfd >= 0 ? dup(dirfd) : -1;
+    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), lfd = dirfd >= 0 ? fcntl(dirfd, F_DUPFD_CLOEXEC, 0) : -1;
     DIR *dh = lfd >= 0 ? fdopendir(lfd) : NULL;
     if (!dh) {
         int e = errno;
