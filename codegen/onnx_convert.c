@@ -715,6 +715,9 @@ static int window_attrs(nctx *nc, int64_t *k, int64_t *s, int64_t *d, int need_k
 
 static int op_conv(nctx *nc)
 {
+    value *xv = in_value(nc, 0);
+    if (xv && xv->kind == V_TENSOR && T(nc, xv->idx)->rank == 3)
+        return fg_onnx_lift_1d(nc, op_conv, 1);   /* 1-D: the 2-D form with H = 1 */
     int x = x_in(nc), w = in_tensor(nc, 1), b = has_in(nc, 2) ? in_tensor(nc, 2) : -1;
     if (x < 0 || w < 0 || (has_in(nc, 2) && b < 0))
         return nc->bad ? -1 : (nerr(nc, "needs inputs X and W"), -1);
@@ -759,14 +762,19 @@ static int op_batch_norm(nctx *nc)
  * count_include_pad to avg_pool2d's.  storage_order orders only the
  * optional Indices output, which fg_onnx_convert_node refuses when it is used, so
  * either value gives the same values. */
+static int op_maxpool(nctx *nc);
+static int op_avgpool(nctx *nc);
+
 static int pool(nctx *nc, int is_max)
 {
     int x = x_in(nc);
     if (x < 0)
         return -1;
     const fg_tensor *xt = T(nc, x);
+    if (xt->rank == 3)
+        return fg_onnx_lift_1d(nc, is_max ? op_maxpool : op_avgpool, 0);
     if (xt->rank != 4)
-        return nerr(nc, "only 2-D pooling is supported (input rank 4, got %d)", xt->rank), -1;
+        return nerr(nc, "only 1-D and 2-D pooling is supported (input rank 3 or 4, got %d)", xt->rank), -1;
     int64_t k[2], s[2], d[2], beg[2], end[2];
     if (!window_attrs(nc, k, s, d, 1))
         return -1;
@@ -788,14 +796,17 @@ static int pool(nctx *nc, int is_max)
     return nc->bad ? -1 : emit_out(nc, "avg_pool2d", &x, 1, as, 6);
 }
 
+
 static int op_maxpool(nctx *nc) { return pool(nc, 1); }
 static int op_avgpool(nctx *nc) { return pool(nc, 0); }
 
 static int op_global_avg(nctx *nc)
 {
     int x = x_in(nc);
+    if (x >= 0 && T(nc, x)->rank == 3)
+        return fg_onnx_lift_1d(nc, op_global_avg, 0);
     if (x >= 0 && T(nc, x)->rank != 4)
-        return nerr(nc, "only 2-D global pooling is supported (input rank 4, got %d)", T(nc, x)->rank), -1;
+        return nerr(nc, "only 1-D and 2-D global pooling is supported (input rank 3 or 4, got %d)", T(nc, x)->rank), -1;
     return x < 0 ? -1 : emit_out(nc, "global_avg_pool", &x, 1, NULL, 0);
 }
 
@@ -803,8 +814,10 @@ static int op_global_avg(nctx *nc)
 static int op_global_max(nctx *nc)
 {
     int x = x_in(nc);
+    if (x >= 0 && T(nc, x)->rank == 3)
+        return fg_onnx_lift_1d(nc, op_global_max, 0);
     if (x >= 0 && T(nc, x)->rank != 4)
-        return nerr(nc, "only 2-D global pooling is supported (input rank 4, got %d)", T(nc, x)->rank), -1;
+        return nerr(nc, "only 1-D and 2-D global pooling is supported (input rank 3 or 4, got %d)", T(nc, x)->rank), -1;
     return x < 0 ? -1 : emit_out(nc, "global_max_pool", &x, 1, NULL, 0);
 }
 
@@ -1584,6 +1597,7 @@ int fg_onnx_nc_emit(nctx *nc, const char *opname, const int *ins, int nins, cons
 void fg_onnx_nc_def_output(nctx *nc, int i, int t) { def_output(nc, i, V_TENSOR, t); }
 void fg_onnx_nc_alias(nctx *nc, int i) { alias_output(nc, i); }
 int fg_onnx_nc_reshape_to(nctx *nc, int r, const int64_t *shape) { return reshape_to(nc, r, shape); }
+void fg_onnx_nc_set_node(nctx *nc, const Onnx__NodeProto *n) { nc->n = n; }
 
 /* ---- services of onnx_convert_resize.c ------------------------------------ */
 

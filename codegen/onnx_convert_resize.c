@@ -240,13 +240,16 @@ int fg_onnx_op_upsample(struct nctx *nc)
 int fg_onnx_op_conv_transpose(struct nctx *nc)
 {
     loader *L = fg_onnx_nc_loader(nc);
-    int x = fg_onnx_nc_x(nc), w = fg_onnx_nc_in_tensor(nc, 1);
+    int x = fg_onnx_nc_x(nc);
+    if (x >= 0 && L->g->tensors[x].rank == 3)
+        return fg_onnx_lift_1d(nc, fg_onnx_op_conv_transpose, 1);   /* 1-D: the 2-D form with H = 1 */
+    int w = fg_onnx_nc_in_tensor(nc, 1);
     int b = fg_onnx_nc_has_in(nc, 2) ? fg_onnx_nc_in_tensor(nc, 2) : -1;
     if (x < 0 || w < 0 || (fg_onnx_nc_has_in(nc, 2) && b < 0))
         return fg_onnx_nc_failed(nc) ? -1 : (fg_onnx_nc_err(nc, "needs inputs X and W"), -1);
     const fg_tensor *xt = &L->g->tensors[x], *wt = &L->g->tensors[w];
     if (xt->rank != 4 || wt->rank != 4)
-        return fg_onnx_nc_err(nc, "only 2-D transposed convolution is supported (input rank 4, weight rank 4; got "
+        return fg_onnx_nc_err(nc, "only 1-D and 2-D transposed convolution is supported (input rank 3 or 4, weight rank 3 or 4; got "
                               "%d and %d)", xt->rank, wt->rank), -1;
     int64_t k[2] = {wt->shape[2], wt->shape[3]}, kk[2] = {k[0], k[1]}, s[2] = {1, 1}, d[2] = {1, 1};
     int64_t op[2] = {0, 0}, os[2] = {0, 0}, pads[4] = {0, 0, 0, 0};

@@ -207,5 +207,16 @@ int fg_onnx_op_gather(fg_onnx_nctx *nc);
 int fg_onnx_op_expand(fg_onnx_nctx *nc);
 int fg_onnx_op_tile(fg_onnx_nctx *nc);
 int fg_onnx_op_pad(fg_onnx_nctx *nc);
+/* The node being converted becomes n (a stand-in with other inputs,
+ * outputs or attributes; the caller restores the original). */
+void fg_onnx_nc_set_node(fg_onnx_nctx *nc, const Onnx__NodeProto *n);
+
+/* ---- onnx_convert_1d.c ------------------------------------------------- */
+
+/* Converts a 1-D window node (input 0 of rank 3; weighted: input 1 is a
+ * rank-3 weight) through conv2d, its 2-D converter, on the [N, C, 1, L]
+ * view; output 0 is the result viewed as rank 3.  Returns the output
+ * tensor or -1 (reported). */
+int fg_onnx_lift_1d(fg_onnx_nctx *nc, int (*conv2d)(fg_onnx_nctx *), int weighted);
 
 #endif /* FG_ONNX_IMPL_H */

@@ -45,7 +45,7 @@ PENDING=""
 # still to be cut, reported on each run; one that no longer exists fails.
 MODULES="emit emit_epilogue emit_index emit_render
 hook_lib hook_sandbox
-onnx_convert onnx_convert_index onnx_convert_resize onnx_decode onnx_graph"
+onnx_convert onnx_convert_1d onnx_convert_index onnx_convert_resize onnx_decode onnx_graph"
 PENDING_CIRCLES=""
 # -------------------------------------------------------------------------------
 
