@@ -1445,6 +1445,30 @@ static int op_sum(nctx *nc)
     return acc;
 }
 
+/* Mean: the Sum's chain of adds (an intermediate) times 1 / n, which the
+ * pointwise rules fuse into one kernel. */
+static int op_mean(nctx *nc)
+{
+    int n, r = variadic_start(nc, &n);
+    if (r <= 0)
+        return r;
+    int first = 0;
+    while (in_const(nc, first))
+        first++;
+    int acc = in_tensor(nc, first);
+    for (int i = 0, done = 1; i < n && acc >= 0; i++) {
+        if (i == first)
+            continue;
+        int ins[2] = {acc, in_tensor(nc, i)};
+        if (ins[1] < 0)
+            return -1;
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, "_add%d", done++);
+        acc = emit(nc, "add", ins, 2, NULL, 0, 0, suffix);
+    }
+    return acc < 0 ? -1 : scale_out(nc, acc, 1.0 / n);
+}
+
 /* LRN: size (required), alpha, beta, bias over [N, C, ...]. */
 static int op_lrn(nctx *nc)
 {
@@ -1701,6 +1725,7 @@ static const fg_onnx_op onnx_ops[] = {
     {"Expand", fg_onnx_op_expand, "", 2, 2, 1},
     {"Tile", fg_onnx_op_tile, "", 2, 2, 1},
     {"Pad", fg_onnx_op_pad, "mode pads value", 1, 4, 1},
+    {"Mean", op_mean, "", 1, 1 << 20, 1},
 };
 
 /* The row of every operator imported as data (op_data reads the op). */

@@ -25,7 +25,7 @@ NaN equal to NaN.  Each case ends as
   unsupported (form not claimed)
                a claimed operator in a form fusegen does not claim
                (UNCLAIMED_FORMS: integer or bool element types, pooling
-               other than 2-D, training mode, a used second output, an
+               other than 1-D and 2-D, training mode, a used second output, an
                optional-type input); counted apart, not listed in the
                expectation file
   unsupported  the importer's error names operators (or an opset) fusegen
@@ -220,7 +220,7 @@ def short(msg, n=240):
 # claimed operator's case gets wrong is a failure.
 UNCLAIMED_FORMS = (
     (r"has element type (\w+); (?:in|out)puts must be float", "element type %s (claimed: float, float16, bfloat16)"),
-    (r"only 2-D pooling is supported", "pooling other than 2-D"),
+    (r"only (?:1-D and )?2-D (?:global )?pooling is supported", "pooling other than 1-D and 2-D"),
     (r"\((BatchNormalization|Dropout)\): training_mode=1 is not supported", "%s in training mode"),
     (r"\((\w+)\): output (\d+) \('[^']*'\) is used, but only the first output", "%s's output %s used"),
     (r"graph input '[^']*' is not a tensor", "an optional-type or sequence input"),
@@ -234,9 +234,8 @@ UNCLAIMED_FORMS = (
     (r"\(LayerNormalization\): its Mean and InvStdDev outputs", "LayerNormalization's Mean / InvStdDev outputs used"),
     (r"\((Resize|Upsample)\): input \d+ \((scales|sizes)\) must be a constant", "%s with %s computed (a graph input; "
                                                                           "claimed: constants)"),
-    (r"only 2-D transposed convolution is supported", "transposed convolution other than 2-D"),
+    (r"only (?:1-D and )?2-D transposed convolution is supported", "transposed convolution other than 1-D and 2-D"),
     (r"\(Resize\): antialias=1 is not supported", "Resize with antialias"),
-    (r"only 2-D convolution is supported", "convolution other than 2-D"),
     (r"constant '[^']*' of type (\w+) is used as a tensor", "a %s constant used as a tensor (claimed: float types)"),
     (r"constant '[^']*' is empty|parts have at least one element \(fusegen tensors have no empty axis\)",
      "an empty tensor (a dimension of 0)"),
