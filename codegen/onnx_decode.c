@@ -140,6 +140,7 @@ static void decode_bytes(konst *k, const uint8_t *p, int64_t n)
         case FG_ONNX_DTYPE_BFLOAT16: k->f[j] = fg_bf16_to_f32((uint16_t)v); break;
         case FG_ONNX_DTYPE_INT32: k->i[j] = (int32_t)(uint32_t)v; break;
         case FG_ONNX_DTYPE_INT64: k->i[j] = (int64_t)v; break;
+        case FG_ONNX_DTYPE_BOOL: k->i[j] = v != 0; break;
         default: break;
         }
     }
@@ -245,7 +246,7 @@ int fg_onnx_decode_tensor(loader *L, const Onnx__TensorProto *t, const char *nam
         return -1;
     }
     if (!fg_onnx_dtype_size(k.dtype)) {
-        fg_onnx_lerr(L, "%s: element type %s is not supported (float, float16, bfloat16, double, int32, int64)", what,
+        fg_onnx_lerr(L, "%s: element type %s is not supported (float, float16, bfloat16, double, int32, int64, bool)", what,
                      fg_onnx_dtype_name(k.dtype));
         return -1;
     }
@@ -299,6 +300,7 @@ int fg_onnx_decode_tensor(loader *L, const Onnx__TensorProto *t, const char *nam
                 case FG_ONNX_DTYPE_DOUBLE: k.f[j] = (float)t->double_data[j]; break;
                 case FG_ONNX_DTYPE_INT64: k.i[j] = t->int64_data[j]; break;
                 case FG_ONNX_DTYPE_INT32: k.i[j] = t->int32_data[j]; break;
+                case FG_ONNX_DTYPE_BOOL: k.i[j] = t->int32_data[j] != 0; break;
                 case FG_ONNX_DTYPE_FLOAT16: k.f[j] = fg_f16_to_f32((uint16_t)t->int32_data[j]); break;
                 case FG_ONNX_DTYPE_BFLOAT16: k.f[j] = fg_bf16_to_f32((uint16_t)t->int32_data[j]); break;
                 default: break;

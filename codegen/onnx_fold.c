@@ -40,6 +40,7 @@ int fg_onnx_dtype_size(int dt)
     case FG_ONNX_DTYPE_DOUBLE: return 8;
     case FG_ONNX_DTYPE_FLOAT16:
     case FG_ONNX_DTYPE_BFLOAT16: return 2;
+    case FG_ONNX_DTYPE_BOOL: return 1;
     default: return 0;
     }
 }
@@ -50,7 +51,7 @@ int fg_onnx_dtype_is_float(int dt)
            dt == FG_ONNX_DTYPE_DOUBLE;
 }
 
-static int dt_int(int dt) { return dt == FG_ONNX_DTYPE_INT32 || dt == FG_ONNX_DTYPE_INT64; }
+static int dt_int(int dt) { return dt == FG_ONNX_DTYPE_INT32 || dt == FG_ONNX_DTYPE_INT64 || dt == FG_ONNX_DTYPE_BOOL; }
 static int dt_held(int dt) { return fg_onnx_dtype_size(dt) != 0; }
 
 /* ---- values ----------------------------------------------------------------- */
@@ -169,7 +170,10 @@ static float round_float(double x, int dt)
 float fg_onnx_round_float(double x, int dt) { return round_float(x, dt); }
 
 /* x wrapped to the integer type dt. */
-static int64_t wrap_int(int64_t x, int dt) { return dt == FG_ONNX_DTYPE_INT32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)x : x; }
+static int64_t wrap_int(int64_t x, int dt)
+{
+    return dt == FG_ONNX_DTYPE_INT32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)x : dt == FG_ONNX_DTYPE_BOOL ? x != 0 : x;
+}
 
 /* The importer's form of v, in out (values handed over). */
 static void val_to_const(val *v, fg_onnx_const *out)
@@ -1028,6 +1032,8 @@ static int cast_to(fctx *c, int64_t to, val *out)
     for (int64_t j = 0; ok && j < v.n; j++) {
         if (out->d) {
             out->d[j] = vget(&v, j);
+        } else if (to == FG_ONNX_DTYPE_BOOL) {
+            out->i[j] = vget(&v, j) != 0;
         } else if (v.i) {
             out->i[j] = v.i[j];
         } else {
@@ -1041,6 +1047,235 @@ static int cast_to(fctx *c, int64_t to, val *out)
         }
     }
     val_free(&v);
+    return ok;
+}
+
+/* ---- comparisons, logic, Where, Mod, ScatterND ------------------------------------ */
+
+/* The broadcast shape of inputs vs[0..n) into (*r, shape) and their
+ * strides ost; 0 with an error. */
+static int bcast_all(fctx *c, const val *vs, int n, int *r, int64_t *shape, int64_t *ost)
+{
+    *r = vs[0].rank;
+    memcpy(shape, vs[0].shape, sizeof(int64_t) * FG_MAX_RANK);
+    for (int j = 1; j < n; j++)
+        if (!bcast(c, r, shape, vs[j].rank, vs[j].shape))
+            return 0;
+    strides_of(*r, shape, ost);
+    return 1;
+}
+
+static const char *const cmp_names[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"};
+
+/* Equal, Less, Greater, LessOrEqual, GreaterOrEqual: a BOOL result with
+ * broadcasting (NaN compares false, as in IEEE arithmetic). */
+static int f_compare(fctx *c, val *out)
+{
+    int op = 0;
+    while (op < (int)FG_COUNTOF(cmp_names) && strcmp(cmp_names[op], c->n->op_type) != 0)
+        op++;
+    val v[2];
+    if (!in_val(c, 0, &v[0]))
+        return 0;
+    if (!in_val(c, 1, &v[1]))
+        return val_free(&v[0]), 0;
+    int r, ok = 1;
+    int64_t shape[FG_MAX_RANK], ost[FG_MAX_RANK];
+    if (v[0].dtype != v[1].dtype)
+        ok = ferr(c, "inputs have different element types (%s and %s)", fg_onnx_dtype_name(v[0].dtype),
+                  fg_onnx_dtype_name(v[1].dtype));
+    ok = ok && bcast_all(c, v, 2, &r, shape, ost) && val_alloc(c, out, FG_ONNX_DTYPE_BOOL, r, shape);
+    for (int64_t o = 0; ok && o < out->n; o++) {
+        int64_t ia = bsrc(&v[0], r, shape, ost, o), ib = bsrc(&v[1], r, shape, ost, o);
+        int lt, eq;
+        if (v[0].i) {
+            lt = v[0].i[ia] < v[1].i[ib];
+            eq = v[0].i[ia] == v[1].i[ib];
+        } else {
+            lt = v[0].d[ia] < v[1].d[ib];
+            eq = v[0].d[ia] == v[1].d[ib];
+        }
+        int gt = !lt && !eq && !(v[0].d && (isnan(v[0].d[ia]) || isnan(v[1].d[ib])));
+        out->i[o] = op == 0 ? eq : op == 1 ? lt : op == 2 ? gt : op == 3 ? lt || eq : gt || eq;
+    }
+    val_free(&v[0]);
+    val_free(&v[1]);
+    return ok;
+}
+
+/* Not of a BOOL constant; And, Or, Xor of two, broadcast. */
+static int f_logic(fctx *c, val *out)
+{
+    const char *t = c->n->op_type;
+    int un = strcmp(t, "Not") == 0, nv = un ? 1 : 2;
+    val v[2];
+    for (int j = 0; j < nv; j++)
+        if (!in_val(c, j, &v[j]))
+            return j ? (val_free(&v[0]), 0) : 0;
+    int r, ok = 1;
+    int64_t shape[FG_MAX_RANK], ost[FG_MAX_RANK];
+    for (int j = 0; j < nv && ok; j++)
+        if (v[j].dtype != FG_ONNX_DTYPE_BOOL)
+            ok = ferr(c, "input %d has element type %s; %s takes bool", j, fg_onnx_dtype_name(v[j].dtype), t);
+    ok = ok && bcast_all(c, v, nv, &r, shape, ost) && val_alloc(c, out, FG_ONNX_DTYPE_BOOL, r, shape);
+    for (int64_t o = 0; ok && o < out->n; o++) {
+        int64_t a = v[0].i[bsrc(&v[0], r, shape, ost, o)] != 0;
+        int64_t b = un ? 0 : v[1].i[bsrc(&v[1], r, shape, ost, o)] != 0;
+        out->i[o] = un ? !a : t[0] == 'A' ? a && b : t[0] == 'O' ? a || b : a != b;
+    }
+    for (int j = 0; j < nv; j++)
+        val_free(&v[j]);
+    return ok;
+}
+
+/* Where(condition, X, Y): X where the condition holds, else Y; the three
+ * broadcast; X and Y of one type. */
+static int f_where(fctx *c, val *out)
+{
+    val v[3];
+    for (int j = 0; j < 3; j++)
+        if (!in_val(c, j, &v[j])) {
+            while (j-- > 0)
+                val_free(&v[j]);
+            return 0;
+        }
+    int r, ok = 1;
+    int64_t shape[FG_MAX_RANK], ost[FG_MAX_RANK];
+    if (v[0].dtype != FG_ONNX_DTYPE_BOOL)
+        ok = ferr(c, "the condition has element type %s, not bool", fg_onnx_dtype_name(v[0].dtype));
+    else if (v[1].dtype != v[2].dtype)
+        ok = ferr(c, "X and Y have different element types (%s and %s)", fg_onnx_dtype_name(v[1].dtype),
+                  fg_onnx_dtype_name(v[2].dtype));
+    ok = ok && bcast_all(c, v, 3, &r, shape, ost) && val_alloc(c, out, v[1].dtype, r, shape);
+    for (int64_t o = 0; ok && o < out->n; o++) {
+        const val *s = v[0].i[bsrc(&v[0], r, shape, ost, o)] ? &v[1] : &v[2];
+        int64_t k = bsrc(s, r, shape, ost, o);
+        if (out->i)
+            out->i[o] = s->i[k];
+        else
+            out->d[o] = s->d[k];
+    }
+    for (int j = 0; j < 3; j++)
+        val_free(&v[j]);
+    return ok;
+}
+
+/* Mod(A, B): fmod = 0 takes the divisor's sign (integers: Python's %),
+ * fmod = 1 the dividend's (C's fmod); broadcasting; a zero integer divisor
+ * is an error. */
+static int f_mod(fctx *c, val *out)
+{
+    int64_t fm;
+    if (!attr_i(c, "fmod", 0, &fm))
+        return 0;
+    val v[2];
+    if (!in_val(c, 0, &v[0]))
+        return 0;
+    if (!in_val(c, 1, &v[1]))
+        return val_free(&v[0]), 0;
+    int r, ok = 1;
+    int64_t shape[FG_MAX_RANK], ost[FG_MAX_RANK];
+    if (v[0].dtype != v[1].dtype)
+        ok = ferr(c, "inputs have different element types (%s and %s)", fg_onnx_dtype_name(v[0].dtype),
+                  fg_onnx_dtype_name(v[1].dtype));
+    ok = ok && bcast_all(c, v, 2, &r, shape, ost) && val_alloc(c, out, v[0].dtype, r, shape);
+    for (int64_t o = 0; ok && o < out->n; o++) {
+        int64_t ia = bsrc(&v[0], r, shape, ost, o), ib = bsrc(&v[1], r, shape, ost, o);
+        if (out->i) {
+            int64_t a = v[0].i[ia], b = v[1].i[ib];
+            if (b == 0) {
+                ok = ferr(c, "integer modulo by zero");
+                break;
+            }
+            int64_t m = b == -1 ? 0 : a % b;
+            if (!fm && m != 0 && ((m < 0) != (b < 0)))
+                m += b;
+            out->i[o] = m;
+        } else {
+            double a = v[0].d[ia], b = v[1].d[ib], m = fmod(a, b);
+            if (!fm && m != 0 && ((m < 0) != (b < 0)))
+                m += b;
+            out->d[o] = m;
+        }
+    }
+    if (!ok)
+        val_free(out);
+    val_free(&v[0]);
+    val_free(&v[1]);
+    return ok;
+}
+
+/* ScatterND(data, indices, updates): a copy of data with the slices that
+ * indices [..., k] name replaced by (reduction none) or combined with (add,
+ * mul, max, min) the updates, in order; negative indices count from the
+ * end. */
+static int f_scatter_nd(fctx *c, val *out)
+{
+    char red[16] = "none";
+    const Onnx__AttributeProto *ra = attr(c, "reduction");
+    if (ra) {
+        if (!ra->has_type || ra->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING)
+            return ferr(c, "attribute 'reduction' must be a string");
+        size_t n = ra->s.len < sizeof red - 1 ? ra->s.len : sizeof red - 1;
+        memcpy(red, ra->s.data, n);
+        red[n] = 0;
+    }
+    int rop = strcmp(red, "none") == 0 ? 0 : strcmp(red, "add") == 0 ? 1 : strcmp(red, "mul") == 0 ? 2
+              : strcmp(red, "max") == 0 ? 3 : strcmp(red, "min") == 0 ? 4 : -1;
+    if (rop < 0)
+        return ferr(c, "reduction '%s' is not none, add, mul, max or min", red);
+    val idx, upd;
+    if (!in_val(c, 0, out))
+        return 0;
+    if (!in_val(c, 1, &idx))
+        return val_free(out), 0;
+    if (!in_val(c, 2, &upd))
+        return val_free(out), val_free(&idx), 0;
+    int ok = 1;
+    int q = idx.rank;
+    int64_t k = q ? idx.shape[q - 1] : 0;
+    if (!idx.i || idx.dtype == FG_ONNX_DTYPE_BOOL)
+        ok = ferr(c, "indices must be int64");
+    else if (q < 1 || k < 1 || k > out->rank)
+        ok = ferr(c, "indices' last dimension %lld must be 1 to the data's rank %d", (long long)k, out->rank);
+    else if (upd.dtype != out->dtype || upd.rank != q - 1 + out->rank - (int)k)
+        ok = ferr(c, "updates must have the data's type and rank %d", q - 1 + out->rank - (int)k);
+    for (int d = 0; ok && d < upd.rank; d++)
+        if (upd.shape[d] != (d < q - 1 ? idx.shape[d] : out->shape[k + d - (q - 1)]))
+            ok = ferr(c, "updates' dimension %d is %lld, indices and data need %lld", d, (long long)upd.shape[d],
+                      (long long)(d < q - 1 ? idx.shape[d] : out->shape[k + d - (q - 1)]));
+    int64_t st[FG_MAX_RANK], slice = 1, nidx = 1;
+    strides_of(out->rank, out->shape, st);
+    for (int d = (int)k; ok && d < out->rank; d++)
+        slice *= out->shape[d];
+    for (int d = 0; ok && d < q - 1; d++)
+        nidx *= idx.shape[d];
+    for (int64_t j = 0; ok && j < nidx; j++) {
+        int64_t off = 0;
+        for (int64_t a = 0; a < k && ok; a++) {
+            int64_t x = idx.i[j * k + a], dim = out->shape[a];
+            if (x < 0)
+                x += dim;
+            if (x < 0 || x >= dim)
+                ok = ferr(c, "index %lld is out of range for dimension %lld of size %lld",
+                          (long long)idx.i[j * k + a], (long long)a, (long long)dim);
+            off += x * st[a];
+        }
+        for (int64_t e = 0; ok && e < slice; e++) {
+            double u = vget(&upd, j * slice + e), o = vget(out, off + e);
+            double rv = rop == 0 ? u : rop == 1 ? o + u : rop == 2 ? o * u : rop == 3 ? (o > u ? o : u)
+                        : (o < u ? o : u);
+            if (out->i)
+                out->i[off + e] = rop == 0 ? upd.i[j * slice + e] : rop == 1 ? out->i[off + e] + upd.i[j * slice + e]
+                                  : (int64_t)rv;
+            else
+                out->d[off + e] = rv;
+        }
+    }
+    val_free(&idx);
+    val_free(&upd);
+    if (!ok)
+        val_free(out);
     return ok;
 }
 
@@ -1095,6 +1330,18 @@ static const fold_op fold_ops[] = {
     {"Tanh", f_unary, "", 1, 1},
     {"Transpose", f_transpose, "perm", 1, 1},
     {"Unsqueeze", f_squeeze, "axes", 1, 2},
+    {"Equal", f_compare, "", 2, 2},
+    {"Less", f_compare, "", 2, 2},
+    {"Greater", f_compare, "", 2, 2},
+    {"LessOrEqual", f_compare, "", 2, 2},
+    {"GreaterOrEqual", f_compare, "", 2, 2},
+    {"Not", f_logic, "", 1, 1},
+    {"And", f_logic, "", 2, 2},
+    {"Or", f_logic, "", 2, 2},
+    {"Xor", f_logic, "", 2, 2},
+    {"Where", f_where, "", 3, 3},
+    {"Mod", f_mod, "fmod", 2, 2},
+    {"ScatterND", f_scatter_nd, "reduction", 3, 3},
 };
 
 static const fold_op *find_fold_op(const char *type)
