@@ -896,6 +896,16 @@ static const ncase cases[] = {
      "  - { name: sm, op: softmax, inputs: [sc] }\n"
      "  - { name: y, op: matmul, inputs: [sm, v] }\n"
      "outputs: [y]\n"},
+    {"matmul", "mm_gated_2x13x24x40_swiglu", "gemm_act,matmul_gated", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 13, 24] }]\n"
+     "weights: [{ name: wg, shape: [24, 40] }, { name: wu, shape: [24, 40] }, { name: bu, shape: [40] }]\n"
+     "nodes:\n"
+     "  - { name: g, op: matmul, inputs: [x, wg] }\n"
+     "  - { name: a, op: silu, inputs: [g] }\n"
+     "  - { name: u, op: matmul, inputs: [x, wu] }\n"
+     "  - { name: ub, op: add, inputs: [u, bu] }\n"
+     "  - { name: y, op: mul, inputs: [a, ub] }\n"
+     "outputs: [y]\n"},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

@@ -183,6 +183,13 @@ static const fuse_case CASES[] = {
      "  - { name: qk, op: matmul, inputs: [a, a], attrs: { trans_b: true } }\n"
      "  - { name: sm, op: softmax, inputs: [qk] }\n  - { name: pv, op: matmul, inputs: [sm, a] }\noutputs: [pv, sm]\n",
      "matmul_softmax:qk,sm", "sm's output is a graph output"},
+    {"matmul_gated",
+     "  - { name: mm, op: matmul, inputs: [a, m] }\n" PW("add", "add", "mm, mb") PW("mul", "mul", "add, mb")
+     "outputs: [mul]\n",
+     "matmul_gated:mm,add,mul",
+     "  - { name: mm, op: matmul, inputs: [a, m] }\n" PW("add", "add", "mm, mb") PW("mul", "mul", "add, mb")
+     "outputs: [mul, add]\n",
+     "matmul_bias_act:mm,add", "add's output is a graph output"},
 };
 
 /* The loader refuses `training: true` (no kernel computes batch
