@@ -28,7 +28,11 @@
 #     shape that would plan onto the Hopper templates (batch 32, GEMMs over
 #     64 tokens, the Hopper-sized numerics) and say so.
 #  1. side by side (TIMING_BUDGET_S, 240 s): the graphs of
-#     bench/gen_bench_graphs.py -- each distinct ResNet-50 and MobileNetV2
+#     bench/gen_bench_graphs.py -- first the attention kernel (BH x S x D
+#     16x512x64, 32x2048x64, 16x1024x128; fp16, bf16) against PyTorch's
+#     F.scaled_dot_product_attention (flash) and eager attention, and the
+#     LayerNorm kernel with its residual add (512x768, 4096x768, 4096x4096;
+#     fp16, bf16, fp32) against F.layer_norm; then each distinct ResNet-50 and MobileNetV2
 #     conv layer (conv + BN + activation) and the whole networks at batch 1
 #     and 32, in fp16 NHWC, fp32 TF32, bf16 NHWC and fp32 exact (in that
 #     order: the budget may cut the last); transformer MLP GEMMs (tokens
@@ -53,7 +57,7 @@
 # ./device-results/) receives exactly summary.txt, graphs.txt,
 # side-summary.txt, side-layers.txt and results.tar.gz (every log and TSV).
 # Knobs: ITERS (50), WARMUP (5), PRECISIONS, UNFUSED_PRECISIONS, BATCHES
-# (1,32), KINDS (layer,net,gemm,pw), SMOKE/SIDE/NUMERICS/HOPPER=0 leave a
+# (1,32), KINDS (attn,ln,layer,net,gemm,pw), SMOKE/SIDE/NUMERICS/HOPPER=0 leave a
 # step out, GRAPHS (the example graphs checked), the three budgets above.
 # Record the table of every real GPU run in bench/RESULTS.md.
 set -uo pipefail
@@ -198,7 +202,7 @@ ITERS=${ITERS:-50} WARMUP=${WARMUP:-5}
 precs=${PRECISIONS:-"fp16_nhwc tf32 bf16_nhwc fp32"}
 : >"$res/fusegen-fused.tsv"; : >"$res/fusegen-unfused.tsv"; : >"$res/torch.tsv"
 if [ "${SIDE:-1}" = 1 ]; then
-  gen=(python3 bench/gen_bench_graphs.py "$bench" --batches "${BATCHES:-1,32}" --kinds "${KINDS:-layer,net,gemm,pw}"
+  gen=(python3 bench/gen_bench_graphs.py "$bench" --batches "${BATCHES:-1,32}" --kinds "${KINDS:-attn,ln,layer,net,gemm,pw}"
        --precisions "$(echo $precs | tr ' ' ,)")
   [ -n "${TOKENS:-}" ] && gen+=(--tokens "$TOKENS")
   [ "$DRY" = 1 ] && gen+=(--tiny)
@@ -225,7 +229,7 @@ if [ "${SIDE:-1}" = 1 ]; then
   }
   torch_side() {  # precision
     local t args=(bench/torch_side.py "$bench/manifest.tsv" --precisions "$1" --iters "$ITERS" --warmup "$WARMUP"
-                  --kinds "${KINDS:-layer,net,gemm,pw}")
+                  --kinds "${KINDS:-attn,ln,layer,net,gemm,pw}")
     local dst="$res/torch.tsv"
     [ "$DEVICE" = cuda ] || { args+=(--dry-run); dst="$res/torch-dry-run.txt"; }
     t=$(left "$TIMING_BUDGET_S")
@@ -234,7 +238,7 @@ if [ "${SIDE:-1}" = 1 ]; then
       note "side by side: PyTorch $1: rc $? (torch_side.log)"
   }
   for p in $precs; do
-    fusegen_side "$p" layer,net,gemm,pw "" "$res/fusegen-fused.tsv"
+    fusegen_side "$p" attn,ln,layer,net,gemm,pw "" "$res/fusegen-fused.tsv"
     torch_side "$p"
   done
   for p in ${UNFUSED_PRECISIONS:-fp16_nhwc}; do

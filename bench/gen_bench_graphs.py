@@ -6,7 +6,8 @@ both sides run the same shapes.
 
     python3 bench/gen_bench_graphs.py OUT_DIR [--batches 1,32]
         [--precisions fp16_nhwc,bf16_nhwc,fp32,tf32] [--tokens 1,16,64,512,4096]
-        [--pointwise-log2 24,26,28] [--chains 2,4,6] [--tiny]
+        [--pointwise-log2 24,26,28] [--chains 2,4,6]
+        [--attn-shapes 16x512x64,...] [--ln-shapes 4096x768,...] [--tiny]
 
 Graphs (ids in the manifest):
   layer/<net>/<shape>/b<B>/<prec>   every distinct conv layer of ResNet-50
@@ -15,14 +16,22 @@ Graphs (ids in the manifest):
   net/<net>/b<B>/<prec>             the whole network
   gemm/<d>x<h>/t<T>/<prec>          x[T, d] @ w[d, h] + bias, tanh GELU
   pw/n<ops>/2^<k>/<prec>            a chain of element-wise ops over 2^k values
+  attn/<BH>x<S>x<D>/<prec>          attention over BH batch-heads: softmax(q k^T
+                                    * scale) v, sequence S, head dim D (the
+                                    attention rule: one kernel)
+  ln/<T>x<C>/<prec>                 layer_norm(x + r) * g + b over the last
+                                    axis of [T, C] (the residual add as the
+                                    skip: one kernel)
 
-GEMMs run in --gemm-precisions (fp16_nhwc, bf16_nhwc, tf32) and chains in
---pointwise-precisions (fp32, fp16_nhwc), each only where --precisions has
-it.  Precisions: fp16_nhwc, bf16_nhwc, fp32 (NHWC, exact), tf32 (the fp32 graph
+GEMMs run in --gemm-precisions (fp16_nhwc, bf16_nhwc, tf32), chains in
+--pointwise-precisions (fp32, fp16_nhwc), attention in --attn-precisions
+(fp16_nhwc, bf16_nhwc) and LayerNorm in --ln-precisions (fp16_nhwc,
+bf16_nhwc, fp32), each only where --precisions has it; attention and
+LayerNorm come first in the manifest (timed first in each precision).  Precisions: fp16_nhwc, bf16_nhwc, fp32 (NHWC, exact), tf32 (the fp32 graph
 planned with --precision tf32).  --tiny shrinks everything (spatial sizes
 / 8 and at least 8, batch 1 and 2, tokens 1 and 16, 2^10 values, 2 layers
 per net, one block of each network at 16x16 in place of the whole
-network) for a dry run in emulation.
+network, attention 4x16x32, LayerNorm 16x64) for a dry run in emulation.
 
 OUT_DIR receives graphs/*.yaml, graphs/*.json and manifest.tsv: one line per
 graph, `id <tab> kind <tab> precision <tab> yaml <tab> json`.
@@ -119,6 +128,25 @@ def pointwise_graph(nops, log2n):
     return g
 
 
+def attn_graph(bh, seq, d):
+    g = ge.Graph("attn_%dx%dx%d" % (bh, seq, d), 8, "bench attention")
+    q, k, v = (g.input(n, [bh, seq, d]) for n in ("q", "k", "v"))
+    y = g.node("qk", "matmul", [q, k], [bh, seq, seq], {"trans_b": True})
+    y = g.node("sc", "mul", [y, g.weight("scale", [1])], [bh, seq, seq])
+    y = g.node("sm", "softmax", [y], [bh, seq, seq])
+    g.outputs.append(g.node("pv", "matmul", [y, v], [bh, seq, d]))
+    return g
+
+
+def ln_graph(tokens, c):
+    g = ge.Graph("ln_%dx%d" % (tokens, c), 9, "bench layer norm")
+    x, r = g.input("x", [tokens, c]), g.input("r", [tokens, c])
+    u = g.add("res", x, r)
+    g.outputs.append(g.node("ln", "layer_norm", [u, g.weight("ln.g", [c], "positive"), g.weight("ln.b", [c])],
+                            [tokens, c]))
+    return g
+
+
 def ints(s):
     return [int(v) for v in s.split(",") if v.strip()]
 
@@ -135,11 +163,16 @@ def main():
     ap.add_argument("--pointwise-log2", default="24,26,28")
     ap.add_argument("--chains", default="2,4,6")
     ap.add_argument("--nets", default="resnet50,mobilenetv2")
-    ap.add_argument("--kinds", default="layer,net,gemm,pw")
+    ap.add_argument("--attn-shapes", default="16x512x64,32x2048x64,16x1024x128")
+    ap.add_argument("--attn-precisions", default="fp16_nhwc,bf16_nhwc")
+    ap.add_argument("--ln-shapes", default="512x768,4096x768,4096x4096")
+    ap.add_argument("--ln-precisions", default="fp16_nhwc,bf16_nhwc,fp32")
+    ap.add_argument("--kinds", default="attn,ln,layer,net,gemm,pw")
     ap.add_argument("--tiny", action="store_true")
     a = ap.parse_args()
     precs = [p for p in a.precisions.split(",") if p]
-    for p in precs + a.gemm_precisions.split(",") + a.pointwise_precisions.split(","):
+    for p in (precs + a.gemm_precisions.split(",") + a.pointwise_precisions.split(",") +
+              a.attn_precisions.split(",") + a.ln_precisions.split(",")):
         if p and p not in DTYPE:
             ap.error("unknown precision '%s' (known: %s)" % (p, ", ".join(DTYPE)))
     kinds = set(a.kinds.split(","))
@@ -152,8 +185,11 @@ def main():
     batches, tokens = ints(a.batches), ints(a.tokens)
     shapes = [tuple(int(v) for v in s.split("x")) for s in a.gemm_shapes.split(",") if s]
     logs, chains = ints(a.pointwise_log2), ints(a.chains)
+    attn = [tuple(int(v) for v in s.split("x")) for s in a.attn_shapes.split(",") if s]
+    lns = [tuple(int(v) for v in s.split("x")) for s in a.ln_shapes.split(",") if s]
     if a.tiny:
         batches, tokens, shapes, logs = [1, 2], [1, 16], [(64, 96)], [10]
+        attn, lns = [(4, 16, 32)], [(16, 64)]
     gdir = os.path.join(a.out, "graphs")
     os.makedirs(gdir, exist_ok=True)
     rows = []
@@ -170,6 +206,15 @@ def main():
             json.dump(s, f)
         rows.append((gid, kind, prec, y, j))
 
+    # attention and LayerNorm first: the budget of a run cuts the last graphs
+    if "attn" in kinds:
+        for bh, seq, d in attn:
+            for p in [p for p in a.attn_precisions.split(",") if p in precs]:
+                emit("attn/%dx%dx%d/%s" % (bh, seq, d, p), "attn", p, attn_graph(bh, seq, d))
+    if "ln" in kinds:
+        for t, c in lns:
+            for p in [p for p in a.ln_precisions.split(",") if p in precs]:
+                emit("ln/%dx%d/%s" % (t, c, p), "ln", p, ln_graph(t, c))
     for net in [n for n in a.nets.split(",") if n]:
         if "layer" in kinds:
             for key, c, h, w, k, r, s, grp, act in conv_layers(nets[net], a.tiny):

@@ -8,7 +8,8 @@ FUSED_TSV / UNFUSED_TSV: bench_graphs lines (id, kernels, median_ms, min_ms)
 of the shipped rules and of the rules without fusion; TORCH_TSV:
 torch_side.py lines (id, variant, median_ms, min_ms).  Missing files or rows
 print as '-'.  Writes OUT_DIR/side-layers.txt (every layer) and
-OUT_DIR/side-summary.txt (what is printed).  Ratios are speedups of fusegen:
+OUT_DIR/side-summary.txt (what is printed: attention, LayerNorm, whole
+networks, conv layers, GEMMs, element-wise chains).  Ratios are speedups of fusegen:
 x = other side's time / fusegen's time (above 1: fusegen is faster).
 """
 import math
@@ -61,6 +62,28 @@ def main():
     kn = lambda d, i: d[i][0] if i in d else "-"  # noqa: E731
     summary, layers = [], []
 
+    summary.append("attention softmax(q k^T * scale) v, one fusegen kernel: median ms; x = other / fusegen")
+    summary.append("%-16s %-10s %8s %9s %7s %9s %7s" % ("BH x S x D", "precision", "fusegen", "sdpa", "x", "eager",
+                                                      "x"))
+    for gid, kind, prec, _, _ in rows:
+        if kind != "attn":
+            continue
+        _, shape, _ = gid.split("/")
+        f, a, e = ms(fused, gid), torch.get((gid, "sdpa")), torch.get((gid, "eager"))
+        summary.append("%-16s %-10s %8s %9s %7s %9s %7s" % (shape, prec, fmt(f), fmt(a), fmt(ratio(a, f), "%.2f"),
+                                                          fmt(e), fmt(ratio(e, f), "%.2f")))
+    summary.append("")
+    summary.append("LayerNorm(x + r) over the last axis, one fusegen kernel: median ms; x = other / fusegen")
+    summary.append("%-12s %-10s %8s %10s %7s %9s %7s" % ("T x C", "precision", "fusegen", "layer_norm", "x",
+                                                       "ln_only", "x"))
+    for gid, kind, prec, _, _ in rows:
+        if kind != "ln":
+            continue
+        _, shape, _ = gid.split("/")
+        f, a, o = ms(fused, gid), torch.get((gid, "layer_norm")), torch.get((gid, "ln_only"))
+        summary.append("%-12s %-10s %8s %10s %7s %9s %7s" % (shape, prec, fmt(f), fmt(a), fmt(ratio(a, f), "%.2f"),
+                                                           fmt(o), fmt(ratio(o, f), "%.2f")))
+    summary.append("")
     summary.append("whole networks: median ms per run, CUDA graph replay on both sides; x = other / fusegen")
     summary.append("%-12s %-5s %-10s %8s %9s %9s %7s %9s %7s" % ("net", "batch", "precision", "kernels", "fusegen",
                                                                "pytorch", "x", "unfused", "x"))

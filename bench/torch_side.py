@@ -15,12 +15,18 @@ Variants:
                graph's gelu_tanh); separate: torch.matmul, + bias, tanh GELU
   pw           eager: the chain op by op; copy: one copy of the input (the
                bandwidth a chain should reach)
+  attn         sdpa: F.scaled_dot_product_attention on [1, BH, S, D] (its
+               flash-attention kernel in fp16 / bf16); eager: matmul, scale,
+               softmax, matmul (the S x S scores written)
+  ln           layer_norm: x + r, then F.layer_norm (what the graph computes,
+               two kernels); ln_only: F.layer_norm(x) alone (one kernel, no
+               residual: the bound PyTorch's LayerNorm sets)
 Each variant is captured in a CUDA graph after `warmup` eager runs and timed
 as the median of `iters` replays, each between two CUDA events.  TF32 is on
 (torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32) only for graphs
 of precision tf32; exact fp32 turns both off.
 
-    python3 bench/torch_side.py MANIFEST [--kinds layer,net,gemm,pw]
+    python3 bench/torch_side.py MANIFEST [--kinds attn,ln,layer,net,gemm,pw]
         [--precisions ...] [--iters 50] [--warmup 5] [--dry-run]
 
 --dry-run needs no torch: it reads every graph, folds, and checks that each
@@ -33,7 +39,7 @@ import sys
 
 UNARY = {"relu", "relu6", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "softplus"}
 KNOWN = UNARY | {"conv2d", "batch_norm", "add", "max_pool2d", "avg_pool2d", "global_avg_pool", "flatten", "gemm",
-                 "matmul"}
+                 "matmul", "mul", "softmax", "layer_norm"}
 
 
 def plan_folds(spec):
@@ -129,7 +135,14 @@ class Runner:
             elif op == "gemm":
                 y = t.addmm(w[ins[2]], x, w[ins[1]])
             elif op == "matmul":
-                y = t.matmul(x, env[ins[1]] if ins[1] in env else w[ins[1]])
+                b = env[ins[1]] if ins[1] in env else w[ins[1]]
+                y = t.matmul(x, b.transpose(-1, -2) if a.get("trans_b") else b)
+            elif op == "mul":
+                y = x * (env[ins[1]] if ins[1] in env else w[ins[1]])
+            elif op == "softmax":
+                y = t.softmax(x, dim=a.get("axis", -1))
+            elif op == "layer_norm":
+                y = F.layer_norm(x, x.shape[-1:], w[ins[1]], w[ins[2]], a.get("eps", 1e-5))
             elif op == "relu":
                 y = F.relu(x)
             elif op == "relu6":
@@ -189,6 +202,16 @@ def variants(torch, kind, spec, runner):
         F = torch.nn.functional
         return [("addmm_act", lambda: torch._addmm_activation(b, x, w, use_gelu=True)),
                 ("separate", lambda: F.gelu(torch.matmul(x, w) + b, approximate="tanh"))]
+    if kind == "attn":
+        F = torch.nn.functional
+        q, k, v = (runner.inputs[n].unsqueeze(0) for n in ("q", "k", "v"))
+        scale = 1.0 / q.shape[-1] ** 0.5
+        return [("sdpa", lambda: F.scaled_dot_product_attention(q, k, v, scale=scale)), ("eager", runner.forward)]
+    if kind == "ln":
+        F = torch.nn.functional
+        x = runner.inputs["x"]
+        g, b = runner.w["ln.g"], runner.w["ln.b"]
+        return [("layer_norm", runner.forward), ("ln_only", lambda: F.layer_norm(x, x.shape[-1:], g, b))]
     if kind == "pw":
         x = runner.inputs["x"]
         y = torch.empty_like(x)
@@ -199,7 +222,7 @@ def variants(torch, kind, spec, runner):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("manifest")
-    ap.add_argument("--kinds", default="layer,net,gemm,pw")
+    ap.add_argument("--kinds", default="attn,ln,layer,net,gemm,pw")
     ap.add_argument("--precisions", default="")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)

@@ -3,10 +3,10 @@
  * onnx_fold.h, user notes in docs/onnx.md): which nodes fold, and the
  * evaluation of each operator the folder knows on constants: shape
  * arithmetic (Shape, Size, Gather, Slice, Concat, Squeeze, Unsqueeze,
- * Reshape, Flatten, Transpose, Expand, Range, ConstantOfShape, Cast) and
- * element-wise arithmetic with numpy broadcasting.  Float values are
- * evaluated in double, integers in int64, and rounded to the output type at
- * the end.
+ * Reshape, Flatten, Transpose, Expand, Range, ConstantOfShape, Cast),
+ * element-wise arithmetic with numpy broadcasting, comparisons, logic,
+ * Where, Mod and ScatterND.  Float values are evaluated in double, integers
+ * and bools (1 / 0) in int64, and rounded to the output type at the end.
  */
 #include "onnx_fold.h"
 
@@ -511,8 +511,8 @@ static int one_value(fctx *c, const Onnx__TensorProto *t, val *out)
     for (size_t d = 0; d < t->n_dims; d++)
         n *= t->dims[d];
     if (!dt_held(dt))
-        return ferr(c, "value has element type %s; the folder holds float, float16, bfloat16, double, int32 and "
-                       "int64", fg_onnx_dtype_name(dt));
+        return ferr(c, "value has element type %s; the folder holds float, float16, bfloat16, double, int32, "
+                       "int64 and bool", fg_onnx_dtype_name(dt));
     if (n != 1)
         return ferr(c, "value must hold one element, it holds %lld", (long long)n);
     int64_t one = 1;
@@ -530,6 +530,7 @@ static int one_value(fctx *c, const Onnx__TensorProto *t, val *out)
         case FG_ONNX_DTYPE_DOUBLE: { double x; memcpy(&x, &u, 8); out->d[0] = x; break; }
         case FG_ONNX_DTYPE_INT32: out->i[0] = (int32_t)(uint32_t)u; break;
         case FG_ONNX_DTYPE_INT64: out->i[0] = (int64_t)u; break;
+        case FG_ONNX_DTYPE_BOOL: out->i[0] = u != 0; break;
         case FG_ONNX_DTYPE_BFLOAT16: out->d[0] = fg_bf16_to_f32((uint16_t)u); break;
         default: out->d[0] = fg_f16_to_f32((uint16_t)u); break;   /* FLOAT16 */
         }
@@ -544,6 +545,7 @@ static int one_value(fctx *c, const Onnx__TensorProto *t, val *out)
     case FG_ONNX_DTYPE_DOUBLE: out->d[0] = t->double_data[0]; break;
     case FG_ONNX_DTYPE_INT64: out->i[0] = t->int64_data[0]; break;
     case FG_ONNX_DTYPE_INT32: out->i[0] = t->int32_data[0]; break;
+    case FG_ONNX_DTYPE_BOOL: out->i[0] = t->int32_data[0] != 0; break;
     case FG_ONNX_DTYPE_BFLOAT16: out->d[0] = fg_bf16_to_f32((uint16_t)t->int32_data[0]); break;
     default: out->d[0] = fg_f16_to_f32((uint16_t)t->int32_data[0]); break;   /* FLOAT16 */
     }
@@ -1023,7 +1025,7 @@ static int f_castlike(fctx *c, val *out)
 static int cast_to(fctx *c, int64_t to, val *out)
 {
     if (!dt_held((int)to))
-        return ferr(c, "cast to %s: the folder holds float, float16, bfloat16, double, int32 and int64",
+        return ferr(c, "cast to %s: the folder holds float, float16, bfloat16, double, int32, int64 and bool",
                     fg_onnx_dtype_name((int)to));
     val v;
     if (!in_val(c, 0, &v))
