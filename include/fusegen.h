@@ -347,6 +347,22 @@ FG_API double fg_exec_kernel_ms(const fg_exec *e, int i);
 /* Peak bytes of the intermediate arena (after liveness reuse). */
 FG_API size_t fg_exec_arena_bytes(const fg_exec *e);
 
+/* How the kernels of a context's compiles were obtained, counted since
+ * fg_context_init (every fg_plan_compile, fg_kernel_create and report
+ * compile of this context): compiled by NVRTC (CUDA) or by the host C++
+ * compiler (emulation), or found in the kernel cache's memory, disk or
+ * remote tier.  A kernel identical to another of the same batch (same
+ * cache key) is obtained once and counted once.  Bindings use it to state
+ * how many compiles a new input size cost.  size: sizeof(fg_kernel_counts)
+ * (0 is FG_ERR_INPUT); fields beyond it are not written. */
+typedef struct fg_kernel_counts {
+    size_t size;
+    uint64_t nvrtc_compiled;   /* CUDA kernels compiled by NVRTC */
+    uint64_t host_compiled;    /* emulated kernels compiled by the host compiler */
+    uint64_t memory_hits, disk_hits, remote_hits;
+} fg_kernel_counts;
+FG_API fg_status fg_context_kernel_counts(fg_context *ctx, fg_kernel_counts *out);
+
 /* Host conversions: n elements between dtypes (round-to-nearest-even), and a
  * [N,C,H,W] tensor between storage layouts (src and dst must not overlap). */
 FG_API fg_status fg_convert_dtype(const void *src, fg_dtype from, void *dst, fg_dtype to, size_t n);

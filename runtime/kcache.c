@@ -119,6 +119,9 @@ static fg_status obtain(fg_context *ctx, const fg_backend *be, const void *tc, f
         info->from = remote_hit ? FG_JIT_REMOTE : where == FG_CACHE_MEMORY ? FG_JIT_MEMORY : FG_JIT_DISK;
     }
     fg_ctx_count_tier(ctx, info->from);
+    fg_rt_count_kernel(ctx, info->from == FG_JIT_COMPILED ? (be->device == FG_DEVICE_CUDA ? FG_KC_NVRTC : FG_KC_HOST)
+                            : info->from == FG_JIT_REMOTE ? FG_KC_REMOTE
+                            : info->from == FG_JIT_MEMORY ? FG_KC_MEMORY : FG_KC_DISK);
     fg_buf_free(&material);
     free(meta);
     free(k->binary);

@@ -15,6 +15,17 @@
 #include "cache.h"
 #include "context.h"
 
+/* The ways a kernel's binary is obtained that fg_context_kernel_counts
+ * reports (kernel_counts.c). */
+typedef enum fg_kcount {
+    FG_KC_NVRTC = 0,
+    FG_KC_HOST,
+    FG_KC_MEMORY,
+    FG_KC_DISK,
+    FG_KC_REMOTE,
+    FG_KC_COUNT
+} fg_kcount;
+
 struct fg_runtime {
     pthread_mutex_t lock;       /* guards the lazily created fields below (not ctx->lock) */
 
@@ -25,7 +36,13 @@ struct fg_runtime {
 
     /* ---- the remote tier and the per-tier counters (remote_cache.c) ---- */
     struct fg_tiers *tiers;     /* created by fg_ctx_remote() on first use; freed by its own teardown */
+
+    /* ---- kernels obtained, per way (kernel_counts.c; atomic) ---- */
+    uint64_t obtained[FG_KC_COUNT];
 };
+
+/* Counts one kernel of ctx obtained in way c (thread-safe). */
+void fg_rt_count_kernel(fg_context *ctx, fg_kcount c);
 
 /* The context's runtime state, created on first call (thread-safe). */
 struct fg_runtime *fg_rt(fg_context *ctx);

@@ -302,6 +302,19 @@ class Context:
     def __repr__(self) -> str:
         return "<fusegen.Context device=%r%s>" % (self.device, " closed" if self.closed else "")
 
+    def kernel_counts(self) -> Dict[str, int]:
+        """How this context's compiles obtained their kernels so far
+        (fg_context_kernel_counts): {"nvrtc_compiled", "host_compiled",
+        "memory_hits", "disk_hits", "remote_hits"}.  A kernel identical to
+        another of the same compile is obtained, and counted, once."""
+        lib = self._lib
+        if not lib.has("fg_context_kernel_counts"):
+            raise _error(_lib.FG_ERR_UNSUPPORTED, "this libfusegen (%s) has no fg_context_kernel_counts" % lib.path)
+        kc = _lib.KernelCounts()
+        kc.size = C.sizeof(_lib.KernelCounts)
+        self._check(lib.fg_context_kernel_counts(self._live(), C.byref(kc)))
+        return {name: int(getattr(kc, name)) for name, _t in _lib.KernelCounts._fields_[1:]}
+
     # -- rules, graphs
     def load_rules(self, directory: PathLike) -> None:
         """Loads another rules directory (op definitions, rules, hooks) into

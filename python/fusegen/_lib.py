@@ -58,6 +58,11 @@ class GroupInfo(C.Structure):
                 ("epilogue", C.c_char * 256)]
 
 
+class KernelCounts(C.Structure):
+    _fields_ = [("size", C.c_size_t), ("nvrtc_compiled", C.c_uint64), ("host_compiled", C.c_uint64),
+                ("memory_hits", C.c_uint64), ("disk_hits", C.c_uint64), ("remote_hits", C.c_uint64)]
+
+
 class CompileOptions(C.Structure):
     _fields_ = [("device", C.c_int), ("graph_replay", C.c_int), ("timing", C.c_int), ("size", C.c_size_t)]
 
@@ -133,10 +138,12 @@ _SIGNATURES = {
     "fg_kernel_source": (_s, [_vp]),
     "fg_kernel_exec": (_vp, [_vp]),
     "fg_kernel_launch": (_i, [_vp, C.POINTER(Binding), _i, _vp]),
+    "fg_context_kernel_counts": (_i, [_vp, C.POINTER(KernelCounts)]),
 }
 # Functions that an older libfusegen may lack; the package works without them
 # (what needs one says so when called).
-OPTIONAL = frozenset({"fg_plan_group_info", "fg_plan_text", "fg_plan_dot_text", "fg_string_free"})
+OPTIONAL = frozenset({"fg_plan_group_info", "fg_plan_text", "fg_plan_dot_text", "fg_string_free",
+                      "fg_context_kernel_counts"})
 
 LIBRARY_ENV = "FUSEGEN_LIBRARY"
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -314,6 +314,18 @@ for how in ("context", "compile", "shortcut"):
 
 
 class TestPlan(Base):
+    def test_kernel_counts(self):
+        if not fusegen._lib.load().has("fg_context_kernel_counts"):
+            self.skipTest("this libfusegen has no fg_context_kernel_counts")
+        with fusegen.Context(device="emu", cache_dir=tempfile.mkdtemp(prefix="fusegen-kc-")) as ctx:
+            self.assertEqual(set(ctx.kernel_counts().values()), {0})
+            ctx.compile(EXAMPLE)
+            first = ctx.kernel_counts()
+            self.assertEqual((first["host_compiled"], first["nvrtc_compiled"], first["memory_hits"]), (2, 0, 0))
+            ctx.compile(EXAMPLE)        # the same kernels again: from the context's memory tier
+            again = ctx.kernel_counts()
+            self.assertEqual((again["host_compiled"], again["memory_hits"]), (2, 2))
+
     def test_groups(self):
         if not fusegen._lib.load().has("fg_plan_group_info"):
             self.skipTest("this libfusegen has no fg_plan_group_info")
