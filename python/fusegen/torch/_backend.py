@@ -1,0 +1,288 @@
+"""The "fusegen" backend of torch.compile: each FX graph dynamo captures is
+compiled through the same path as fusegen.torch.compile (the graph with its
+parameters bound as weights, exported to ONNX in memory, one shape bucket
+per input size).  With options={"fallback": True}, a graph that fusegen
+cannot compile whole is split into the parts it can compile and the nodes
+it named as unsupported, which run eagerly (graph breaks inside the FX
+graph); each graph's outcome is a GraphReport (reports(), explain()).
+Internal to fusegen.torch."""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+import torch
+
+from .._core import Error
+from . import _compile as K
+from . import _export as X
+
+_PARAM_NAME = re.compile(r"_(parameters|buffers)_")
+_lock = threading.Lock()
+_reports: List["GraphReport"] = []
+
+
+@dataclass
+class Part:
+    """One part of a graph: run by fusegen ("fusegen", its CompiledModule
+    once compiled) or eagerly ("eager", with the reason)."""
+    kind: str
+    nodes: List[str]
+    reason: str = ""
+    compiled: Optional[K.CompiledModule] = None
+
+    def describe(self) -> str:
+        head = "%s: %d node%s (%s)" % (self.kind, len(self.nodes), "" if len(self.nodes) == 1 else "s",
+                                       ", ".join(self.nodes[:8]) + (", ..." if len(self.nodes) > 8 else ""))
+        if self.compiled is not None:
+            k = self.compiled.kernel_counts()
+            head += "; %d bucket(s), %d kernels compiled, %d from the cache" % (
+                len(self.compiled.buckets), k["host_compiled"] + k["nvrtc_compiled"],
+                k["memory_hits"] + k["disk_hits"] + k["remote_hits"])
+        elif self.kind == "fusegen":
+            head += "; compiled on first call"
+        return head + ("; " + self.reason if self.reason else "")
+
+
+@dataclass
+class GraphReport:
+    """What the backend made of one FX graph: "fusegen" (compiled whole),
+    "fallback" (split into fusegen and eager parts) or "eager" (nothing
+    compiled: the reason says why)."""
+    index: int
+    nodes: int
+    mode: str = "fusegen"
+    parts: List[Part] = field(default_factory=list)
+    reason: str = ""
+
+    def explain(self) -> str:
+        lines = ["graph %d (%d nodes): %s%s" % (self.index, self.nodes, self.mode,
+                                                 " -- " + self.reason if self.reason else "")]
+        lines += ["  part %d %s" % (i, p.describe()) for i, p in enumerate(self.parts)]
+        return "\n".join(lines)
+
+
+def reports() -> List[GraphReport]:
+    """The report of every FX graph the backend compiled, oldest first."""
+    with _lock:
+        return list(_reports)
+
+
+def reset() -> None:
+    """Forgets the reports."""
+    with _lock:
+        _reports.clear()
+
+
+def explain() -> str:
+    """Every report's explain(), one after the other."""
+    return "\n".join(r.explain() for r in reports())
+
+
+def _calls(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+
+
+class _Bound(torch.nn.Module):
+    """An FX graph with its parameters and buffers bound (as buffers that
+    share their memory) and its size arguments computed from the tensors it
+    takes or fixed: forward takes only the graph's tensor inputs, which is
+    what torch.export and the ONNX exporter need."""
+
+    def __init__(self, gm: torch.fx.GraphModule, slots: List[Tuple[str, Any]], consts: List[torch.Tensor],
+                 ints: Dict[int, int]):
+        super().__init__()
+        self.gm, self.slots, self.ints = gm, slots, ints
+        for j, c in enumerate(consts):
+            self.register_buffer("w%d" % j, c.detach(), persistent=False)
+
+    def forward(self, *xs: torch.Tensor) -> Any:
+        args: List[Any] = []
+        for kind, v in self.slots:
+            if kind == "const":
+                args.append(getattr(self, "w%d" % v))
+            elif kind == "input":
+                args.append(xs[v])
+            elif kind == "dim":
+                args.append(xs[v[0]].shape[v[1]])
+            else:
+                args.append(self.ints[v])
+        return self.gm(*args)
+
+
+class _FxCall:
+    """A compiled FX graph, called as dynamo calls it (every placeholder's
+    value, parameters and sizes included)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example: Sequence[Any], dynamic: Any, options: Dict[str, Any],
+                 baked: Set[int]):
+        self.gm, self.dynamic, self.options = gm, dynamic, options
+        ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.slots: List[Tuple[str, Any]] = []
+        self.consts: List[torch.Tensor] = []
+        self.inputs: List[int] = []           # placeholder index of each tensor input
+        self.int_slots: List[int] = []
+        for i, (n, v) in enumerate(zip(ph, example)):
+            if isinstance(v, torch.Tensor):
+                if isinstance(v, torch.nn.Parameter) or id(v) in baked or _PARAM_NAME.search(str(n.target)):
+                    self.slots.append(("const", len(self.consts)))
+                    self.consts.append(v)
+                    baked.add(id(v))
+                else:
+                    self.slots.append(("input", len(self.inputs)))
+                    self.inputs.append(i)
+            else:
+                self.slots.append(("int", i))
+        # a size argument that is a dimension of a tensor input is computed from it (stays symbolic)
+        shapes = [getattr(ph[i].meta.get("example_value"), "shape", None) for i in self.inputs]
+        for s, (kind, v) in enumerate(self.slots):
+            if kind != "int" or not isinstance(example[v], (int, torch.SymInt)):
+                continue
+            sym = str(example[v])
+            for k, shp in enumerate(shapes):
+                hit = [d for d, x in enumerate(shp or ()) if str(x) == sym]
+                if hit and not sym.isdigit():
+                    self.slots[s] = ("dim", (k, hit[0]))
+                    break
+            else:
+                self.int_slots.append(v)
+        self.compiled: Dict[Tuple[int, ...], K.CompiledModule] = {}
+        self.first = self._compile(example)
+
+    @staticmethod
+    def _int(v: Any) -> int:
+        if isinstance(v, torch.SymInt):
+            hint = getattr(v.node, "hint", None)
+            return int(hint) if hint is not None else int(v)
+        return int(v)
+
+    def _compile(self, args: Sequence[Any]) -> K.CompiledModule:
+        ints = {i: self._int(args[i]) for i in self.int_slots}
+        key = tuple(ints[i] for i in self.int_slots)
+        cm = self.compiled.get(key)
+        if cm is None:
+            tensors = [args[i].detach() for i in self.inputs]
+            cm = K.CompiledModule(_Bound(self.gm, self.slots, self.consts, ints), tuple(tensors), None,
+                                  self.dynamic, **self.options)
+            self.compiled[key] = cm
+        return cm
+
+    def __call__(self, *args: Any) -> Any:
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return self.gm(*args)           # training: autograd needs the eager graph
+        cm = self._compile(args)
+        out = cm(*[args[i] for i in self.inputs])
+        return out
+
+
+class _EagerPart(torch.nn.Module):
+    """A part of a split graph run by fusegen: compiled on its first call
+    (with the values it is called with); if fusegen refuses it after all,
+    it stays eager and its Part says why."""
+
+    def __init__(self, sub: torch.fx.GraphModule, part: Part, dynamic: Any, options: Dict[str, Any],
+                 baked: Set[int]):
+        super().__init__()
+        self.sub, self.part, self.dynamic, self.options, self.baked = sub, part, dynamic, options, baked
+        self.call: Optional[Callable[..., Any]] = None
+
+    def forward(self, *args: Any) -> Any:
+        if self.call is None:
+            try:
+                fx = _FxCall(self.sub, args, self.dynamic, self.options, self.baked)
+                self.part.compiled = fx.first
+                self.call = fx
+            except Error as e:
+                self.part.kind, self.part.reason = "eager", "fusegen: %s" % e.message
+                self.call = self.sub
+        return self.call(*args)
+
+
+def _unsupported_nodes(gm: torch.fx.GraphModule, err: Error) -> List[torch.fx.Node]:
+    """The nodes of gm that the ONNX nodes err names came from, matched by
+    their recorded stack trace (then by innermost file and line)."""
+    srcs = getattr(err, "nodes", [])
+    out: List[torch.fx.Node] = []
+    for src in srcs:
+        exact = [n for n in _calls(gm) if (n.meta.get("stack_trace") or "") == src.stack_trace and src.stack_trace]
+        if not exact and src.file:
+            exact = [n for n in _calls(gm) if X._frame(n.meta.get("stack_trace") or "")[:2] == (src.file, src.line)]
+        out += [n for n in exact if n not in out]
+    return out
+
+
+def _split(gm: torch.fx.GraphModule, bad: List[torch.fx.Node], report: GraphReport, dynamic: Any,
+           options: Dict[str, Any], baked: Set[int]) -> torch.fx.GraphModule:
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner  # noqa: PLC0415
+    from torch.fx.passes.operator_support import OperatorSupportBase  # noqa: PLC0415
+
+    bad_set = set(bad)
+
+    class _Support(OperatorSupportBase):
+        def is_node_supported(self, submodules: Any, node: torch.fx.Node) -> bool:
+            return node not in bad_set
+
+    where = {n: n.meta.get("stack_trace", "").strip().splitlines()[-2:] for n in bad}
+    part = CapabilityBasedPartitioner(gm, _Support(), allows_single_node_partition=True)
+    fused = part.fuse_partitions(part.propose_partitions())
+    for n in fused.graph.nodes:
+        if n.op == "call_module" and str(n.target).startswith("fused_"):
+            sub = fused.get_submodule(str(n.target))
+            p = Part("fusegen", [m.name for m in _calls(sub)])
+            report.parts.append(p)
+            setattr(fused, str(n.target), _EagerPart(sub, p, dynamic, options, baked))
+        elif n.op in ("call_function", "call_method", "call_module"):
+            orig = next((b for b in bad if b.name == n.name), None)
+            lines = where.get(orig) if orig is not None else None
+            report.parts.append(Part("eager", [n.name], "unsupported by fusegen%s" % (
+                ": " + " ".join(s.strip() for s in lines) if lines else "")))
+    fused.recompile()
+    return fused
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Optional[Dict[str, Any]] = None,
+            **kwargs: Any) -> Callable[..., Any]:
+    """The torch.compile backend: torch.compile(m, backend="fusegen",
+    options={...}).  Options: fallback (False: an unsupported graph raises
+    fusegen.Error naming the operator and source line; True: it runs with
+    its unsupported nodes eager), dynamic (as fusegen.torch.compile), and
+    the Context options (rules, cache_dir, precision, jobs, cache, log)."""
+    opts = dict(options or {})
+    opts.update(kwargs)
+    fallback = bool(opts.pop("fallback", False))
+    dynamic = opts.pop("dynamic", None)
+    with _lock:
+        report = GraphReport(len(_reports), len(_calls(gm)))
+        _reports.append(report)
+    baked: Set[int] = set()
+    try:
+        fx = _FxCall(gm, example_inputs, dynamic, opts, baked)
+        report.parts.append(Part("fusegen", [n.name for n in _calls(gm)], compiled=fx.first))
+        return fx
+    except Error as e:
+        if not fallback:
+            report.mode, report.reason = "failed", str(e.message)
+            raise
+        bad = _unsupported_nodes(gm, e)
+        if not bad:
+            report.mode, report.reason = "eager", "fusegen could not compile it and named no node: %s" % e.message
+            report.parts.append(Part("eager", [n.name for n in _calls(gm)], e.message))
+            return gm.forward
+        report.mode = "fallback"
+        report.reason = "unsupported: %s" % ", ".join(sorted(set(getattr(e, "operators", []))))
+        return _split(gm, bad, report, dynamic, opts, baked).forward
+
+
+def register(name: str = "fusegen") -> None:
+    """Registers the backend with torch._dynamo under name (done on import
+    of fusegen.torch; a backend found through the package's entry point is
+    left to dynamo to register)."""
+    try:
+        from torch._dynamo.backends import registry  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - a torch without dynamo
+        return
+    if name in registry._COMPILER_FNS or registry._BACKENDS.get(name) is not None:
+        return
+    registry.register_backend(compiler_fn=backend, name=name)
