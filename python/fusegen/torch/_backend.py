@@ -85,31 +85,35 @@ def _calls(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:
     return [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
 
 
-class _Bound(torch.nn.Module):
-    """An FX graph with its parameters and buffers bound (as buffers that
-    share their memory) and its size arguments computed from the tensors it
-    takes or fixed: forward takes only the graph's tensor inputs, which is
-    what torch.export and the ONNX exporter need."""
-
-    def __init__(self, gm: torch.fx.GraphModule, slots: List[Tuple[str, Any]], consts: List[torch.Tensor],
-                 ints: Dict[int, int]):
-        super().__init__()
-        self.gm, self.slots, self.ints = gm, slots, ints
-        for j, c in enumerate(consts):
-            self.register_buffer("w%d" % j, c.detach(), persistent=False)
-
-    def forward(self, *xs: torch.Tensor) -> Any:
-        args: List[Any] = []
-        for kind, v in self.slots:
-            if kind == "const":
-                args.append(getattr(self, "w%d" % v))
-            elif kind == "input":
-                args.append(xs[v])
-            elif kind == "dim":
-                args.append(xs[v[0]].shape[v[1]])
-            else:
-                args.append(self.ints[v])
-        return self.gm(*args)
+def _bind(gm: torch.fx.GraphModule, slots: List[Tuple[str, Any]], consts: List[torch.Tensor],
+          ints: Dict[int, int]) -> torch.fx.GraphModule:
+    """gm rewritten to take only its tensor inputs: parameters and buffers
+    bound as attributes that share their memory (exported as weights), size
+    arguments computed from the inputs' shapes (so they stay symbolic) or
+    fixed to their value.  Nodes are copied with their metadata, so the
+    export records the module's own source lines."""
+    graph = torch.fx.Graph()
+    env: Dict[torch.fx.Node, Any] = {}
+    ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    ninputs = sum(1 for kind, _v in slots if kind == "input")
+    inputs = [graph.placeholder("x%d" % k) for k in range(ninputs)]
+    for j, c in enumerate(consts):
+        gm.register_buffer("_fusegen_w%d" % j, c.detach(), persistent=False)
+    for n, (kind, v) in zip(ph, slots):
+        if kind == "const":
+            env[n] = graph.get_attr("_fusegen_w%d" % v)
+        elif kind == "input":
+            env[n] = inputs[v]
+        elif kind == "dim":
+            env[n] = graph.call_function(torch.ops.aten.sym_size.int, (inputs[v[0]], v[1]))
+        else:
+            env[n] = ints[v]
+        if isinstance(env[n], torch.fx.Node):
+            env[n].meta = dict(n.meta)
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            env[n] = graph.node_copy(n, lambda m: env[m])
+    return torch.fx.GraphModule(gm, graph)
 
 
 class _FxCall:
@@ -164,7 +168,7 @@ class _FxCall:
         cm = self.compiled.get(key)
         if cm is None:
             tensors = [args[i].detach() for i in self.inputs]
-            cm = K.CompiledModule(_Bound(self.gm, self.slots, self.consts, ints), tuple(tensors), None,
+            cm = K.CompiledModule(_bind(self.gm, self.slots, self.consts, ints), tuple(tensors), None,
                                   self.dynamic, **self.options)
             self.compiled[key] = cm
         return cm
@@ -222,7 +226,7 @@ def _split(gm: torch.fx.GraphModule, bad: List[torch.fx.Node], report: GraphRepo
 
     class _Support(OperatorSupportBase):
         def is_node_supported(self, submodules: Any, node: torch.fx.Node) -> bool:
-            return node not in bad_set
+            return node.op in ("call_function", "call_method", "call_module") and node not in bad_set
 
     where = {n: n.meta.get("stack_trace", "").strip().splitlines()[-2:] for n in bad}
     part = CapabilityBasedPartitioner(gm, _Support(), allows_single_node_partition=True)
@@ -242,13 +246,57 @@ def _split(gm: torch.fx.GraphModule, bad: List[torch.fx.Node], report: GraphRepo
     return fused
 
 
+class _Graph:
+    """What the backend returns for one FX graph: compiled on its first
+    call, outside dynamo's tracing (torch.export cannot run inside it), with
+    the values of that call; then each call goes to the compiled graph, the
+    split graph (fallback) or the eager graph."""
+
+    def __init__(self, gm: torch.fx.GraphModule, fallback: bool, dynamic: Any, options: Dict[str, Any],
+                 report: GraphReport):
+        self.gm, self.fallback, self.dynamic, self.options, self.report = gm, fallback, dynamic, options, report
+        self.call: Optional[Callable[..., Any]] = None
+        self._lock = threading.Lock()
+
+    def _build(self, args: Sequence[Any]) -> Callable[..., Any]:
+        gm, report = self.gm, self.report
+        baked: Set[int] = set()
+        try:
+            fx = _FxCall(gm, args, self.dynamic, self.options, baked)
+            report.parts.append(Part("fusegen", [n.name for n in _calls(gm)], compiled=fx.first))
+            return fx
+        except Error as e:
+            if not self.fallback:
+                report.mode, report.reason = "failed", str(e.message)
+                raise
+            bad = _unsupported_nodes(gm, e)
+            if not bad:
+                report.mode, report.reason = "eager", "fusegen could not compile it and named no node: %s" % e.message
+                report.parts.append(Part("eager", [n.name for n in _calls(gm)], e.message))
+                return gm.forward
+            report.mode = "fallback"
+            report.reason = "unsupported: %s" % ", ".join(sorted(set(getattr(e, "operators", []))))
+            return _split(gm, bad, report, self.dynamic, self.options, baked).forward
+
+    def __call__(self, *args: Any) -> Any:
+        if self.call is None:
+            if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+                return self.gm(*args)       # training: autograd needs the eager graph
+            with self._lock:
+                if self.call is None:
+                    self.call = self._build(args)
+        return self.call(*args)
+
+
 def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Optional[Dict[str, Any]] = None,
             **kwargs: Any) -> Callable[..., Any]:
     """The torch.compile backend: torch.compile(m, backend="fusegen",
     options={...}).  Options: fallback (False: an unsupported graph raises
     fusegen.Error naming the operator and source line; True: it runs with
     its unsupported nodes eager), dynamic (as fusegen.torch.compile), and
-    the Context options (rules, cache_dir, precision, jobs, cache, log)."""
+    the Context options (rules, cache_dir, precision, jobs, cache, log).
+    The graph is compiled on its first call (torch.export cannot run while
+    dynamo traces), so errors come from that call."""
     opts = dict(options or {})
     opts.update(kwargs)
     fallback = bool(opts.pop("fallback", False))
@@ -256,23 +304,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Op
     with _lock:
         report = GraphReport(len(_reports), len(_calls(gm)))
         _reports.append(report)
-    baked: Set[int] = set()
-    try:
-        fx = _FxCall(gm, example_inputs, dynamic, opts, baked)
-        report.parts.append(Part("fusegen", [n.name for n in _calls(gm)], compiled=fx.first))
-        return fx
-    except Error as e:
-        if not fallback:
-            report.mode, report.reason = "failed", str(e.message)
-            raise
-        bad = _unsupported_nodes(gm, e)
-        if not bad:
-            report.mode, report.reason = "eager", "fusegen could not compile it and named no node: %s" % e.message
-            report.parts.append(Part("eager", [n.name for n in _calls(gm)], e.message))
-            return gm.forward
-        report.mode = "fallback"
-        report.reason = "unsupported: %s" % ", ".join(sorted(set(getattr(e, "operators", []))))
-        return _split(gm, bad, report, dynamic, opts, baked).forward
+    return _Graph(gm, fallback, dynamic, opts, report)
 
 
 def register(name: str = "fusegen") -> None:

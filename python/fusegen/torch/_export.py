@@ -7,6 +7,7 @@ fusegen.torch."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import re
 import warnings
@@ -82,16 +83,28 @@ class Exported:
         return out
 
 
-def dynamic_shapes(args: Sequence[torch.Tensor], dynamic: Any) -> Any:
-    """The dynamic_shapes argument of torch.export for the flat tensor args:
-    None/True: every dimension Dim.AUTO (symbolic where the module allows,
-    fixed where it pins the size); False: none; anything else is passed
-    through as given (a torch.export dynamic_shapes spec)."""
+def _varargs(module: Any) -> bool:
+    """Whether module's forward takes its tensors as *args."""
+    fn = module.forward if isinstance(module, torch.nn.Module) else module
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return bool(params) and params[0].kind == inspect.Parameter.VAR_POSITIONAL
+
+
+def dynamic_shapes(args: Sequence[torch.Tensor], dynamic: Any, varargs: bool = False) -> Any:
+    """The dynamic_shapes argument of torch.export for the flat tensor args
+    (of a forward(*args) when varargs): None/True: every dimension Dim.AUTO
+    (symbolic where the module allows, fixed where it pins the size);
+    False: none; anything else is passed through as given (a torch.export
+    dynamic_shapes spec)."""
     if dynamic is False:
         return None
     if dynamic is None or dynamic is True:
         auto = torch.export.Dim.AUTO
-        return tuple({d: auto for d in range(a.dim())} for a in args)
+        spec = tuple({d: auto for d in range(a.dim())} for a in args)
+        return (spec,) if varargs else spec
     return dynamic
 
 
@@ -146,11 +159,15 @@ def export(module: torch.nn.Module, args: Sequence[torch.Tensor], dynamic: Any, 
         with warnings.catch_warnings(), contextlib.redirect_stdout(log):
             warnings.simplefilter("ignore")
             prog = torch.onnx.export(target, tuple(args), dynamo=True, verbose=False, report=False,
-                                     dynamic_shapes=dynamic_shapes(args, dynamic))
+                                     dynamic_shapes=dynamic_shapes(args, dynamic, _varargs(target)))
     except Exception as e:  # noqa: BLE001 - the exporter's failures are the user's to see
         text = str(e)
         summary = text.split("## Exception summary", 1)[-1].strip().split("\n\n")[0] if "## Exception summary" in \
             text else text.strip().splitlines()[0] if text.strip() else type(e).__name__
+        if "_transformer_encoder_layer_fwd" in text or "_native_multi_head_attention" in text:
+            summary += ("\n(the inference fast path of nn.TransformerEncoderLayer / nn.MultiheadAttention, one fused "
+                        "aten operator with no ONNX translation: call torch.backends.mha.set_fastpath_enabled(False) "
+                        "before compiling)")
         raise Error(_lib.FG_ERR_UNSUPPORTED, [ErrorRecord(
             "unsupported", None, 0, 0, "the module could not be exported to ONNX (torch.onnx.export, dynamo=True): "
             "%s" % summary)]) from e
