@@ -228,7 +228,7 @@ def _split(gm: torch.fx.GraphModule, bad: List[torch.fx.Node], report: GraphRepo
         def is_node_supported(self, submodules: Any, node: torch.fx.Node) -> bool:
             return node.op in ("call_function", "call_method", "call_module") and node not in bad_set
 
-    where = {n: n.meta.get("stack_trace", "").strip().splitlines()[-2:] for n in bad}
+    where = {n: X._frame(n.meta.get("stack_trace") or "") for n in bad}
     part = CapabilityBasedPartitioner(gm, _Support(), allows_single_node_partition=True)
     fused = part.fuse_partitions(part.propose_partitions())
     for n in fused.graph.nodes:
@@ -239,9 +239,9 @@ def _split(gm: torch.fx.GraphModule, bad: List[torch.fx.Node], report: GraphRepo
             setattr(fused, str(n.target), _EagerPart(sub, p, dynamic, options, baked))
         elif n.op in ("call_function", "call_method", "call_module"):
             orig = next((b for b in bad if b.name == n.name), None)
-            lines = where.get(orig) if orig is not None else None
+            f, line, _fn, code = where.get(orig, (None, 0, None, None)) if orig is not None else (None, 0, None, None)
             report.parts.append(Part("eager", [n.name], "unsupported by fusegen%s" % (
-                ": " + " ".join(s.strip() for s in lines) if lines else "")))
+                " (%s:%d: %s)" % (f, line, (code or "").strip()) if f else "")))
     fused.recompile()
     return fused
 
