@@ -136,6 +136,38 @@ class TestCompile(unittest.TestCase):
         self.assertEqual(k["host_compiled"], 0, k)
         self.assertGreater(k["memory_hits"] + k["disk_hits"], 0, k)
 
+    def test_batch_buckets(self):
+        m = SmallCNN().eval()
+        c = ft.compile(m, (torch.randn(2, 3, 16, 16),), batch_buckets=(4, 8))
+        with torch.no_grad():
+            seen, prev = set(), c.kernel_counts()
+            for b in (1, 3, 4, 5, 8, 6, 2):
+                x = torch.randn(b, 3, 16, 16)
+                y = c(x)
+                self.assertEqual(tuple(y.shape), (b, 10))
+                self.assertLessEqual(rel_l2(y, m(x)), TOL, "batch %d" % b)
+                bucket = 4 if b <= 4 else 8
+                k = c.kernel_counts()
+                if bucket in seen or bucket == 4:   # a bucket made before: nothing compiled, nothing fetched
+                    self.assertEqual(k, prev, "batch %d" % b)
+                seen.add(bucket)
+                prev = k
+            self.assertEqual(sorted(bk.shapes[0][0] for bk in c.buckets.values()), [4, 8])
+            y = c(torch.randn(9, 3, 16, 16))   # above the largest: its own size
+        self.assertEqual(len(c.buckets), 3)
+
+    def test_transformer_batch_buckets(self):
+        m = encoder()
+        c = ft.compile(m, (torch.randn(2, 5, 32),), batch_buckets=(4, 8))
+        with torch.no_grad():
+            for b in (1, 3, 8):
+                for s in (5, 17):
+                    x = torch.randn(b, s, 32)
+                    self.assertLessEqual(rel_l2(c(x), m(x)), TOL, "batch %d sequence %d" % (b, s))
+        self.assertEqual(len(c.exports), 1)
+        self.assertEqual(len(c.buckets), 4)   # batch 4 and 8, sequence 5 and 17
+        print("\n" + c.explain())
+
     def test_transformer_encoder(self):
         m = encoder()
         c = ft.compile(m, (torch.randn(2, 5, 32),))

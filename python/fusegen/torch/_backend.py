@@ -122,7 +122,9 @@ class _FxCall:
 
     def __init__(self, gm: torch.fx.GraphModule, example: Sequence[Any], dynamic: Any, options: Dict[str, Any],
                  baked: Set[int]):
-        self.gm, self.dynamic, self.options = gm, dynamic, options
+        self.gm, self.dynamic = gm, dynamic
+        self.options = dict(options)
+        self.batch_buckets = self.options.pop("batch_buckets", None)
         ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.slots: List[Tuple[str, Any]] = []
         self.consts: List[torch.Tensor] = []
@@ -169,7 +171,7 @@ class _FxCall:
         if cm is None:
             tensors = [args[i].detach() for i in self.inputs]
             cm = K.CompiledModule(_bind(self.gm, self.slots, self.consts, ints), tuple(tensors), None,
-                                  self.dynamic, **self.options)
+                                  self.dynamic, self.batch_buckets, **self.options)
             self.compiled[key] = cm
         return cm
 
@@ -293,7 +295,8 @@ def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Op
     """The torch.compile backend: torch.compile(m, backend="fusegen",
     options={...}).  Options: fallback (False: an unsupported graph raises
     fusegen.Error naming the operator and source line; True: it runs with
-    its unsupported nodes eager), dynamic (as fusegen.torch.compile), and
+    its unsupported nodes eager), dynamic and batch_buckets (as
+    fusegen.torch.compile; batch buckets pad each graph's inputs), and
     the Context options (rules, cache_dir, precision, jobs, cache, log).
     The graph is compiled on its first call (torch.export cannot run while
     dynamo traces), so errors come from that call."""

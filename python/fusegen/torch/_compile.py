@@ -134,9 +134,12 @@ class CompiledModule:
     """
 
     def __init__(self, module: Any, example_inputs: Sequence[Any], example_kwargs: Optional[Dict[str, Any]] = None,
-                 dynamic: Any = None, **options: Any):
+                 dynamic: Any = None, batch_buckets: Optional[Sequence[int]] = None, **options: Any):
         self.module = module
         self.dynamic = dynamic
+        self.batch_buckets = sorted({int(b) for b in batch_buckets}) if batch_buckets else []
+        if any(b < 1 for b in self.batch_buckets):
+            raise ValueError("batch_buckets must be positive sizes, not %r" % (batch_buckets,))
         self._options = options
         self._contexts: Dict[str, Context] = {}
         self._lock = threading.RLock()
@@ -145,7 +148,7 @@ class CompiledModule:
         flat, self._in_spec = pytree.tree_flatten((tuple(example_inputs), dict(example_kwargs or {})))
         self._check_flat(flat)
         self._weights = self._weight_state()
-        self._bucket(flat)              # the example's bucket now: an unsupported module fails here
+        self._bucket(self._pad(flat)[1])   # the example's bucket now: an unsupported module fails here
 
     # -- plumbing
     @staticmethod
@@ -266,13 +269,39 @@ class CompiledModule:
                 self.buckets.clear()
                 self.exports.clear()
                 self._weights = w
-        b = self._bucket(flat)
+        n, padded = self._pad(flat)
+        b = self._bucket(padded)
         b.calls += 1
         exp = self.exports[b.export_index]
-        outs = run_cuda(b.exe, exp, flat) if b.device == "cuda" else run_host(b.exe, exp, flat)
+        outs = run_cuda(b.exe, exp, padded) if b.device == "cuda" else run_host(b.exe, exp, padded)
+        if padded is not flat:
+            outs = [self._unpad(o, n, len(padded[0])) for o in outs]
         if exp.out_spec is None:
             return outs[0] if len(outs) == 1 else tuple(outs)
         return pytree.tree_unflatten(outs, exp.out_spec)
+
+    def _pad(self, flat: List[torch.Tensor]) -> Tuple[int, List[torch.Tensor]]:
+        """With batch_buckets: the call's batch n (dim 0 of every input) and
+        the inputs zero-padded to the smallest bucket size >= n (unchanged
+        when n is a bucket size or above them all)."""
+        if not self.batch_buckets or not flat or any(t.dim() == 0 for t in flat):
+            return 0, flat
+        n = flat[0].shape[0]
+        if any(t.shape[0] != n for t in flat):
+            raise _error(_lib.FG_ERR_INPUT, "batch_buckets: every input's first dimension is the batch, but they "
+                         "are %s" % [t.shape[0] for t in flat])
+        size = next((b for b in self.batch_buckets if b >= n), None)
+        if size is None or size == n:
+            return n, flat
+        return n, [torch.cat([t, t.new_zeros((size - n,) + tuple(t.shape[1:]))]) for t in flat]
+
+    @staticmethod
+    def _unpad(out: torch.Tensor, n: int, size: int) -> torch.Tensor:
+        if out.dim() == 0 or out.shape[0] != size:
+            raise _error(_lib.FG_ERR_INPUT, "batch_buckets: an output of shape %s has no batch of %d first; the "
+                         "module does not keep the batch in dimension 0 (compile without batch_buckets)"
+                         % (list(out.shape), size))
+        return out[:n]
 
     # -- what was done
     def kernel_counts(self) -> Dict[str, int]:
@@ -304,6 +333,9 @@ class CompiledModule:
                         k["remote_hits"]))
         lines.append("  sizes: a size symbolic in the export is a new bucket (kernels specialized to it); a size "
                      "the export fixed needs a new export")
+        if self.batch_buckets:
+            lines.append("  batch buckets %s: a batch is padded to the smallest bucket size that holds it (above "
+                         "them: its own size); batches inside a bucket compile nothing" % self.batch_buckets)
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -311,7 +343,8 @@ class CompiledModule:
 
 
 def compile(module: Any, example_inputs: Sequence[Any] = (), dynamic: Any = None, *,  # noqa: A001
-            example_kwargs: Optional[Dict[str, Any]] = None, **options: Any) -> CompiledModule:
+            example_kwargs: Optional[Dict[str, Any]] = None, batch_buckets: Optional[Sequence[int]] = None,
+            **options: Any) -> CompiledModule:
     """Exports module (torch.export and the ONNX exporter, in memory), plans
     and compiles it with fusegen, and returns a CompiledModule to call with
     torch tensors.
@@ -324,6 +357,12 @@ def compile(module: Any, example_inputs: Sequence[Any] = (), dynamic: Any = None
         again); or a torch.export dynamic_shapes spec, passed as given.
         Sizes of 1 in the example are often fixed by torch.export: give
         examples with batch and sequence of 2 or more.
+    batch_buckets: sizes such as (1, 4, 8, 16): a call of batch n (dim 0
+        of every input) runs in the bucket of the smallest size >= n, its
+        inputs zero-padded and its outputs cut back to n, so batches 5..8
+        share one compile; above the largest size, the exact size.  Only
+        for modules whose batch rows do not mix (eval-mode networks): a
+        module that reduces over the batch would see the padding.
     options: Context options (rules, cache_dir, precision, arch, jobs,
         cache, log).
 
@@ -335,4 +374,4 @@ def compile(module: Any, example_inputs: Sequence[Any] = (), dynamic: Any = None
     """
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
-    return CompiledModule(module, tuple(example_inputs), example_kwargs, dynamic, **options)
+    return CompiledModule(module, tuple(example_inputs), example_kwargs, dynamic, batch_buckets, **options)
