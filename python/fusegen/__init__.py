@@ -22,6 +22,10 @@ in emulation).  This package binds libfusegen (the C library) with ctypes.
     k = fusegen.kernel([("conv", "conv2d", {"padding": [1, 1]}), ("bn", "batch_norm"), ("act", "relu")],
                        input_shape=(1, 8, 16, 16), weights={...})
 
+From PyTorch: fusegen.torch (import it on its own; it needs torch and
+onnxscript) compiles a torch.nn.Module in one call and registers the
+"fusegen" backend of torch.compile.
+
 Errors raise fusegen.Error, which carries .status ("input error",
 "no CUDA device", ...), .file, .line, .col, .message and every recorded
 problem in .errors.
