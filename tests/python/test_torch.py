@@ -224,7 +224,16 @@ class TestBackend(unittest.TestCase):
                 self.assertLessEqual(rel_l2(c(x), m(x)), TOL, "batch %d" % b)
         rs = ft.reports()
         self.assertTrue(rs and all(r.mode == "fusegen" for r in rs), ft.explain())
+        self.assertOneExportPerGraph(rs)
         print("\n" + ft.explain())
+
+    def assertOneExportPerGraph(self, rs):
+        """Each FX graph dynamo made (a static one for the first size, then
+        one with symbolic sizes) was exported once, whatever the sizes it
+        was then called with."""
+        for r in rs:
+            for p in r.parts:
+                self.assertEqual(sum(len(cm.exports) for cm in p.fx.compiled.values()), 1, ft.explain())
 
     def test_transformer_encoder(self):
         old = torch.backends.mha.get_fastpath_enabled()
@@ -240,6 +249,8 @@ class TestBackend(unittest.TestCase):
         finally:
             torch.backends.mha.set_fastpath_enabled(old)
         self.assertTrue(all(r.mode == "fusegen" for r in ft.reports()), ft.explain())
+        self.assertOneExportPerGraph(ft.reports())
+        print("\n" + ft.explain())
 
     def test_unsupported_operator_is_named(self):
         c = torch.compile(WithCumsum().eval(), backend="fusegen")

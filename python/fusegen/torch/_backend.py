@@ -32,15 +32,18 @@ class Part:
     nodes: List[str]
     reason: str = ""
     compiled: Optional[K.CompiledModule] = None
+    fx: Optional["_FxCall"] = None    # every CompiledModule of the part (one per fixed size argument)
 
     def describe(self) -> str:
         head = "%s: %d node%s (%s)" % (self.kind, len(self.nodes), "" if len(self.nodes) == 1 else "s",
                                        ", ".join(self.nodes[:8]) + (", ..." if len(self.nodes) > 8 else ""))
         if self.compiled is not None:
-            k = self.compiled.kernel_counts()
-            head += "; %d bucket(s), %d kernels compiled, %d from the cache" % (
-                len(self.compiled.buckets), k["host_compiled"] + k["nvrtc_compiled"],
-                k["memory_hits"] + k["disk_hits"] + k["remote_hits"])
+            cms = list(self.fx.compiled.values()) if self.fx is not None else [self.compiled]
+            ks = [cm.kernel_counts() for cm in cms]
+            head += "; %d export(s), %d bucket(s), %d kernels compiled, %d from the cache" % (
+                sum(len(cm.exports) for cm in cms), sum(len(cm.buckets) for cm in cms),
+                sum(k["host_compiled"] + k["nvrtc_compiled"] for k in ks),
+                sum(k["memory_hits"] + k["disk_hits"] + k["remote_hits"] for k in ks))
         elif self.kind == "fusegen":
             head += "; compiled on first call"
         return head + ("; " + self.reason if self.reason else "")
@@ -146,7 +149,7 @@ class _FxCall:
         for s, (kind, v) in enumerate(self.slots):
             if kind != "int" or not isinstance(example[v], (int, torch.SymInt)):
                 continue
-            sym = str(example[v])
+            sym = str(ph[v].meta.get("example_value", example[v]))   # the symbol ("s0"), not its value
             for k, shp in enumerate(shapes):
                 hit = [d for d, x in enumerate(shp or ()) if str(x) == sym]
                 if hit and not sym.isdigit():
@@ -198,7 +201,7 @@ class _EagerPart(torch.nn.Module):
         if self.call is None:
             try:
                 fx = _FxCall(self.sub, args, self.dynamic, self.options, self.baked)
-                self.part.compiled = fx.first
+                self.part.compiled, self.part.fx = fx.first, fx
                 self.call = fx
             except Error as e:
                 self.part.kind, self.part.reason = "eager", "fusegen: %s" % e.message
@@ -265,7 +268,7 @@ class _Graph:
         baked: Set[int] = set()
         try:
             fx = _FxCall(gm, args, self.dynamic, self.options, baked)
-            report.parts.append(Part("fusegen", [n.name for n in _calls(gm)], compiled=fx.first))
+            report.parts.append(Part("fusegen", [n.name for n in _calls(gm)], compiled=fx.first, fx=fx))
             return fx
         except Error as e:
             if not self.fallback:
@@ -281,9 +284,9 @@ class _Graph:
             return _split(gm, bad, report, self.dynamic, self.options, baked).forward
 
     def __call__(self, *args: Any) -> Any:
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return self.gm(*args)           # training: autograd needs the eager graph
         if self.call is None:
-            if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-                return self.gm(*args)       # training: autograd needs the eager graph
             with self._lock:
                 if self.call is None:
                     self.call = self._build(args)
