@@ -208,6 +208,42 @@ static void corrupt_and_recompile(int truncate_it)
     free(dir);
 }
 
+/* fg_context_kernel_counts: NVRTC compiles, then memory and disk hits, per
+ * context; a size that covers no counter, or a NULL context, is an input
+ * error. */
+static void test_kernel_counts(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    fg_context *ctx = ctx_with_cache(dir);
+    fg_kernel k;
+    fg_jit_info info;
+    fg_kernel_counts c = {sizeof c};
+    assert_int_equal(fg_context_kernel_counts(ctx, &c), FG_OK);
+    assert_true(c.nvrtc_compiled == 0 && c.host_compiled == 0 && c.memory_hits == 0 && c.disk_hits == 0);
+    kernel_init(&k, "k_add", src_add, 3);
+    assert_int_equal(fg_jit_compile(ctx, &k, "sm_90", &info), FG_OK);
+    assert_int_equal(fg_jit_compile(ctx, &k, "sm_90", &info), FG_OK);
+    assert_int_equal(fg_context_kernel_counts(ctx, &c), FG_OK);
+    assert_true(c.size == sizeof c && c.nvrtc_compiled == 1 && c.host_compiled == 0 && c.memory_hits == 1);
+    fg_kernel_counts bad = {0};
+    assert_int_equal(fg_context_kernel_counts(ctx, &bad), FG_ERR_INPUT);
+    assert_int_equal(fg_context_kernel_counts(NULL, &c), FG_ERR_INPUT);
+    fg_context_free(ctx);
+    ctx = ctx_with_cache(dir);
+    assert_int_equal(fg_jit_compile(ctx, &k, "sm_90", &info), FG_OK);
+    fg_kernel_counts part = {offsetof(fg_kernel_counts, host_compiled)};   /* an older, shorter struct */
+    part.host_compiled = 77;
+    assert_int_equal(fg_context_kernel_counts(ctx, &part), FG_OK);
+    assert_true(part.nvrtc_compiled == 0 && part.host_compiled == 77);     /* beyond its size: untouched */
+    assert_int_equal(fg_context_kernel_counts(ctx, &c), FG_OK);
+    assert_true(c.nvrtc_compiled == 0 && c.disk_hits == 1);
+    fg_context_free(ctx);
+    kernel_release(&k);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 static void test_truncated_recompiled(void **state) { (void)state; corrupt_and_recompile(1); }
 static void test_flipped_recompiled(void **state) { (void)state; corrupt_and_recompile(0); }
 
@@ -462,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_arch_resolution),
         cmocka_unit_test(test_warning_log_and_ptx),
         cmocka_unit_test(test_compile_all),
+        cmocka_unit_test(test_kernel_counts),
         cmocka_unit_test(test_compile_all_shares_equal_sources),
         cmocka_unit_test(test_two_processes_share_dir),
     };
