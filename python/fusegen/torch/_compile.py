@@ -18,7 +18,6 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from .. import _arrays as A
 from .. import _lib
 from .._core import Context, Error, Executable, Plan, _error
 from . import _export as X
