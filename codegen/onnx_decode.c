@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,7 +147,37 @@ static void decode_bytes(konst *k, const uint8_t *p, int64_t n)
     }
 }
 
-/* Reads the external data of tensor t (what: for messages) into k. */
+#define MEMORY_PREFIX "fusegen-memory:"
+
+/* Reads external data from the caller's buffer named by index (the text
+ * after MEMORY_PREFIX; fg_onnx_options.buffers) into k. */
+static int read_memory(loader *L, const char *index, int64_t offset, int64_t length, konst *k, const char *what)
+{
+    const fg_onnx_options *o = L->opts;
+    int have = o && o->size >= offsetof(fg_onnx_options, buffer_bytes) + sizeof o->buffer_bytes;
+    char *end;
+    errno = 0;
+    long i = strtol(index, &end, 10);
+    if (!have || errno || end == index || *end || i < 0 || i >= o->nbuffers || !o->buffers || !o->buffer_bytes ||
+        !o->buffers[i]) {
+        fg_onnx_lerr(L, "%s: external data '" MEMORY_PREFIX "%.40s' names no buffer of the options (%d given)", what,
+                     index, have ? o->nbuffers : 0);
+        return 0;
+    }
+    int64_t need = k->numel * fg_onnx_dtype_size(k->dtype);
+    if ((length >= 0 && length != need) || (uint64_t)offset > o->buffer_bytes[i] ||
+        (uint64_t)need > o->buffer_bytes[i] - (uint64_t)offset) {
+        fg_onnx_lerr(L, "%s: external data buffer %ld holds %llu bytes; the tensor needs %lld at offset %lld "
+                     "(length %lld)", what, i, (unsigned long long)o->buffer_bytes[i], (long long)need,
+                     (long long)offset, (long long)length);
+        return 0;
+    }
+    decode_bytes(k, (const uint8_t *)o->buffers[i] + offset, k->numel);
+    return 1;
+}
+
+/* Reads the external data of tensor t (what: for messages) into k: from a
+ * file beside the model, or from a buffer of the options. */
 static int read_external(loader *L, const Onnx__TensorProto *t, konst *k, const char *what)
 {
     const char *location = NULL;
@@ -176,6 +207,8 @@ static int read_external(loader *L, const Onnx__TensorProto *t, konst *k, const 
         fg_onnx_lerr(L, "%s: external data without a location", what);
         return 0;
     }
+    if (strncmp(location, MEMORY_PREFIX, strlen(MEMORY_PREFIX)) == 0)
+        return read_memory(L, location + strlen(MEMORY_PREFIX), offset, length, k, what);
     if (!L->base_dir && L->base_fd < 0) {
         fg_onnx_lerr(L, "%s: external data file '%s' cannot be read: the model was given in memory without a base "
                 "directory", what, fg_onnx_esc(location, b1, sizeof b1));

@@ -218,6 +218,13 @@ typedef struct fg_onnx_options {
     const char *base_dir;    /* fg_graph_load_onnx_memory: directory that external data files are
                                 opened beneath (once per load); NULL: external data is refused */
     size_t size;             /* 0 or sizeof(fg_onnx_options) */
+    /* Read when size covers them: external data held by the caller in memory.  A tensor whose external
+     * data location is "fusegen-memory:<i>" reads buffers[i] (buffer_bytes[i] bytes long; its offset and
+     * length as in a file) instead of a file, so a binding can pass weights it holds (a framework's
+     * parameters) without serializing them into the model.  The values are copied into the graph. */
+    int nbuffers;
+    const void *const *buffers;
+    const size_t *buffer_bytes;
 } fg_onnx_options;
 
 /* Loads an ONNX model file; external data files are opened beneath the

@@ -341,11 +341,21 @@ class Context:
         return Graph(self, out, os.fsdecode(path))
 
     def load_bytes(self, data: Union[bytes, bytearray, memoryview], name: str = "model.onnx",
-                   dims: Optional[Mapping[str, int]] = None, base_dir: Optional[PathLike] = None) -> "Graph":
+                   dims: Optional[Mapping[str, int]] = None, base_dir: Optional[PathLike] = None,
+                   buffers: Sequence[Tuple[int, int]] = ()) -> "Graph":
         """Loads a serialized ONNX model from memory; name is used in error
-        locations, base_dir resolves external data files (None: refused)."""
+        locations, base_dir resolves external data files (None: refused).
+        buffers: (address, bytes) of memory the caller keeps alive during
+        the call; a tensor whose external data location is
+        "fusegen-memory:<i>" is read from buffers[i] (fusegen.torch passes
+        the parameters of a module so, without serializing them)."""
         buf = bytes(data)
         o, keep = _onnx_options(dims or {}, base_dir)
+        if buffers:
+            ptrs = (C.c_void_p * len(buffers))(*[p for p, _n in buffers])
+            sizes = (C.c_size_t * len(buffers))(*[n for _p, n in buffers])
+            o.nbuffers, o.buffers, o.buffer_bytes = len(buffers), ptrs, sizes
+            keep = (keep, ptrs, sizes)
         out = C.c_void_p()
         self._check(self._lib.fg_graph_load_onnx_memory(self._live(), name.encode(), buf, len(buf), C.byref(o),
                                                           C.byref(out)))

@@ -48,7 +48,8 @@ class OnnxDim(C.Structure):
 
 class OnnxOptions(C.Structure):
     _fields_ = [("ndims", C.c_int), ("dims", C.POINTER(OnnxDim)), ("base_dir", C.c_char_p),
-                ("size", C.c_size_t)]
+                ("size", C.c_size_t), ("nbuffers", C.c_int), ("buffers", C.POINTER(C.c_void_p)),
+                ("buffer_bytes", C.POINTER(C.c_size_t))]
 
 
 class GroupInfo(C.Structure):

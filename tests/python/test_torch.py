@@ -113,6 +113,10 @@ class TestCompile(unittest.TestCase):
         m = SmallCNN().eval()
         c = ft.compile(m, (torch.randn(2, 3, 16, 16),))
         self.assertEqual(len(c.exports), 1)
+        # the weights are read from the parameters' memory, not serialized into the model
+        exp = c.exports[0]
+        self.assertIn(m.conv1.weight.data_ptr(), [p for p, _n in exp.buffers])
+        self.assertLess(len(exp.model), sum(t.numel() * 4 for t in m.parameters()))
         first = c.kernel_counts()
         self.assertGreater(first["host_compiled"] + first["memory_hits"] + first["disk_hits"], 0)
         with torch.no_grad():
@@ -273,6 +277,39 @@ class TestBackend(unittest.TestCase):
         self.assertIn("CumSum", text)
         self.assertIn("torch.cumsum(y, 1)", text)
         print("\n" + text)
+
+
+class TestMemoryWeights(unittest.TestCase):
+    """External data "fusegen-memory:<i>" read from the caller's buffers
+    (fg_onnx_options.buffers; Context.load_bytes(buffers=))."""
+
+    def model(self, location):
+        import onnx  # noqa: PLC0415
+        from onnx import TensorProto as TP, helper as oh  # noqa: PLC0415
+
+        w = onnx.TensorProto(name="w", data_type=TP.FLOAT, dims=[2, 3])
+        w.data_location = TP.EXTERNAL
+        for k, v in (("location", location), ("offset", "8"), ("length", "24")):
+            e = w.external_data.add()
+            e.key, e.value = k, v
+        g = oh.make_graph([oh.make_node("Add", ["x", "w"], ["y"])], "g",
+                          [oh.make_tensor_value_info("x", TP.FLOAT, [2, 3])],
+                          [oh.make_tensor_value_info("y", TP.FLOAT, [2, 3])], [w])
+        return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)]).SerializeToString()
+
+    def test_read_from_memory(self):
+        buf = np.arange(8, dtype=np.float32)          # offset 8 bytes: the values 2 .. 7
+        with fusegen.Context(device="emu") as ctx:
+            exe = ctx.compile(ctx.plan(ctx.load_bytes(self.model("fusegen-memory:0"), "m.onnx",
+                                                      buffers=[(buf.ctypes.data, buf.nbytes)])))
+            y = exe(x=np.zeros((2, 3), np.float32))["y"]
+            np.testing.assert_array_equal(y, np.arange(2, 8, dtype=np.float32).reshape(2, 3))
+            for loc, bufs, msg in (("fusegen-memory:1", [(buf.ctypes.data, buf.nbytes)], "names no buffer"),
+                                   ("fusegen-memory:0", [], "names no buffer"),
+                                   ("fusegen-memory:0", [(buf.ctypes.data, 16)], "holds 16 bytes")):
+                with self.assertRaises(fusegen.Error) as cm:
+                    ctx.load_bytes(self.model(loc), "m.onnx", buffers=bufs)
+                self.assertIn(msg, str(cm.exception))
 
 
 # ---- the CUDA path with stand-ins (no GPU here) ------------------------------------

@@ -237,7 +237,7 @@ class CompiledModule:
         t0 = time.perf_counter()
         name = "%s.onnx" % type(self.module).__name__
         try:
-            g = ctx.load_bytes(exp.model, name, dims=dims)
+            g = ctx.load_bytes(exp.model, name, dims=dims, buffers=exp.buffers)
             plan = ctx.plan(g)
             exe = ctx.compile(plan)
         except Error as e:

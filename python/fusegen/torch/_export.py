@@ -53,13 +53,18 @@ class Exported:
     """One ONNX export of a module: the serialized model, its inputs (ONNX
     name, dims) in the order of the module's flattened tensor arguments
     (None for an argument the model does not read), output names, the
-    pytree spec the outputs are rebuilt with, and the source of each node."""
+    pytree spec the outputs are rebuilt with, the source of each node, and
+    the weights the model names as external data "fusegen-memory:<i>":
+    buffers[i] is the memory of a torch tensor (a parameter or buffer of
+    the module, not copied), passed to Context.load_bytes(buffers=)."""
     model: bytes
     inputs: List[Optional[Tuple[str, Tuple[Dim, ...]]]]
     outputs: List[str]
     out_spec: Any
     nodes: Dict[str, NodeSource] = field(default_factory=dict)
     seconds: float = 0.0
+    buffers: List[Tuple[int, int]] = field(default_factory=list)   # (address, bytes) of weights left out of model
+    keep: List[torch.Tensor] = field(default_factory=list)         # the tensors those addresses are in
 
     def dims_for(self, shapes: Sequence[Tuple[int, ...]]) -> Optional[Dict[str, int]]:
         """The symbolic dimension values that make this export take inputs of
@@ -171,7 +176,7 @@ def export(module: torch.nn.Module, args: Sequence[torch.Tensor], dynamic: Any, 
         raise Error(_lib.FG_ERR_UNSUPPORTED, [ErrorRecord(
             "unsupported", None, 0, 0, "the module could not be exported to ONNX (torch.onnx.export, dynamo=True): "
             "%s" % summary)]) from e
-    proto = prog.model_proto
+    proto, buffers, keep = _serialize(prog.model)
     ep = prog.exported_program
     user = list(ep.graph_signature.user_inputs) if ep is not None else [i.name for i in proto.graph.input]
     by_name = {i.name: i for i in proto.graph.input}
@@ -189,7 +194,38 @@ def export(module: torch.nn.Module, args: Sequence[torch.Tensor], dynamic: Any, 
                                    fn, code)
     out_spec = ep.call_spec.out_spec if ep is not None else None
     return Exported(proto.SerializeToString(), inputs, [o.name for o in proto.graph.output], out_spec, nodes,
-                    time.perf_counter() - t0)
+                    time.perf_counter() - t0, buffers, keep)
+
+
+def _serialize(model: Any) -> Tuple[Any, List[Tuple[int, int]], List[torch.Tensor]]:
+    """The ONNX ModelProto of an onnx_ir model, each initializer held in a
+    contiguous CPU torch tensor left out of it: named as external data
+    "fusegen-memory:<i>" with its (address, bytes) in the list, so the
+    library reads it from the tensor's memory.  Others are serialized."""
+    import onnx_ir as ir  # noqa: PLC0415
+
+    buffers: List[Tuple[int, int]] = []
+    keep: List[torch.Tensor] = []
+    swapped = []
+    try:
+        for v in model.graph.initializers.values():
+            cv = v.const_value
+            t = getattr(cv, "raw", None)
+            if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or not t.is_contiguous() or t.numel() == 0:
+                continue
+            t = t.detach()
+            n = t.numel() * t.element_size()
+            ext = ir.ExternalTensor("fusegen-memory:%d" % len(buffers), 0, n, cv.dtype, shape=cv.shape,
+                                    name=cv.name or v.name or "")
+            buffers.append((t.data_ptr(), n))
+            keep.append(t)
+            swapped.append((v, cv))
+            v.const_value = ext
+        proto = ir.serde.serialize_model(model)
+    finally:
+        for v, cv in swapped:
+            v.const_value = cv
+    return proto, buffers, keep
 
 
 def located(err: Error, exp: Exported) -> Error:
