@@ -55,8 +55,9 @@ class Exported:
     (None for an argument the model does not read), output names, the
     pytree spec the outputs are rebuilt with, the source of each node, and
     the weights the model names as external data "fusegen-memory:<i>":
-    buffers[i] is the memory of a torch tensor (a parameter or buffer of
-    the module, not copied), passed to Context.load_bytes(buffers=)."""
+    buffers[i] is the memory of a torch tensor the exporter holds (the
+    module's parameter itself, or the exporter's copy of it), passed to
+    Context.load_bytes(buffers=)."""
     model: bytes
     inputs: List[Optional[Tuple[str, Tuple[Dim, ...]]]]
     outputs: List[str]
