@@ -157,9 +157,16 @@ static fg_status emit_bias(fg_emitter *em, int t, const char *const *coords, fg_
         fg_buf_put(&off, x->shape[0] == 1 ? "0" : coords[ca]);
         st = FG_OK;
     }
+    int pre = -1;   /* loaded by the caller (the vector epilogue), a parameter */
+    for (int k = 0; k < em->npre && pre < 0; k++)
+        if (em->pre[k].t == t && em->pre[k].per_channel == !bias_columns(em))
+            pre = k;
     if (st == FG_OK) {
         fg_buf_iprintf(b, 1, "// epilogue: bias (%s)\n", x->name);
-        fg_buf_iprintf(b, 1, "v = v + fg_load(p.%s + %s);\n", fg_em_tensor(em, t, 0), off.s);
+        if (pre >= 0)
+            fg_buf_iprintf(b, 1, "v = v + pre_%d;\n", pre);
+        else
+            fg_buf_iprintf(b, 1, "v = v + fg_load(p.%s + %s);\n", fg_em_tensor(em, t, 0), off.s);
     }
     fg_buf_free(&off);
     return st;
@@ -196,7 +203,7 @@ static fg_status emit_apply(fg_emitter *em, int node, const char *const *coords,
  * nodes a template owns (fg_template.owns_last: gemm_softmax's softmax,
  * attention's softmax and P V); any other node that is
  * not element-wise is a located error. */
-static fg_status epilogue_at(fg_emitter *em);
+static fg_status epilogue_at(fg_emitter *em, const char *fname);
 
 fg_status fg_em_epilogue(fg_emitter *em)
 {
@@ -205,13 +212,20 @@ fg_status fg_em_epilogue(fg_emitter *em)
     const fg_tensor *out = em->ot;
     if (em->epi_ot)
         em->ot = em->epi_ot;
-    fg_status st = epilogue_at(em);
+    fg_status st = epilogue_at(em, "fg_epilogue");
     em->ot = out;
+    if (st == FG_OK)
+        st = fg_em_epilogue_vec(em);
     return st;
 }
 
-/* fg_em_epilogue at em->ot's coordinates. */
-static fg_status epilogue_at(fg_emitter *em)
+fg_status fg_em_epilogue_named(fg_emitter *em, const char *fname)
+{
+    return epilogue_at(em, fname);
+}
+
+/* fg_em_epilogue at em->ot's coordinates, as function fname. */
+static fg_status epilogue_at(fg_emitter *em, const char *fname)
 {
     const fg_group *grp = em->grp;
     int rank = em->ot->rank;
@@ -226,7 +240,7 @@ static fg_status epilogue_at(fg_emitter *em)
     for (int i = 0; i < rank; i++)
         fg_buf_printf(&b, "%s%s", i ? ", " : "", coords[i]);
     fg_buf_printf(&b, ") are the logical coordinates of %s\n", em->ot->name);
-    fg_buf_printf(&b, "FG_DEVICE float fg_epilogue(const fg_params_%s &p, float v", em->k->name);
+    fg_buf_printf(&b, "FG_DEVICE float %s(const fg_params_%s &p, float v", fname, em->k->name);
     for (int k = 0; k < em->npre; k++)
         fg_buf_printf(&b, ", float pre_%d", k);
     for (int i = 0; i < rank; i++)

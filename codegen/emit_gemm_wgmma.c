@@ -560,6 +560,7 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     epi_args(&w, "col + 1", &t);
     fg_em_set(em, "EPI_ARGS1", "%s", t.s);
     fg_buf_free(&t);
+    em->epi_vec_axis = w.conv ? 2 : em->ot->rank;   /* columns: the channel axis, or the last */
     fg_em_set(em, "BN", "%d", bn);
     fg_em_set(em, "STAGES", "%d", stages);
     fg_em_set(em, "EB", "%d", eb);

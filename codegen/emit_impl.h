@@ -47,6 +47,8 @@ typedef struct fg_emitter {
     struct { const char *name; char *value; } vars[FG_EM_MAX_VARS];
     int nshapes;
     struct { char name[24]; int64_t value; } shapes[FG_EM_MAX_SHAPES];
+    int epi_vec_axis;             /* set by a family before the epilogue: 1 + the output axis along which it
+                                     calls fg_epilogue8 on 8 consecutive elements (0: it does not) */
     fg_buf helpers;               /* device functions placed before the kernel */
     fg_buf notes;                 /* extra header-comment lines */
 } fg_emitter;
@@ -110,6 +112,17 @@ const char *fg_em_i64_param(fg_emitter *em, const char *base, int64_t value);
 /* Emits fg_epilogue(p, v, coordinates...) into em->helpers (emit_epilogue.c): the
  * coordinates of em->epi_ot when the family set it, else of the output. */
 fg_status fg_em_epilogue(fg_emitter *em);
+/* The scalar epilogue as function fname, taking em->pre's parameters
+ * pre_<k> after v (bias stages read theirs too). */
+fg_status fg_em_epilogue_named(fg_emitter *em, const char *fname);
+/* emit_epilogue_vec.c: when the family set em->epi_vec_axis, emits
+ * fg_epilogue8(p, float v[8], coordinates of the first element) -- the
+ * epilogue of 8 consecutive elements along that axis, whose extra inputs
+ * (residuals, biases) that run along it are read 16 bytes at a time -- and
+ * sets placeholder VEC_EPI to 1; to 0 when the output's innermost axis is
+ * not that axis or its size not a multiple of 8 (the template then keeps
+ * its scalar epilogue).  Called by fg_em_epilogue. */
+fg_status fg_em_epilogue_vec(fg_emitter *em);
 /* Records an error at the emitter's location (rule or node). */
 fg_status fg_em_error(fg_emitter *em, fg_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Integer attribute `name` of node nd (element index of an INTS list). */

@@ -228,6 +228,9 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
         // shuffles; rows and blocks past the output compute nothing and store
         // nothing.  N is a multiple of 8 (the emitter checks), so a block lies
         // wholly inside or outside the output and its store is 16-byte aligned.
+        // When the output's columns are its innermost axis the quad transposes the
+        // accumulators first and fg_epilogue8 runs on a lane's eight columns, so
+        // residuals and biases along them are read 16 bytes at a time too.
         FG_UNROLL
         for (int h = 0; h < 2; h++) {
             const int r = c * 64 + w * 16 + l / 4 + 8 * h;   // the row of the tile
@@ -238,10 +241,16 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
                 FG_UNROLL
                 for (int k = 0; k < 4; k++) {
                     const int j = 4 * g + k;
+{{#VEC_EPI}}
+                    a[2 * k] = d[4 * j + 2 * h];       // the epilogue runs after the transpose
+                    a[2 * k + 1] = d[4 * j + 2 * h + 1];
+{{/VEC_EPI}}
+{{^VEC_EPI}}
                     const fg_i64 col = n0 + 8 * j + 2 * q;
                     const bool ok = live && col < N;
                     a[2 * k] = ok ? fg_epilogue(p, d[4 * j + 2 * h], {{EPI_ARGS}}) : 0.0f;
                     a[2 * k + 1] = ok ? fg_epilogue(p, d[4 * j + 2 * h + 1], {{EPI_ARGS1}}) : 0.0f;
+{{/VEC_EPI}}
                 }
                 FG_UNROLL
                 for (int m = 1; m <= 2; m *= 2) {
@@ -258,8 +267,13 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
                     }
                 }
                 const fg_i64 col = n0 + 32 * g + 8 * q;
-                if (live && col < N)
+                if (live && col < N) {
+{{#VEC_EPI}}
+                    // columns col .. col + 7: the epilogue's inputs along them in 16-byte loads
+                    fg_epilogue8(p, a, {{EPI_ARGS}});
+{{/VEC_EPI}}
                     fg_store8(p.{{Y}} + grow * N + col, a);
+                }
             }
         }
     }

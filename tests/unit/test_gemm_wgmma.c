@@ -307,7 +307,7 @@ static const mutation mutations[] = {
      "fg_wgmma_desc(a_s + kk * 32, 128, 16, 512)"},
     {"B's leading byte offset half a box", "fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK * EB, 1024)",
      "fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK, 1024)"},
-    {"the epilogue's column pairs crossed", "d[4 * j + 2 * h + 1], row, col + 1)", "d[4 * j + 2 * h], row, col + 1)"},
+    {"the epilogue's column pairs crossed", "a[2 * k + 1] = d[4 * j + 2 * h + 1];", "a[2 * k + 1] = d[4 * j + 2 * h];"},
     {"the quad transpose without its second step", "for (int m = 1; m <= 2; m *= 2)",
      "for (int m = 1; m <= 1; m *= 2)"},
     {"the quad transpose's slots not swapped back", "a[2 * up + e] = hi ? a[2 * up + e] : x;", ""},

@@ -314,8 +314,9 @@ static void test_wgmma_sass(void **state)
             tl += strspn(tl, " ");
             snprintf(tile, sizeof tile, "%.*s", (int)strcspn(tl, ",\n"), tl);
         }
-        printf("%-32s %-5s %4ld %6ld %5d %7d %5d %4d %4d %5ld %5ld  %s, %u bytes dynamic shared\n", cases[i].name,
-               cases[i].dtype, reg, shared, hgmma, utmaldg, syncs, ldl, stl, stack, local, tile, ks[i].smem);
+        printf("%-32s %-5s %4ld %6ld %5d %7d %5d %4d %4d %5ld %5ld  %s, %u bytes dynamic shared, %d LDG.E.128\n",
+               cases[i].name, cases[i].dtype, reg, shared, hgmma, utmaldg, syncs, ldl, stl, stack, local, tile,
+               ks[i].smem, textcount(sass, "LDG.E.128"));
         /* fp32 cases run wgmma on tf32: HGMMA.64xNx8.F32.TF32 */
         int tf32_ok = strcmp(cases[i].dtype, "fp32") != 0 || textcount(sass, ".TF32") > 0;
         if (!tf32_ok)
@@ -328,7 +329,18 @@ static void test_wgmma_sass(void **state)
         int stg128 = textcount(sass, "STG.E.128");
         if (!stg128)
             fprintf(stderr, "%s: no 16-byte global store (STG.E.128) in the SASS\n%s\n", cases[i].name, sass);
-        if (!hgmma || !utmaldg || !syncs || ldl || stl || stack != 0 || local != 0 || !tf32_ok || !pix_ok || !stg128) {
+        /* an epilogue input along the columns (a bias, a residual) is read 16
+         * bytes a lane (LDG.E.128) by fg_epilogue8 */
+        int ldg128 = textcount(sass, "LDG.E.128") || !strstr(ks[i].source, "fg_load8(");
+        if (strstr(cases[i].name, "_add_") && textcount(ks[i].source, "fg_load8(") < 2) {   /* bias and residual */
+            fprintf(stderr, "%s: the residual is not read by a 16-byte load\n", cases[i].name);
+            ldg128 = 0;
+        }
+        if (!ldg128)
+            fprintf(stderr, "%s: no 16-byte global load (LDG.E.128) of the epilogue's inputs in the SASS\n",
+                    cases[i].name);
+        if (!hgmma || !utmaldg || !syncs || ldl || stl || stack != 0 || local != 0 || !tf32_ok || !pix_ok || !stg128 ||
+            !ldg128) {
             fprintf(stderr, "%s: HGMMA %d, UTMALDG %d, SYNCS %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
                     cases[i].name, hgmma, utmaldg, syncs, ldl, stl, stack, local, res);
             failures++;
