@@ -280,6 +280,11 @@ static fg_status emit_conv2d_tc(fg_emitter *em)
     fg_em_set(em, "WARPS_M", "%d", tile->warps_m);
     fg_em_set(em, "WARPS_N", "%d", tile->warps_n);
     fg_em_set(em, "PAIR", "%d", K % 2 == 0);
+    /* a warp's fragments per row in fours: the quad-transposed 16-byte epilogue
+     * (VEC_EPI, set again by the epilogue when K is a multiple of 8) */
+    fg_em_set(em, "VEC_EPI", "0");
+    if (tile->bn / tile->warps_n / 8 % 4 == 0)
+        em->epi_vec_axis = 2;   /* the channel axis */
     fg_em_set(em, "SPLITS", "%d", splits);
     fg_em_set(em, "KT_SPLIT", "%" PRId64, kt_split);
     fg_em_set(em, "SPLIT", "%d", splits > 1);

@@ -260,6 +260,11 @@ static fg_status render_gemm_tc(fg_emitter *em, const gemm_geom *gg, int splitk)
     fg_em_set(em, "B_KROW", "%d", !gg->tb);
     fg_em_set(em, "B_TF32_ELEM", "%d", tf32 && !gg->tb);
     fg_em_set(em, "PAIR", "%d", gg->d.N % 2 == 0);
+    /* a warp's fragments per row in fours: the quad-transposed 16-byte epilogue
+     * (VEC_EPI, set again by the epilogue when N is a multiple of 8) */
+    fg_em_set(em, "VEC_EPI", "0");
+    if (tile->bn / tile->warps_n / 8 % 4 == 0 && !gg->d.b_vec)
+        em->epi_vec_axis = em->ot->rank;   /* the columns */
     fg_em_set(em, "SPLITS", "%d", splits);
     fg_em_set(em, "KT_SPLIT", "%" PRId64, kt_split);
     fg_em_set(em, "SPLIT", "%d", splits > 1);

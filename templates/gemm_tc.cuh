@@ -291,6 +291,49 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 
     // C fragment: e = 0, 1 -> row group, columns tig*2 + {0, 1}; e = 2, 3 -> row group + 8
     const int group = lane >> 2, tig = lane & 3;
+{{#VEC_EPI}}
+    // N a multiple of 8: per four n8 fragments 4 g .. 4 g + 3 of a row the quad
+    // (lanes 4 group .. 4 group + 3) transposes its column pairs, as gemm_wgmma.cuh's
+    // epilogue does, so that lane tig holds fragment 4 g + tig's eight columns;
+    // fg_epilogue8 reads the epilogue's inputs along them 16 bytes at a time and
+    // one 16-byte store writes them.  Every lane takes part in the shuffles;
+    // rows and columns past the output store nothing (a predicate, no branch).
+    FG_UNROLL
+    for (int mi = 0; mi < MI; mi++)
+        FG_UNROLL
+        for (int h = 0; h < 2; h++) {
+            const fg_i64 row = m0 + warp_m * WM + mi * 16 + h * 8 + group;
+            FG_UNROLL
+            for (int g = 0; g < NI / 4; g++) {
+                float a[8];   // a[2 j + e]: column 2 tig + e of fragment 4 g + j, then fragment 4 g + tig's column 2 j + e
+                FG_UNROLL
+                for (int j = 0; j < 4; j++) {
+                    a[2 * j] = acc[mi][4 * g + j][h * 2];
+                    a[2 * j + 1] = acc[mi][4 * g + j][h * 2 + 1];
+                }
+                FG_UNROLL
+                for (int bit = 1; bit <= 2; bit *= 2) {   // the quad transpose of gemm_wgmma.cuh's epilogue
+                    const bool hi = (tig & bit) != 0;
+                    FG_UNROLL
+                    for (int i = 0; i < 2; i++) {
+                        const int lo = bit == 1 ? 2 * i : i, up = lo + bit;   // pair slots with that bit clear and set
+                        FG_UNROLL
+                        for (int e = 0; e < 2; e++) {
+                            const float x = fg_shfl_xor(hi ? a[2 * lo + e] : a[2 * up + e], bit);
+                            a[2 * lo + e] = hi ? x : a[2 * lo + e];
+                            a[2 * up + e] = hi ? a[2 * up + e] : x;
+                        }
+                    }
+                }
+                const fg_i64 col = n0 + warp_n * WN + (4 * g + tig) * 8;
+                if (row < M && col < N) {
+                    fg_epilogue8(p, a, {{EPI_ARGS}});
+                    fg_store8(p.{{Y}} + y_base + row * N + col, a);
+                }
+            }
+        }
+{{/VEC_EPI}}
+{{^VEC_EPI}}
     FG_UNROLL
     for (int mi = 0; mi < MI; mi++)
         FG_UNROLL
@@ -318,4 +361,5 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 {{/PAIR}}
             }
         }
+{{/VEC_EPI}}
 }

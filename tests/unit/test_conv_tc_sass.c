@@ -114,8 +114,8 @@ static void check_resnet50_sass(fg_dtype dt, fg_precision prec)
         if (st)
             tu_dump_errors(ctx);
         assert_int_equal(st, FG_OK);
-        printf("%s: %-28s %-20s %4s %6s %5s %5s %6s %4s %4s\n", archs[a], "kernel", "tile", "REG", "SHARED", "HMMA",
-               "LDSM", "LDGSTS", "LDL", "STL");
+        printf("%s: %-28s %-20s %4s %6s %5s %5s %6s %4s %4s %5s %5s\n", archs[a], "kernel", "tile", "REG", "SHARED",
+               "HMMA", "LDSM", "LDGSTS", "LDL", "STL", "LDG16", "STG16");
         for (int i = 0; i < nk; i++) {
             if (infos[i].log[0]) {
                 fprintf(stderr, "%s (%s): NVRTC log:\n%s\n", ks[i].name, archs[a], infos[i].log);
@@ -134,11 +134,19 @@ static void check_resnet50_sass(fg_dtype dt, fg_precision prec)
                 snprintf(tile + strlen(tile), sizeof tile - strlen(tile), "/%d", atoi(sk + 8));
             /* fp32: the tf32 mma and nothing else */
             int tf32_ok = dt != FG_DTYPE_F32 || (strstr(sass, "HMMA.1688.F32.TF32") && !strstr(sass, "HMMA.16816"));
-            printf("%s: %-28s %-20s %4d %6d %5d %5d %6d %4d %4d\n", archs[a], ks[i].name, tile, ru.registers,
-                   ru.shared, mx.hmma, mx.ldsm, mx.ldgsts, mx.ldl, mx.stl);
+            printf("%s: %-28s %-20s %4d %6d %5d %5d %6d %4d %4d %5d %5d\n", archs[a], ks[i].name, tile, ru.registers,
+                   ru.shared, mx.hmma, mx.ldsm, mx.ldgsts, mx.ldl, mx.stl, mx.ldg128, mx.stg128);
             /* cp.async moves 16 bytes: a gathered stem (C = 3) has none */
             int gather = strstr(ks[i].source, "element gather") != NULL;
-            if (!mx.hmma || !mx.ldsm || (!mx.ldgsts && !gather) || mx.ldl || mx.stl || ru.stack != 0 || ru.local != 0 || !tf32_ok) {
+            /* every convolution here has K a multiple of 8 and an epilogue input (the
+             * folded BN's bias; the residual of conv_bn_add_act): the quad-transposed
+             * epilogue reads them with 16-byte loads and stores 16 bytes a lane */
+            int vec_ok = strstr(ks[i].source, "fg_epilogue8(p, a, ") && mx.ldg128 > 0 && mx.stg128 > 0;
+            if (!vec_ok)
+                fprintf(stderr, "%s (%s): epilogue not vectorized (LDG.E.128 %d, STG.E.128 %d)\n", ks[i].name,
+                        archs[a], mx.ldg128, mx.stg128);
+            if (!mx.hmma || !mx.ldsm || (!mx.ldgsts && !gather) || mx.ldl || mx.stl || ru.stack != 0 || ru.local != 0 || !tf32_ok ||
+                !vec_ok) {
                 fprintf(stderr, "%s (%s): HMMA %d, LDSM %d, LDGSTS %d, LDL %d, STL %d, STACK %d, LOCAL %d\n",
                         ks[i].name, archs[a], mx.hmma, mx.ldsm, mx.ldgsts, mx.ldl, mx.stl, ru.stack, ru.local);
                 failures++;
