@@ -475,6 +475,12 @@ typedef struct fg_kernel_report {
     const char *peak_name;       /* "fp16 tensor core", "bf16 tensor core", "tf32 tensor core", "fp32" */
     double bound_us;             /* roofline lower bound: max(flops / peak, bytes / bandwidth) */
     const char *bound_by;        /* "memory" or "compute" */
+    /* the latency model (docs/codegen.md, "The latency model"): an estimate, not calibrated yet */
+    double est_us;               /* launch + max(math, memory, k-tile chain) + epilogue + split-K reduction */
+    double est_launch_us, est_math_us, est_mem_us, est_chain_us, est_epi_us, est_split_us;
+    int est_ktiles;              /* k tiles one block (one tile of a persistent kernel) walks; -1: not tiled */
+    int est_splits;              /* split-K slices (1: none) */
+    double est_split_bytes;      /* split-K partials written and read back */
 } fg_kernel_report;
 
 /* The plan's totals. */
@@ -489,6 +495,9 @@ typedef struct fg_report_summary {
     double bound_us;             /* the sum of the kernels' bounds */
     int tensor_core_kernels;     /* kernels whose SASS holds HMMA or HGMMA */
     int local_memory_kernels;    /* kernels with stack, local memory, LDL/STL or spill bytes */
+    double est_us;               /* the latency model's estimates summed (launches included) */
+    double est_launch_us;        /* the launches' share of it */
+    double est_split_bytes;      /* split-K partials written and read back by all kernels */
 } fg_report_summary;
 
 typedef struct fg_report fg_report;

@@ -174,9 +174,10 @@ static void render(fg_report *R)
                           "for every kernel\n");
     }
     fg_buf_printf(&b, "%-3s %-26s %-10s %-12s %5s %7s %4s %6s %5s %5s %5s %5s %6s %6s %4s %4s %4s %5s %5s %9s %9s "
-                      "%9s %s\n",
+                      "%9s %8s %7s %s\n",
                   "#", "kernel", "template", "tile", "thr", "blocks", "reg", "smem", "stack", "local", "mma", "ldg16",
-                  "ldgsts", "tma", "ldsm", "ldl", "stl", "occ", "waves", "MFLOP", "KB", "bound_us", "bound by");
+                  "ldgsts", "tma", "ldsm", "ldl", "stl", "occ", "waves", "MFLOP", "KB", "bound_us", "est_us", "splitKB",
+                  "bound by");
     for (int i = 0; i < R->n; i++) {
         const fg_kernel_report *r = &R->k[i];
         char t[32], b1[16], b2[16], b3[16], smem[24];
@@ -198,11 +199,12 @@ static void render(fg_report *R)
             snprintf(waves, sizeof waves, "%.2f", r->waves);
         }
         fg_buf_printf(&b, "%-3d %-26.26s %-10.10s %-12.12s %5u %7.0f %4s %6s %5s %5s %5s %5s %6s %6s %4s %4s %4s %5s "
-                          "%5s %9.2f %9.1f %9.2f %s (%s)\n",
+                          "%5s %9.2f %9.1f %9.2f %8.2f %7.0f %s (%s)\n",
                       i, r->name, r->template_name, t, r->block[0] * r->block[1] * r->block[2],
                       (double)r->grid[0] * r->grid[1] * r->grid[2], num(b1, r->registers), smem,
                       num(b2, r->stack_bytes), num(b3, r->local_bytes), mix[0], mix[1], mix[2], mix[3], mix[4], mix[5],
-                      mix[6], occ, waves, r->flops / 1e6, r->bytes / 1024, r->bound_us, r->bound_by,
+                      mix[6], occ, waves, r->flops / 1e6, r->bytes / 1024, r->bound_us, r->est_us,
+                      r->est_split_bytes / 1024, r->bound_by,
                       r->peak_name);
         if (r->spill_store_bytes >= 0)
             fg_buf_printf(&b, "    ptxas: %d bytes stack frame, %d bytes spill stores, %d bytes spill loads\n",
@@ -213,12 +215,17 @@ static void render(fg_report *R)
                   s->nkernels, s->flops / 1e9, s->bytes / 1e6, s->bound_us, s->device_model, s->tensor_core_kernels,
                   s->have_sass ? "" : " (SASS not read)", s->local_memory_kernels,
                   s->have_res_usage || s->have_sass ? "" : " (not read)");
+    fg_buf_printf(&b, "latency model: %.1f us estimated (%.1f us of it launches), beside the roofline's %.1f us; "
+                      "split-K partials %.2f MB written and read back\n",
+                  s->est_us, s->est_launch_us, s->bound_us, s->est_split_bytes / 1e6);
     fg_buf_printf(&b, "columns: thr threads per block; smem static + dynamic bytes; stack, local bytes per thread; "
                       "mma HMMA + HGMMA; ldg16 16-byte global loads; ldgsts cp.async; tma UTMALDG; ldsm ldmatrix; "
                       "ldl/stl local loads/stores; occ = blocks/SM x warps per block / max warps per SM, blocks/SM = "
                       "min(max blocks, threads, registers, shared memory per SM / per block incl. 1 KiB reserved); "
                       "waves = blocks / (SMs x blocks/SM); MFLOP: 2 per multiply-add, 1 per element per epilogue "
-                      "stage; KB: inputs + weights + output once; bound_us = max(FLOP / peak, bytes / bandwidth)\n");
+                      "stage; KB: inputs + weights + output once; bound_us = max(FLOP / peak, bytes / bandwidth); "
+                      "est_us: the latency model (launch + max(math, memory, k-tile chain) + epilogue rounds + split-K "
+                      "reduction, docs/codegen.md); splitKB: split-K partials written and read back\n");
     R->text = fg_buf_take(&b);
 }
 
@@ -265,6 +272,10 @@ fg_status fg_report_build(fg_context *ctx, const fg_plan *p, const fg_kernel *ks
         }
         fg_group_work(p, k->group, &r->flops, &r->bytes);
         estimate(model, r);
+        fg_latency_estimate(model, k, r);
+        s->est_us += r->est_us;
+        s->est_launch_us += r->est_launch_us;
+        s->est_split_bytes += r->est_split_bytes;
         s->flops += r->flops;
         s->bytes += r->bytes;
         s->bound_us += r->bound_us;

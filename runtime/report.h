@@ -23,6 +23,12 @@
  * each once, at its dtype's size. */
 void fg_group_work(const fg_plan *p, int i, double *flops, double *bytes);
 
+/* The latency model (report_latency.c, docs/codegen.md "The latency
+ * model"): fills r's est_* fields from its geometry, occupancy, tile line,
+ * SASS mix and k's epilogue text; r's other fields must be set first. */
+struct fg_device_model;
+void fg_latency_estimate(const struct fg_device_model *m, const fg_kernel *k, fg_kernel_report *r);
+
 /* The report of kernels ks[0..n) of plan p, already emitted and compiled
  * for cubin target arch (infos[i]: their compile records, for the NVRTC
  * log; may be NULL), estimated for model.  fg_plan_report is this after
