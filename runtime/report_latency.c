@@ -93,8 +93,6 @@ void fg_latency_estimate(const fg_device_model *m, const fg_kernel *k, fg_kernel
     if (sk && sscanf(sk, "split-K %d (%lld of %lld", &splits, &kt_split, &kt) != 3)
         splits = 1, kt_split = 0;
     const char *src = k ? k->source : NULL;
-    if (k && k->persistent && src && strstr(src, "split-K") == NULL)
-        splits = 1;
     double tiles = blocks / (splits > 0 ? splits : 1);
     if (tiled && kt_split <= 0 && bm > 0 && bn > 0 && bk > 0)   /* wgmma: the k tiles from the FLOPs */
         kt_split = (long long)ceil(r->flops / (2.0 * bm * bn * bk * tiles));

@@ -99,7 +99,7 @@ static void test_flops_and_bytes(void **state)
     double conv_bytes = 4.0 * (CN * CC * CH * CW + CK * (CC / CG) * CR * CS + CN * CK * P * Q);
     double mm_flops = 2.0 * MM * MN * MK, mm_bytes = 4.0 * (MM * MK + MK * MN + MM * MN);
     int seen = 0;
-    double flops = 0, bytes = 0, bound = 0;
+    double flops = 0, bytes = 0, bound = 0, est = 0;
     for (int i = 0; i < 2; i++) {
         const fg_kernel_report *k = fg_report_kernel(r, i);
         assert_non_null(k);
@@ -121,6 +121,12 @@ static void test_flops_and_bytes(void **state)
         double peak = k->hmma || k->hgmma ? 495e12 : 67e12;
         double want = fmax(k->flops / peak, k->bytes / 4.3e12) * 1e6;
         near(k->bound_us, want, "roofline bound");
+        /* the latency model: its terms add up, and it never beats the roofline */
+        double main_us = fmax(k->est_math_us, fmax(k->est_mem_us, k->est_chain_us));
+        near(k->est_us, k->est_launch_us + main_us + k->est_epi_us + k->est_split_us, "latency model sum");
+        assert_true(k->est_launch_us > 0 && k->est_math_us > 0 && k->est_mem_us > 0);
+        assert_true(k->est_us - k->est_launch_us >= k->bound_us);
+        est += k->est_us;
         flops += k->flops;
         bytes += k->bytes;
         bound += k->bound_us;
@@ -132,8 +138,10 @@ static void test_flops_and_bytes(void **state)
     near(s->flops, flops, "total FLOPs");
     near(s->bytes, bytes, "total bytes");
     near(s->bound_us, bound, "total bound");
+    near(s->est_us, est, "total estimate");
     assert_string_equal(s->device_model, "h200");
     assert_non_null(strstr(fg_report_text(r), "roofline lower bound"));
+    assert_non_null(strstr(fg_report_text(r), "latency model:"));
     fg_report_free(r);
     fg_plan_free(p);
     fg_graph_free(g);
@@ -219,13 +227,17 @@ static void test_resnet50_fp16_nhwc(void **state)
     fputs(fg_report_text(r), stdout);
     const fg_graph *pg = p->graph;
     int dense = 0, on_tc = 0, failures = 0, tc_kernels = 0, local = 0;
-    double flops = 0;
+    double flops = 0, split_bytes = 0;
     for (int i = 0; i < fg_report_kernel_count(r); i++) {
         const fg_kernel_report *k = fg_report_kernel(r, i);
         const fg_group *grp = &p->groups[k->group];
         assert_true(k->sass_read);
         assert_true(k->registers > 0);
         assert_true(k->bound_us > 0);
+        assert_true(k->est_us > k->bound_us);
+        /* split-K partials exactly where the kernel splits */
+        assert_true((k->est_splits > 1) == (k->est_split_bytes > 0) || !strstr(k->tile, "x"));
+        split_bytes += k->est_split_bytes;
         flops += k->flops;
         tc_kernels += k->hmma + k->hgmma > 0;
         if (k->stack_bytes || k->local_bytes || k->ldl || k->stl) {
@@ -257,6 +269,7 @@ static void test_resnet50_fp16_nhwc(void **state)
     assert_int_equal(s->tensor_core_kernels, tc_kernels);
     assert_int_equal(s->local_memory_kernels, 0);
     near(s->flops, flops, "total FLOPs");
+    near(s->est_split_bytes, split_bytes, "split-K partials");
     fg_report_free(r);
     fg_plan_free(p);
     fg_graph_free(g);
