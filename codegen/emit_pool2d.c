@@ -2,7 +2,7 @@
  * emit_pool2d.c -- the pool2d family: templates/pool2d.cuh (max / average
  * pooling with kernel, stride, begin/end padding, dilation; ceil_mode shows
  * only in the output size) and global_pool.cuh (mean or max over H, W, one
- * warp per output).  Semantics follow the host reference: padding is
+ * warp per output; an NHWC input: global_pool_nhwc.cuh, lanes over channels).  Semantics follow the host reference: padding is
  * skipped, a max propagates NaN, and an average divides by the taps inside
  * the input, or with count_include_pad by those inside the padded extent.
  */
@@ -12,6 +12,40 @@
 
 #include "emit_impl.h"
 #include "template.h"
+
+/* Global pooling of an NHWC input: global_pool_nhwc.cuh, lanes over
+ * channels (8 a lane when C is a multiple of 8), PG = threads / 32 pixel
+ * groups a block, grid (channel blocks, N). */
+static fg_status emit_global_nhwc(fg_emitter *em, int xt, int is_max, int64_t threads)
+{
+    const fg_tensor *x = &em->g->tensors[xt];
+    int vec = x->shape[1] % 8 == 0 ? 8 : 1;
+    fg_em_set(em, "T", "%s", fg_em_ctype(x->dtype));
+    fg_em_set(em, "VEC", "%d", vec);
+    fg_em_set(em, "VEC8", "%d", vec == 8);
+    if (is_max) {
+        fg_em_set(em, "INIT", "c0 + j < C ? fg_load(xn + c0 + j) : 0.0f /* an element of the plane */");
+        fg_em_set(em, "REDUCE_J", "fg_maxf(acc[j], xv)");
+        fg_em_set(em, "REDUCE_A", "fg_maxf(a, xv)");
+        fg_em_set(em, "FINISH", "a");
+    } else {
+        fg_em_set(em, "INIT", "0.0f");
+        fg_em_set(em, "REDUCE_J", "acc[j] + xv");
+        fg_em_set(em, "REDUCE_A", "a + xv");
+        fg_em_set(em, "FINISH", "H * W > 0 ? a / (float)(H * W) : 0.0f");
+    }
+    em->template_file = "global_pool_nhwc.cuh";
+    int64_t cb = (x->shape[1] + 32 * vec - 1) / (32 * vec);
+    em->threads = (unsigned)threads;
+    em->k->grid[0] = (unsigned)cb;
+    em->k->grid[1] = (unsigned)x->shape[0];
+    em->k->grid[2] = 1;
+    em->k->block[0] = (unsigned)threads;
+    em->k->block[1] = em->k->block[2] = 1;
+    fg_buf_printf(&em->notes, "//   lanes:     over channels (%d a lane), %d pixel groups a block, grid %" PRId64 " x %" PRId64 "\n",
+               vec, (int)(threads / 32), cb, x->shape[0]);
+    return FG_OK;
+}
 
 static fg_status emit_pool2d(fg_emitter *em)
 {
@@ -51,6 +85,8 @@ static fg_status emit_pool2d(fg_emitter *em)
         if (st != FG_OK)
             return st;
         fg_em_set(em, "EPI_ARGS", "%s", y->rank == 4 ? "n, c, 0, 0" : "n, c");
+        if (x->layout == FG_LAYOUT_NHWC && x->shape[1] > 1)
+            return emit_global_nhwc(em, xt, is_max, threads);
         if (is_max) {
             fg_em_set(em, "INIT", "fg_load(p.%s + off_x(p, n, c, 0, 0))  /* an element of the plane */",
                       fg_em_tensor(em, xt, 0));

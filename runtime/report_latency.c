@@ -24,7 +24,7 @@
 #define EFF_SIMT 0.5         /* and for CUDA-core loops */
 #define K_STEP_US_HGMMA 0.06 /* least time of one k tile's dependent wgmma chain and barrier wait */
 #define K_STEP_US_HMMA 0.04  /* the same for one k tile of mma.sync steps */
-#define LOADS_IN_FLIGHT 8    /* independent epilogue loads a thread keeps in flight before using them */
+#define LOADS_IN_FLIGHT 32   /* independent epilogue loads a thread keeps in flight (an unrolled epilogue issues them together) */
 
 /* The text of the helper function `name(` of a kernel source up to its
  * closing line, or an empty span. */

@@ -641,6 +641,18 @@ static const ncase cases[] = {
      "nodes:\n"
      "  - { name: y, op: global_avg_pool, inputs: [x] }\n"
      "outputs: [y]\n"},
+    /* NHWC: lanes over channels, 8 a lane (C 72: a partial block of 256 channels;
+     * 3 x 7 pixels over 4 pixel groups), one a lane (C 17 above) */
+    {"single", "global_avg_pool_72x3x7", "-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [3, 72, 3, 7] }]\n"
+     "nodes:\n"
+     "  - { name: y, op: global_avg_pool, inputs: [x] }\n"
+     "outputs: [y]\n"},
+    {"single", "global_max_pool_264x5x1", "-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 264, 5, 1] }]\n"
+     "nodes:\n"
+     "  - { name: y, op: global_max_pool, inputs: [x] }\n"
+     "outputs: [y]\n"},
     {"single", "avgpool_3x3_s2_p1", "-", {TOL}, NULL,
      "inputs: [{ name: x, shape: [1, 5, 13, 13] }]\n"
      "nodes:\n"
