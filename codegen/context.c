@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "expr.h"
+#include "oom.h"
 
 fg_status fg_ctx_new(fg_context **out, const fg_options *opts)
 {
@@ -34,6 +35,7 @@ int fg_ctx_device_asked(const fg_context *ctx) { return __atomic_load_n(&ctx->de
 
 void fg_ctx_on_free(fg_context *ctx, fg_ctx_teardown_fn fn)
 {
+    fg_oom_hold();   /* the context's, and under its lock (oom.h) */
     pthread_mutex_lock(&ctx->lock);
     int have = 0;
     for (int i = 0; i < ctx->nteardown; i++)
@@ -41,6 +43,7 @@ void fg_ctx_on_free(fg_context *ctx, fg_ctx_teardown_fn fn)
     if (!have)
         *FG_PUSH(ctx->teardown, ctx->nteardown, ctx->teardown_cap) = fn;
     pthread_mutex_unlock(&ctx->lock);
+    fg_oom_release();
 }
 
 FG_API void fg_context_free(fg_context *ctx)
@@ -50,17 +53,7 @@ FG_API void fg_context_free(fg_context *ctx)
     for (int i = ctx->nteardown - 1; i >= 0; i--)
         ctx->teardown[i](ctx);
     free(ctx->teardown);
-    for (int i = 0; i < ctx->nops; i++) {
-        fg_expr_free(ctx->ops[i]->expr);
-        free(ctx->ops[i]);
-    }
-    free(ctx->ops);
-    for (int i = 0; i < ctx->nrules; i++) {
-        for (int s = 0; s < ctx->rules[i]->nsteps; s++)
-            fg_expr_free(ctx->rules[i]->steps[s].where);
-        free(ctx->rules[i]);
-    }
-    free(ctx->rules);
+    fg_ctx_clear_vocabulary(ctx);
     fg_diag_free(ctx);
     fg_env_free(&ctx->env);
     free(ctx->rules_dir);
@@ -68,6 +61,25 @@ FG_API void fg_context_free(fg_context *ctx)
     free(ctx->arch);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
+}
+
+void fg_ctx_clear_vocabulary(fg_context *ctx)
+{
+    for (int i = 0; i < ctx->nops; i++) {
+        fg_expr_free(ctx->ops[i]->expr);
+        free(ctx->ops[i]);
+    }
+    free(ctx->ops);
+    ctx->ops = NULL;
+    ctx->nops = ctx->ops_cap = 0;
+    for (int i = 0; i < ctx->nrules; i++) {
+        for (int s = 0; s < ctx->rules[i]->nsteps; s++)
+            fg_expr_free(ctx->rules[i]->steps[s].where);
+        free(ctx->rules[i]);
+    }
+    free(ctx->rules);
+    ctx->rules = NULL;
+    ctx->nrules = ctx->rules_cap = 0;
 }
 
 const char **fg_ctx_op_names(const fg_context *ctx)

@@ -81,6 +81,11 @@ int fg_ctx_device_asked(const fg_context *ctx);
  * already registered is not added twice.  Thread-safe. */
 void fg_ctx_on_free(fg_context *ctx, fg_ctx_teardown_fn fn);
 
+/* Frees the op definitions and fusion rules (fg_context_free; and the rules
+ * loader when loading ran out of memory, which also unloads what the other
+ * loaders registered). */
+void fg_ctx_clear_vocabulary(fg_context *ctx);
+
 /* The names of the vocabulary's ops, in load order (for suggestions):
  * a malloc'd array of ctx->nops entries the caller frees. */
 const char **fg_ctx_op_names(const fg_context *ctx);

@@ -12,6 +12,7 @@
 #include <uthash.h>
 
 #include "context.h"
+#include "oom.h"
 
 struct fg_intern_entry {
     UT_hash_handle hh;
@@ -66,9 +67,11 @@ const char *fg_intern(fg_context *ctx, const char *s)
 {
     if (!s)
         return NULL;
+    fg_oom_hold();   /* the context's, and under its lock (oom.h) */
     pthread_mutex_lock(&ctx->lock);
     const char *r = intern_locked(ctx, s);
     pthread_mutex_unlock(&ctx->lock);
+    fg_oom_release();
     return r;
 }
 
@@ -78,6 +81,7 @@ fg_status fg_diag_error(fg_context *ctx, fg_status st, fg_loc loc, const char *f
 {
     if (!ctx)
         return st;
+    fg_oom_hold();
     fg_buf b = {0};
     va_list ap;
     va_start(ap, fmt);
@@ -92,6 +96,7 @@ fg_status fg_diag_error(fg_context *ctx, fg_status st, fg_loc loc, const char *f
     e->message = intern_locked(ctx, b.s ? b.s : "");
     pthread_mutex_unlock(&ctx->lock);
     fg_buf_free(&b);
+    fg_oom_release();
     return st;
 }
 
@@ -99,6 +104,7 @@ void fg_diag_warn(fg_context *ctx, fg_loc loc, const char *fmt, ...)
 {
     if (!ctx)
         return;
+    fg_oom_hold();
     fg_buf b = {0};
     if (loc.file)
         fg_buf_printf(&b, "%s:%d:%d: ", loc.file, loc.line, loc.col);
@@ -118,6 +124,7 @@ void fg_diag_warn(fg_context *ctx, fg_loc loc, const char *fmt, ...)
     if (!fn && !quiet)
         fprintf(stderr, "%s\n", b.s);
     pthread_mutex_unlock(&ctx->lock);
+    fg_oom_release();   /* the caller's function runs as the caller's code */
     if (fn)
         fn(user, FG_LOG_WARNING, b.s);
     fg_buf_free(&b);

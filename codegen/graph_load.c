@@ -19,6 +19,7 @@
 #include "kind.h"
 #include "load.h"
 #include "onnx_load.h"
+#include "oom.h"
 #include "safe_open.h"
 #include "shape.h"
 #include "weights_file.h"
@@ -288,8 +289,9 @@ static int load_weight_file(loader *L, const fg_ynode *m, fg_tensor *t)
         return 0;
     }
     if (npy) {
+        fg_oom_defer_close(fd);   /* closed if reading unwinds (oom.h) */
         rc = fg_npy_read_fd(fd, FG_MAX_WEIGHT_NUMEL, &ft, why, sizeof why);
-        close(fd);
+        fg_oom_close(fd);
     } else {
         if (!o) {
             fg_safetensors *sf = fg_safetensors_open_fd(fd, why, sizeof why);
@@ -960,39 +962,75 @@ done:
     return FG_OK;
 }
 
-FG_API fg_status fg_graph_parse(fg_context *ctx, const char *name, const char *text, size_t len, fg_graph **out)
+/* A load's arguments, for the guard (oom.h). */
+typedef struct graph_call {
+    fg_context *ctx;
+    const char *name, *text;
+    size_t len;
+    fg_graph **out;
+} graph_call;
+
+static fg_status parse_body(void *arg)
 {
-    if (text && fg_onnx_is_model_data(text, len))   /* a serialized ONNX model (onnx_decode.c) */
-        return fg_graph_load_onnx_memory(ctx, name, text, len, NULL, out);
-    return load(ctx, name ? name : "<graph>", text, len, NULL, -1, out);
+    graph_call *c = arg;
+    return load(c->ctx, c->name, c->text, c->len, NULL, -1, c->out);
 }
 
-FG_API fg_status fg_graph_load(fg_context *ctx, const char *path, fg_graph **out)
+/* fg_graph_load's work, under the guard: the graph's directory and then the
+ * file in it are opened once; the file is recognised and read from its
+ * descriptor, and weight files are opened beneath the directory's.  The
+ * descriptors are closed if loading unwinds. */
+static fg_status file_body(void *arg)
 {
+    graph_call *c = arg;
+    fg_context *ctx = c->ctx;
+    const char *path = c->name;
     size_t len;
-    *out = NULL;
-    if (!ctx || !path)
-        return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_graph_load: NULL argument") : FG_ERR_INPUT;
-    /* The graph's directory and then the file in it are opened once; the
-     * file is recognised and read from its descriptor, and weight files are
-     * opened beneath the directory's. */
     char why[300];
     int dirfd, fd = fg_open_beside(path, &dirfd, NULL, why, sizeof why);
     if (fd < 0)
         return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0}, "cannot read graph: %s", why);
+    fg_oom_defer_close(dirfd);
+    fg_oom_defer_close(fd);
     unsigned char head[2];
     int onnx = ends_with(path, ".onnx") || (pread(fd, head, 2, 0) == 2 && fg_onnx_is_model_data(head, 2));
     char *text = fg_read_fd(fd, onnx ? FG_ONNX_FILE_MAX : FG_GRAPH_FILE_MAX, &len, why, sizeof why);
-    close(fd);
+    fg_oom_close(fd);
     fg_status st;
     if (!text)
         st = fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0}, "cannot read %s: %s",
                            onnx ? "model" : "graph", why);
     else if (onnx)   /* .onnx, or ONNX content (onnx_decode.c) */
-        st = fg_onnx_load_at(ctx, path, text, len, dirfd, NULL, out);
+        st = fg_onnx_load_at(ctx, path, text, len, dirfd, NULL, c->out);
     else
-        st = load(ctx, path, text, len, path, dirfd, out);
+        st = load(ctx, path, text, len, path, dirfd, c->out);
     free(text);
-    close(dirfd);
+    fg_oom_close(dirfd);
     return st;
+}
+
+/* Runs a body under the guard; a graph that ran out of memory is not handed out. */
+static fg_status guarded(graph_call *c, fg_oom_body_fn body)
+{
+    fg_status st = fg_oom_guard(c->ctx, (fg_loc){fg_intern(c->ctx, c->name), 0, 0}, "loading the graph", body, NULL, c);
+    if (st == FG_ERR_NOMEM)
+        *c->out = NULL;
+    return st;
+}
+
+FG_API fg_status fg_graph_parse(fg_context *ctx, const char *name, const char *text, size_t len, fg_graph **out)
+{
+    if (text && fg_onnx_is_model_data(text, len))   /* a serialized ONNX model (onnx_decode.c) */
+        return fg_graph_load_onnx_memory(ctx, name, text, len, NULL, out);
+    graph_call c = {ctx, name ? name : "<graph>", text, len, out};
+    return guarded(&c, parse_body);
+}
+
+FG_API fg_status fg_graph_load(fg_context *ctx, const char *path, fg_graph **out)
+{
+    *out = NULL;
+    if (!ctx || !path)
+        return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_graph_load: NULL argument") : FG_ERR_INPUT;
+    graph_call c = {ctx, path, NULL, 0, out};
+    return guarded(&c, file_body);
 }

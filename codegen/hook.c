@@ -26,6 +26,7 @@
 #include "expr.h"
 #include "hook_sandbox.h"
 #include "input_file.h"
+#include "oom.h"
 #include "util.h"
 
 /* What an epilogue hook may return: the expression's length in bytes. */
@@ -71,12 +72,14 @@ static void hooks_teardown(fg_context *ctx)
 static fg_hooks *hooks_get(fg_context *ctx)
 {
     if (!ctx->hooks) {
+        fg_oom_hold();   /* the context's from the start: nothing tracked, nothing half-made */
         fg_ctx_on_free(ctx, hooks_teardown);
         fg_hooks *h = fg_xcalloc(1, sizeof *h);
         fg_sandbox_limits lim = hook_limits(ctx);
         h->sb = fg_sandbox_new(&lim);
         pthread_mutex_init(&h->lock, NULL);
         ctx->hooks = h;
+        fg_oom_release();
     }
     return ctx->hooks;
 }
@@ -353,6 +356,7 @@ fg_status fg_hooks_load_text(fg_context *ctx, const char *path, const char *text
     const char *ipath = fg_intern(ctx, path);
     fg_hooks *h = hooks_get(ctx);
     pthread_mutex_lock(&h->lock);
+    fg_oom_hold();   /* Lua runs under the lock: nothing unwinds through it (oom.h) */
     lua_State *L = fg_sandbox_state(h->sb);
     int top = lua_gettop(L);
     if (!known_file(h, ipath, strlen(ipath)))
@@ -381,6 +385,7 @@ fg_status fg_hooks_load_text(fg_context *ctx, const char *path, const char *text
     st = register_hooks(ctx, h, ipath);
 out:
     lua_settop(L, top);
+    fg_oom_release();
     pthread_mutex_unlock(&h->lock);
     free(chunkname);
     return st;
@@ -518,8 +523,10 @@ static void push_group(fg_context *ctx, lua_State *L, const fg_graph *g, const f
 static fg_status call_begin(fg_context *ctx, const char *name, fg_loc site, hook_entry **out, int *top)
 {
     fg_hooks *h = ctx->hooks;
-    if (h)
+    if (h) {
         pthread_mutex_lock(&h->lock);
+        fg_oom_hold();   /* released by call_end */
+    }
     hook_entry *e = hook_find(h, name);
     if (!e) {
         const char **names = NULL;
@@ -529,8 +536,10 @@ static fg_status call_begin(fg_context *ctx, const char *name, fg_loc site, hook
             HASH_ITER(hh, h->byname, it, tmp) *FG_PUSH(names, n, cap) = it->name;
         const char *s = fg_suggest(name ? name : "", names, n);
         free(names);
-        if (h)
+        if (h) {
+            fg_oom_release();
             pthread_mutex_unlock(&h->lock);
+        }
         if (s)
             return fg_diag_error(ctx, FG_ERR_INPUT, site, "unknown hook '%s' (did you mean '%s'?)", name, s);
         return fg_diag_error(ctx, FG_ERR_INPUT, site, "unknown hook '%s'%s", name ? name : "(null)",
@@ -546,6 +555,7 @@ static fg_status call_begin(fg_context *ctx, const char *name, fg_loc site, hook
 static void call_end(fg_context *ctx, int top)
 {
     lua_settop(fg_sandbox_state(ctx->hooks->sb), top);
+    fg_oom_release();
     pthread_mutex_unlock(&ctx->hooks->lock);
 }
 

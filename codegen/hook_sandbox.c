@@ -192,7 +192,7 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
             return NULL;
         }
     }
-    void *p = realloc(ptr, nsize);
+    void *p = (realloc)(ptr, nsize);   /* Lua's own memory: never tracked (oom.h) */
     if (!p)
         return NULL;
     sb->used = sb->used - old + nsize;

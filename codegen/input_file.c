@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "oom.h"
 #include "safe_open.h"
 #include "util.h"
 
@@ -27,9 +28,10 @@ char *fg_read_input_file(const char *path, size_t max, size_t *len, char *why, s
     int fd = fg_open_beneath(AT_FDCWD, path, 0, NULL, why, size);
     if (fd < 0)
         return NULL;
+    fg_oom_defer_close(fd);   /* closed if reading unwinds (oom.h) */
     char *buf = fg_read_fd(fd, max, len, why, size);
     int err = errno;
-    close(fd);
+    fg_oom_close(fd);
     errno = err;
     return buf;
 }

@@ -17,6 +17,7 @@
 
 #include "num.h"
 #include "onnx_impl.h"
+#include "oom.h"
 #include "safe_open.h"
 
 /* ---- recognising a model ------------------------------------------------ */
@@ -42,7 +43,7 @@ int fg_onnx_is_model_file(const char *path)
     unsigned char head[2];
     int r = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, head, 2, 0) == 2 &&
             fg_onnx_is_model_data(head, 2);
-    close(fd);
+    fg_oom_close(fd);
     return r;
 }
 
@@ -228,11 +229,13 @@ static int read_external(loader *L, const Onnx__TensorProto *t, konst *k, const 
             return 0;
         }
         L->own_base_fd = 1;
+        fg_oom_defer_close(L->base_fd);   /* closed if loading unwinds (oom.h) */
     }
     /* Opened once beneath the model's directory (no '..', no absolute path,
      * no symbolic link) and read from that descriptor only. */
     uint64_t size;
     int fd = fg_open_beneath(L->base_fd, location, FG_OPEN_NOFOLLOW, &size, why, sizeof why);
+    fg_oom_defer_close(fd);
     if (fd < 0) {
         fg_onnx_lerr(L, "%s: external data file '%s'%s%s", what, fg_onnx_esc(location, b1, sizeof b1),
                      fg_reason_sep(why), why);
@@ -242,7 +245,7 @@ static int read_external(loader *L, const Onnx__TensorProto *t, konst *k, const 
         fg_onnx_lerr(L, "%s: external data file '%s' holds %llu bytes; the tensor needs %lld at offset %lld", what,
                      fg_onnx_esc(location, b1, sizeof b1), (unsigned long long)size, (long long)need,
                      (long long)offset);
-        close(fd);
+        fg_oom_close(fd);
         return 0;
     }
     uint8_t *buf = fg_xmalloc((size_t)need + 1);
@@ -255,7 +258,7 @@ static int read_external(loader *L, const Onnx__TensorProto *t, konst *k, const 
             break;
         got += r;
     }
-    close(fd);
+    fg_oom_close(fd);
     if (got != need) {
         fg_onnx_lerr(L, "%s: external data file '%s': short read", what, fg_onnx_esc(location, b1, sizeof b1));
         free(buf);

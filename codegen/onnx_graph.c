@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "onnx_impl.h"
+#include "oom.h"
 #include "safe_open.h"
 #include "kind.h"
 #include "shape.h"
@@ -535,6 +536,12 @@ static void load_model(loader *L, const Onnx__ModelProto *m)
         fg_onnx_lerr(L, "the model has no graph outputs");
 }
 
+/* protobuf-c allocates through the guard (oom.h): under it what it holds is
+ * freed if loading unwinds, and a failed allocation is told from bad bytes. */
+static void *pb_alloc(void *data, size_t n) { return fg_oom_try_alloc(n); }
+static void pb_free(void *data, void *p) { fg_free(p); }
+static ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, NULL};
+
 static fg_status load(fg_context *ctx, const char *name, const void *data, size_t len, const char *base_dir,
                       int base_fd, const char *path, const fg_onnx_options *opts, fg_graph **out)
 {
@@ -553,7 +560,10 @@ static fg_status load(fg_context *ctx, const char *name, const void *data, size_
             return fg_onnx_lerr(&L, "dimension %d of the options: needs a name and a value from 1 to 2^31", k);
     if (!fg_onnx_depth_ok(&onnx__model_proto__descriptor, data, (const uint8_t *)data + len, 0))
         return fg_onnx_lerr(&L, "not a usable ONNX model: messages nest more than %d deep", FG_ONNX_PB_MAX_DEPTH);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);
+    fg_oom_take_failure();
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&pb_allocator, len, data);
+    if (!m && fg_oom_take_failure())
+        fg_oom_raise(len);
     if (!m)
         return fg_onnx_lerr(&L, "not a valid ONNX model (the protobuf message could not be decoded: corrupt or truncated)");
     L.errs0 = errs0;
@@ -564,7 +574,7 @@ static fg_status load(fg_context *ctx, const char *name, const void *data, size_
     for (int t = 0; t < L.g->ntensors; t++)   /* the model's own names, before the model is freed */
         if (t < L.tensor_onnx_cap && L.tensor_onnx[t] && strcmp(L.tensor_onnx[t], L.g->tensors[t].name) != 0)
             L.g->tensors[t].source_name = fg_intern(ctx, L.tensor_onnx[t]);
-    onnx__model_proto__free_unpacked(m, NULL);
+    onnx__model_proto__free_unpacked(m, &pb_allocator);
     vfree(&L.values);
     vfree(&L.used);
     vfree(&L.outs);
@@ -578,13 +588,66 @@ static fg_status load(fg_context *ctx, const char *name, const void *data, size_
     free(L.tensor_onnx);
     free(L.fold);
     if (L.own_base_fd)
-        close(L.base_fd);
+        fg_oom_close(L.base_fd);
     if (ctx->nerrors != errs0) {
         fg_graph_free(L.g);
         return FG_ERR_INPUT;
     }
     *out = L.g;
     return FG_OK;
+}
+
+/* A load's arguments, for the guard (oom.h). */
+typedef struct load_call {
+    fg_context *ctx;
+    const char *name;
+    const void *data;
+    size_t len;
+    const fg_onnx_options *opts;
+    fg_graph **out;
+} load_call;
+
+static fg_status memory_body(void *arg)
+{
+    load_call *c = arg;
+    return load(c->ctx, c->name, c->data, c->len, c->opts ? c->opts->base_dir : NULL, -1, NULL, c->opts, c->out);
+}
+
+/* fg_graph_load_onnx's work: the model's directory and then the model in it
+ * are opened once; external data is opened beneath the directory's
+ * descriptor.  The descriptors are closed if loading unwinds. */
+static fg_status file_body(void *arg)
+{
+    load_call *c = arg;
+    fg_context *ctx = c->ctx;
+    const char *path = c->name;
+    char why[300];
+    size_t len = 0;
+    int dirfd, fd = fg_open_beside(path, &dirfd, NULL, why, sizeof why);
+    fg_oom_defer_close(dirfd);
+    fg_oom_defer_close(fd);
+    unsigned char *data = fd < 0 ? NULL : (unsigned char *)fg_read_fd(fd, FG_ONNX_FILE_MAX, &len, why, sizeof why);
+    if (fd >= 0)
+        fg_oom_close(fd);
+    if (!data) {
+        if (dirfd >= 0)
+            fg_oom_close(dirfd);
+        return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0}, "cannot read model: %s", why);
+    }
+    fg_status st = fg_onnx_load_at(ctx, path, data, len, dirfd, c->opts, c->out);
+    fg_oom_close(dirfd);
+    free(data);
+    return st;
+}
+
+/* Runs a body under the guard; a graph that ran out of memory is not handed out. */
+static fg_status guarded(load_call *c, fg_oom_body_fn body)
+{
+    fg_status st =
+        fg_oom_guard(c->ctx, (fg_loc){fg_intern(c->ctx, c->name), 0, 0}, "loading the ONNX model", body, NULL, c);
+    if (st == FG_ERR_NOMEM)
+        *c->out = NULL;
+    return st;
 }
 
 FG_API fg_status fg_graph_load_onnx_memory(fg_context *ctx, const char *name, const void *data, size_t len,
@@ -597,7 +660,8 @@ FG_API fg_status fg_graph_load_onnx_memory(fg_context *ctx, const char *name, co
                    : FG_ERR_INPUT;
     if (o && o->ndims && (o->ndims < 0 || !o->dims))
         return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_onnx_options: ndims %d without dims", o->ndims);
-    return load(ctx, name ? name : "<onnx>", data, len, o ? o->base_dir : NULL, -1, NULL, o, out);
+    load_call c = {ctx, name ? name : "<onnx>", data, len, o, out};
+    return guarded(&c, memory_body);
 }
 
 fg_status fg_onnx_load_at(fg_context *ctx, const char *path, const void *data, size_t len, int dirfd,
@@ -615,21 +679,6 @@ FG_API fg_status fg_graph_load_onnx(fg_context *ctx, const char *path, const fg_
         return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_graph_load_onnx: NULL argument") : FG_ERR_INPUT;
     if (o && o->ndims && (o->ndims < 0 || !o->dims))
         return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_onnx_options: ndims %d without dims", o->ndims);
-    /* The model's directory and then the model in it are opened once;
-     * external data is opened beneath the directory's descriptor. */
-    char why[300];
-    size_t len = 0;
-    int dirfd, fd = fg_open_beside(path, &dirfd, NULL, why, sizeof why);
-    unsigned char *data = fd < 0 ? NULL : (unsigned char *)fg_read_fd(fd, FG_ONNX_FILE_MAX, &len, why, sizeof why);
-    if (fd >= 0)
-        close(fd);
-    if (!data) {
-        if (dirfd >= 0)
-            close(dirfd);
-        return fg_diag_error(ctx, FG_ERR_IO, (fg_loc){fg_intern(ctx, path), 0, 0}, "cannot read model: %s", why);
-    }
-    fg_status st = fg_onnx_load_at(ctx, path, data, len, dirfd, o, out);
-    close(dirfd);
-    free(data);
-    return st;
+    load_call c = {ctx, path, NULL, 0, o, out};
+    return guarded(&c, file_body);
 }

@@ -24,6 +24,7 @@
 #include "hook.h"
 #include "input_file.h"
 #include "load.h"
+#include "oom.h"
 #include "rewrite.h"
 #include "safe_open.h"
 #include "template.h"
@@ -106,8 +107,9 @@ static char *read_beneath(int dirfd, const char *name, size_t *len, char *why, s
     int fd = fg_open_beneath(dirfd, name, 0, NULL, why, whysz);
     if (fd < 0)
         return NULL;
+    fg_oom_defer_close(fd);   /* closed if reading unwinds (oom.h) */
     char *text = fg_read_fd(fd, FG_RULES_FILE_MAX, len, why, whysz);
-    close(fd);
+    fg_oom_close(fd);
     return text;
 }
 
@@ -126,10 +128,11 @@ static int file_name_ok(fg_context *ctx, const char *dir, const char *name)
     return 0;
 }
 
-FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
+static void closedir_cb(void *dh) { closedir(dh); }
+
+/* fg_rules_load's work, under the guard. */
+static fg_status load_dir(fg_context *ctx, const char *dir)
 {
-    if (!ctx || !dir)
-        return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_rules_load: no directory given") : FG_ERR_INPUT;
     int errs0 = ctx->nerrors;
     fg_status worst = FG_OK;
     if (fg_has_control_chars(dir)) {
@@ -147,6 +150,8 @@ FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
             close(dirfd);
         return fg_diag_error(ctx, FG_ERR_IO, FG_NOLOC, "cannot open rules directory %s: %s", dir, strerror(e));
     }
+    fg_oom_defer_close(dirfd);       /* both closed if loading unwinds (oom.h) */
+    fg_oom_defer(closedir_cb, dh);
     char **yamls = NULL, **luas = NULL;
     int ny = 0, ycap = 0, nl = 0, lcap = 0;
     struct dirent *e;
@@ -161,6 +166,7 @@ FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
         else if (is_lua)
             *FG_PUSH(luas, nl, lcap) = fg_xstrdup(e->d_name);
     }
+    fg_oom_undefer(dh);
     closedir(dh);
     if (ny)
         qsort(yamls, (size_t)ny, sizeof *yamls, cmp_str);
@@ -207,7 +213,7 @@ FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
         if (files[i].doc)
             load_docs(ctx, &files[i], &src, PASS_RULES);
     free(lua_hashes);
-    close(dirfd);
+    fg_oom_close(dirfd);
 
     for (int i = 0; i < ny; i++) {
         fg_ydoc_free(files[i].doc);
@@ -222,4 +228,38 @@ FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
     if (!worst && ctx->nerrors != errs0)
         worst = FG_ERR_INPUT;
     return worst;
+}
+
+typedef struct rules_call {
+    fg_context *ctx;
+    const char *dir;
+} rules_call;
+
+static fg_status rules_body(void *arg)
+{
+    rules_call *c = arg;
+    return load_dir(c->ctx, c->dir);
+}
+
+/* After running out of memory: what this load attached to the context is
+ * not told apart from what earlier loads did, so the context's whole
+ * vocabulary is unloaded (ops, rules, rewrites, templates, hooks); the guard
+ * then frees what the load still held. */
+static void rules_undo(void *arg)
+{
+    fg_context *ctx = ((rules_call *)arg)->ctx;
+    fg_rewrites_free(ctx);
+    fg_templates_free(ctx);
+    fg_hooks_free(ctx->hooks);
+    ctx->hooks = NULL;
+    fg_ctx_clear_vocabulary(ctx);
+}
+
+FG_API fg_status fg_rules_load(fg_context *ctx, const char *dir)
+{
+    if (!ctx || !dir)
+        return ctx ? fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_rules_load: no directory given") : FG_ERR_INPUT;
+    rules_call c = {ctx, dir};
+    return fg_oom_guard(ctx, (fg_loc){fg_intern(ctx, dir), 0, 0},
+                        "loading the rules directory (the context's rules are unloaded)", rules_body, rules_undo, &c);
 }

@@ -1,4 +1,5 @@
-/* util.c -- allocation, text buffers, files, hashing (see util.h). */
+/* util.c -- text buffers, files, hashing (see util.h; checked allocation
+ * itself is oom.c's). */
 #include "util.h"
 
 #include <errno.h>
@@ -12,36 +13,7 @@
 #include <xxhash.h>
 
 #include "num.h"
-
-static void oom(size_t n)
-{
-    fprintf(stderr, "fusegen: out of memory allocating %zu bytes\n", n);
-    abort();
-}
-
-void *fg_xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p)
-        oom(n);
-    return p;
-}
-
-void *fg_xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p)
-        oom(n * size);
-    return p;
-}
-
-void *fg_xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        oom(n);
-    return q;
-}
+#include "oom.h"
 
 char *fg_xstrdup(const char *s)
 {
@@ -285,7 +257,7 @@ void fg_key_begin(fg_key *k, const char *format)
 {
     XXH3_state_t *st = XXH3_createState();
     if (!st)
-        oom(1024);
+        fg_oom_raise(1024);
     XXH3_128bits_reset(st);
     k->state = st;
     if (format) {

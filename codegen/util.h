@@ -1,8 +1,17 @@
 /*
  * util.h -- small helpers shared by every module: checked allocation, a
  * growable text buffer, file reading, string helpers and content hashing
- * (xxHash's XXH3).  Allocation failure aborts with a message: fusegen does
- * not try to continue after malloc fails.
+ * (xxHash's XXH3).
+ *
+ * Allocation (oom.c, oom.h): fg_xmalloc and kin never return NULL.  Inside
+ * an out-of-memory guard (the public entry points that input can reach) a
+ * failed allocation unwinds to the guard, which frees what the call
+ * allocated and returns FG_ERR_NOMEM; elsewhere it aborts with a message.
+ * So that the guard knows what is still live, every file that includes this
+ * header calls free() and realloc() through fg_free and fg_realloc (the
+ * macros below; the same functions, and tracking only while a guard runs).
+ * A struct member named free or realloc must be called as (s->free)(p).
+ * uthash's tables are allocated with fg_xmalloc as well.
  */
 #ifndef FG_UTIL_H
 #define FG_UTIL_H
@@ -10,6 +19,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define FG_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
 #define FG_STATIC_ASSERT(c, msg) _Static_assert(c, msg)
@@ -19,6 +29,18 @@ void *fg_xcalloc(size_t n, size_t size);
 void *fg_xrealloc(void *p, size_t n);
 char *fg_xstrdup(const char *s);
 char *fg_xstrndup(const char *s, size_t n);
+/* free() and realloc() as the guard sees them: a NULL from fg_realloc is a
+ * failure to handle, as realloc's. */
+void fg_free(void *p);
+void *fg_realloc(void *p, size_t n);
+#define free(p) fg_free(p)
+#define realloc(p, n) fg_realloc((p), (n))
+/* uthash's tables too (its macros expand where they are used, so the order
+ * of including <uthash.h> and this header does not matter). */
+#undef uthash_malloc
+#undef uthash_free
+#define uthash_malloc(sz) fg_xmalloc(sz)
+#define uthash_free(ptr, sz) fg_free(ptr)
 /* Grows *v (element size esz) so that it holds at least need elements. */
 void fg_grow(void **v, int *cap, int need, size_t esz);
 #define FG_PUSH(v, n, cap) (fg_grow((void **)&(v), &(cap), (n) + 1, sizeof(*(v))), &(v)[(n)++])

@@ -8,16 +8,17 @@
 #include <string.h>
 
 #include "context.h"
+#include "oom.h"
 #include "shape.h"
 #include "weights_file.h"
 
 #define BAD(...) fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_graph_set_weight: " __VA_ARGS__)
 
-FG_API fg_status fg_graph_set_weight(fg_context *ctx, fg_graph *g, const char *name, fg_dtype dtype,
-                                     const int64_t *shape, int rank, const void *data)
+/* fg_graph_set_weight's work: the one allocation that attaches to the graph
+ * (the weight's buffer) is the last. */
+static fg_status set_weight(fg_context *ctx, fg_graph *g, const char *name, fg_dtype dtype, const int64_t *shape,
+                            int rank, const void *data)
 {
-    if (!ctx)
-        return FG_ERR_INPUT;
     if (!g)
         return BAD("graph is NULL");
     if (!name)
@@ -63,4 +64,29 @@ FG_API fg_status fg_graph_set_weight(fg_context *ctx, fg_graph *g, const char *n
     float *d = fg_tensor_own(w);
     fg_file_decode(dtype, data, d, fg_tensor_numel(w));
     return FG_OK;
+}
+
+typedef struct weight_call {
+    fg_context *ctx;
+    fg_graph *g;
+    const char *name;
+    fg_dtype dtype;
+    const int64_t *shape;
+    int rank;
+    const void *data;
+} weight_call;
+
+static fg_status weight_body(void *arg)
+{
+    weight_call *c = arg;
+    return set_weight(c->ctx, c->g, c->name, c->dtype, c->shape, c->rank, c->data);
+}
+
+FG_API fg_status fg_graph_set_weight(fg_context *ctx, fg_graph *g, const char *name, fg_dtype dtype,
+                                     const int64_t *shape, int rank, const void *data)
+{
+    if (!ctx)
+        return FG_ERR_INPUT;
+    weight_call c = {ctx, g, name, dtype, shape, rank, data};
+    return fg_oom_guard(ctx, (fg_loc){g ? g->path : NULL, 0, 0}, "setting a weight", weight_body, NULL, &c);
 }

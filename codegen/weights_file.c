@@ -20,6 +20,7 @@
 
 #include "diag.h"
 #include "num.h"
+#include "oom.h"
 #include "safe_open.h"
 #include "util.h"
 
@@ -350,8 +351,9 @@ int fg_npy_read(const char *path, int64_t max_numel, fg_file_tensor *out, char *
     int fd = open_regular(path, &size, why, whysz);
     if (fd < 0)
         return -1;
+    fg_oom_defer_close(fd);   /* closed if reading unwinds (oom.h) */
     int rc = fg_npy_read_fd(fd, max_numel, out, why, whysz);
-    close(fd);
+    fg_oom_close(fd);
     return rc;
 }
 
@@ -509,7 +511,8 @@ void fg_safetensors_close(fg_safetensors *s)
     if (!s)
         return;
     if (s->fd >= 0)
-        close(s->fd);
+        fg_oom_close(s->fd);
+    fg_oom_undefer(s->hdr);
     json_decref(s->hdr);
     free(s);
 }
@@ -554,6 +557,10 @@ static int check_entry(const fg_safetensors *s, const char *name, const json_t *
     return 0;
 }
 
+/* A parsed header is Jansson's memory (its allocator is the process's to
+ * set, not ours): released by the guard if loading unwinds (oom.h). */
+static void hdr_release(void *hdr) { json_decref(hdr); }
+
 fg_safetensors *fg_safetensors_open(const char *path, char *why, size_t whysz)
 {
     uint64_t size;
@@ -568,7 +575,9 @@ fg_safetensors *fg_safetensors_open_fd(int fd, char *why, size_t whysz)
         close(fd);
         return NULL;
     }
-    fg_safetensors *s = fg_xcalloc(1, sizeof *s);
+    fg_safetensors *s = NULL;
+    fg_oom_defer_close(fd);   /* the file's from here: closed if loading unwinds (oom.h) */
+    s = fg_xcalloc(1, sizeof *s);
     s->fd = fd;
     unsigned char pre[8];
     char *text = NULL;
@@ -597,6 +606,10 @@ fg_safetensors *fg_safetensors_open_fd(int fd, char *why, size_t whysz)
         goto bad;
     json_error_t err;
     s->hdr = json_loadb(text, (size_t)hlen, JSON_REJECT_DUPLICATES, &err);
+    if (!s->hdr && json_error_code(&err) == json_error_out_of_memory)
+        fg_oom_raise((size_t)hlen);   /* out of memory, not a bad header */
+    if (s->hdr)
+        fg_oom_defer(hdr_release, s->hdr);
     if (!s->hdr) {
         fail(why, whysz, "bad JSON header: %s (header line %d, column %d)", err.text, err.line, err.column);
         goto bad;

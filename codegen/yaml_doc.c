@@ -21,6 +21,7 @@
 #include <uthash.h>
 #include <yaml.h>
 
+#include "oom.h"
 #include "util.h"
 
 static fg_ynode *node_new(fg_ydoc *d, fg_ykind kind, const yaml_mark_t *m)
@@ -87,10 +88,22 @@ static unsigned long long sat_add(unsigned long long a, unsigned long long b)
     return a > ULLONG_MAX - b ? ULLONG_MAX : a + b;
 }
 
-fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, size_t len, fg_ydoc **out)
-{
+/* The parser and the event in hand, on the heap so that the guard can
+ * release them after unwinding out of fg_ydoc_parse. */
+typedef struct yaml_state {
     yaml_parser_t p;
     yaml_event_t ev;
+} yaml_state;
+
+static void yaml_state_delete(void *arg)
+{
+    yaml_state *y = arg;
+    yaml_event_delete(&y->ev);
+    yaml_parser_delete(&y->p);
+}
+
+fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, size_t len, fg_ydoc **out)
+{
     fg_ydoc *d = fg_xcalloc(1, sizeof *d);
     fg_ynode **stack = NULL;
     int nstack = 0, stack_cap = 0, docs_cap = 0;
@@ -101,58 +114,61 @@ fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, siz
 
     *out = NULL;
     d->file = fg_intern(ctx, file ? file : "<input>");
-    if (!yaml_parser_initialize(&p)) {
+    yaml_state *y = fg_xcalloc(1, sizeof *y);
+    if (!yaml_parser_initialize(&y->p)) {
+        free(y);
         free(d);
         return fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "cannot initialise the YAML parser");
     }
-    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    fg_oom_defer(yaml_state_delete, y);   /* libyaml's memory, released if parsing unwinds (oom.h) */
+    yaml_parser_set_input_string(&y->p, (const unsigned char *)text, len);
     while (!done) {
-        if (!yaml_parser_parse(&p, &ev)) {
-            st = parse_error(ctx, d, &p, text, len);
+        if (!yaml_parser_parse(&y->p, &y->ev)) {
+            st = parse_error(ctx, d, &y->p, text, len);
             break;
         }
         fg_ynode *n = NULL;
         const char *anchor_name = NULL;
-        switch (ev.type) {
+        switch (y->ev.type) {
         case YAML_STREAM_END_EVENT:
             done = 1;
             break;
         case YAML_SCALAR_EVENT:
-            n = node_new(d, FG_YNODE_SCALAR, &ev.start_mark);
-            n->str = fg_xstrndup((const char *)ev.data.scalar.value, ev.data.scalar.length);
-            n->len = ev.data.scalar.length;
-            switch (ev.data.scalar.style) {
+            n = node_new(d, FG_YNODE_SCALAR, &y->ev.start_mark);
+            n->str = fg_xstrndup((const char *)y->ev.data.scalar.value, y->ev.data.scalar.length);
+            n->len = y->ev.data.scalar.length;
+            switch (y->ev.data.scalar.style) {
             case YAML_SINGLE_QUOTED_SCALAR_STYLE: n->style = FG_YSTYLE_SINGLE; break;
             case YAML_DOUBLE_QUOTED_SCALAR_STYLE: n->style = FG_YSTYLE_DOUBLE; break;
             case YAML_LITERAL_SCALAR_STYLE:
             case YAML_FOLDED_SCALAR_STYLE: n->style = FG_YSTYLE_BLOCK; break;
             default: n->style = FG_YSTYLE_PLAIN; break;
             }
-            anchor_name = (const char *)ev.data.scalar.anchor;
+            anchor_name = (const char *)y->ev.data.scalar.anchor;
             break;
         case YAML_SEQUENCE_START_EVENT:
         case YAML_MAPPING_START_EVENT:
             if (nstack >= FG_YAML_MAX_DEPTH) {
-                fg_loc loc = {d->file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1};
+                fg_loc loc = {d->file, (int)y->ev.start_mark.line + 1, (int)y->ev.start_mark.column + 1};
                 st = fg_diag_error(ctx, FG_ERR_INPUT, loc, "nested too deeply (more than %d levels of sequences "
                                    "and mappings)", FG_YAML_MAX_DEPTH);
                 done = 1;
                 break;
             }
-            if (ev.type == YAML_SEQUENCE_START_EVENT) {
-                n = node_new(d, FG_YNODE_SEQ, &ev.start_mark);
-                anchor_name = (const char *)ev.data.sequence_start.anchor;
+            if (y->ev.type == YAML_SEQUENCE_START_EVENT) {
+                n = node_new(d, FG_YNODE_SEQ, &y->ev.start_mark);
+                anchor_name = (const char *)y->ev.data.sequence_start.anchor;
             } else {
-                n = node_new(d, FG_YNODE_MAP, &ev.start_mark);
-                anchor_name = (const char *)ev.data.mapping_start.anchor;
+                n = node_new(d, FG_YNODE_MAP, &y->ev.start_mark);
+                anchor_name = (const char *)y->ev.data.mapping_start.anchor;
             }
             break;
         case YAML_ALIAS_EVENT: {
-            const char *a = (const char *)ev.data.alias.anchor;
+            const char *a = (const char *)y->ev.data.alias.anchor;
             anchor *an = NULL;
             HASH_FIND_STR(anchors, a, an);
             n = an ? an->node : NULL;
-            fg_loc loc = {d->file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1};
+            fg_loc loc = {d->file, (int)y->ev.start_mark.line + 1, (int)y->ev.start_mark.column + 1};
             if (!n) {
                 st = fg_diag_error(ctx, FG_ERR_INPUT, loc, "unknown alias '*%s'", a);
                 done = 1;
@@ -179,7 +195,7 @@ fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, siz
         }
         case YAML_MAPPING_END_EVENT:
         case YAML_SEQUENCE_END_EVENT:
-            if (ev.type == YAML_MAPPING_END_EVENT)
+            if (y->ev.type == YAML_MAPPING_END_EVENT)
                 stack[nstack - 1]->n /= 2; /* items counted while building; pairs from now on */
             nstack--;
             if (nstack > 0)   /* a finished collection weighs in its parent */
@@ -188,7 +204,7 @@ fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, siz
         default:
             break;
         }
-        if (n && ev.type != YAML_ALIAS_EVENT) {
+        if (n && y->ev.type != YAML_ALIAS_EVENT) {
             nreal++;
             expanded = sat_add(expanded, 1);
             n->weight = 1;
@@ -208,18 +224,20 @@ fg_status fg_ydoc_parse(fg_context *ctx, const char *file, const char *text, siz
             if (nstack > 0) {
                 node_push(stack[nstack - 1], n);
                 /* a scalar or an alias weighs in now; a collection when it ends */
-                if (ev.type == YAML_SCALAR_EVENT || ev.type == YAML_ALIAS_EVENT)
+                if (y->ev.type == YAML_SCALAR_EVENT || y->ev.type == YAML_ALIAS_EVENT)
                     stack[nstack - 1]->weight = sat_add(stack[nstack - 1]->weight, n->weight);
             } else {
                 *FG_PUSH(d->docs, d->ndocs, docs_cap) = n;
             }
             /* An alias to a container does not reopen it. */
-            if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT)
+            if (y->ev.type == YAML_SEQUENCE_START_EVENT || y->ev.type == YAML_MAPPING_START_EVENT)
                 *FG_PUSH(stack, nstack, stack_cap) = n;
         }
-        yaml_event_delete(&ev);
+        yaml_event_delete(&y->ev);
     }
-    yaml_parser_delete(&p);
+    fg_oom_undefer(y);
+    yaml_state_delete(y);
+    free(y);
     anchor *an, *tmp;
     HASH_ITER(hh, anchors, an, tmp) {
         HASH_DEL(anchors, an);

@@ -41,7 +41,9 @@ typedef enum fg_status {
     FG_ERR_INPUT,        /* bad user input: rule, op or graph file (CLI exit 2) */
     FG_ERR_HOOK,         /* a Lua hook failed, looped or exceeded its budget (exit 2) */
     FG_ERR_IO,           /* a file could not be read or written */
-    FG_ERR_NOMEM,        /* out of memory */
+    FG_ERR_NOMEM,        /* host memory ran out while loading rules, a graph, a model or weights, or planning:
+                            recorded as "out of memory while ...", nothing handed out, what the call had
+                            allocated freed (docs/architecture.md, "Out of memory") */
     FG_ERR_COMPILE,      /* NVRTC or the host compiler rejected generated source */
     FG_ERR_CUDA,         /* a CUDA driver call failed */
     FG_ERR_NO_DEVICE,    /* no CUDA driver or GPU present */

@@ -22,6 +22,7 @@
 #include "diag.h"
 #include "emit.h"
 #include "exec.h"
+#include "oom.h"
 #include "plan.h"
 #include "runtime.h"
 
@@ -62,15 +63,36 @@ static fg_status check_hook_tiles(fg_context *ctx, const fg_plan *p)
     return FG_OK;
 }
 
+typedef struct plan_call {
+    fg_context *ctx;
+    const fg_graph *g;
+    fg_plan **out;
+} plan_call;
+
+/* Planning proper (rewrites, grouping, folds, the tile check), under the
+ * out-of-memory guard (codegen/oom.h): the plan is the call's own, so
+ * unwinding frees it with everything else the call allocated. */
+static fg_status plan_body(void *arg)
+{
+    plan_call *c = arg;
+    fg_status st = fg_plan_make(c->ctx, c->g, c->out);
+    if (st == FG_OK && (st = check_hook_tiles(c->ctx, *c->out)) != FG_OK) {
+        fg_plan_free(*c->out);
+        *c->out = NULL;
+    }
+    return st;
+}
+
 FG_API fg_status fg_plan_build(fg_context *ctx, const fg_graph *g, fg_plan **out)
 {
     if (ctx)
         fg_rt_resolve_target(ctx);
-    fg_status st = fg_plan_make(ctx, g, out);
-    if (st == FG_OK && (st = check_hook_tiles(ctx, *out)) != FG_OK) {
-        fg_plan_free(*out);
+    if (!ctx || !out)
+        return fg_plan_make(ctx, g, out);   /* reports the missing argument */
+    plan_call c = {ctx, g, out};
+    fg_status st = fg_oom_guard(ctx, (fg_loc){g ? g->path : NULL, 0, 0}, "planning", plan_body, NULL, &c);
+    if (st == FG_ERR_NOMEM)
         *out = NULL;
-    }
     return st;
 }
 

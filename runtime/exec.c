@@ -536,11 +536,11 @@ FG_API void fg_exec_free(fg_exec *e)
         if (e->events[k])
             be->event_free(e->events[k]);
     for (int i = 0; e->io && i < e->ninputs + e->noutputs; i++)
-        be->free(e->io[i]);
-    be->free(e->weights);
-    be->free(e->arena);
-    be->free(e->workspace);
-    be->free(e->counters);
+        (be->free)(e->io[i]);
+    (be->free)(e->weights);
+    (be->free)(e->arena);
+    (be->free)(e->workspace);
+    (be->free)(e->counters);
     for (int k = 0; e->kernels && k < e->nkernels; k++)
         fg_kernel_free(&e->kernels[k]);   /* releases the loaded kernel too */
     free(e->kernels);

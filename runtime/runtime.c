@@ -2,6 +2,8 @@
  * the device target recorded on the context before planning and compiling. */
 #include "runtime.h"
 
+#include "oom.h"
+
 #include <stdlib.h>
 
 /* Frees ctx->rt and everything it holds (run by fg_context_free). */
@@ -25,6 +27,7 @@ struct fg_runtime *fg_rt(fg_context *ctx)
     if (rt)
         return rt;
     int created = 0;
+    fg_oom_hold();   /* the context's, and under its lock (codegen/oom.h) */
     pthread_mutex_lock(&ctx->lock);
     rt = ctx->rt;
     if (!rt) {
@@ -36,6 +39,7 @@ struct fg_runtime *fg_rt(fg_context *ctx)
     pthread_mutex_unlock(&ctx->lock);
     if (created)
         fg_ctx_on_free(ctx, runtime_free);
+    fg_oom_release();
     return rt;
 }
 

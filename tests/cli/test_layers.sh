@@ -23,7 +23,7 @@ set -euo pipefail
 export LC_ALL=C
 
 # ---- the table ---------------------------------------------------------------
-LEAF="util diag arch num* embedded safe_open"
+LEAF="util oom oom_guard diag arch num* embedded safe_open"
 IR="context env graph expr kind shape axes reduce where precision layernorm"
 LOADERS="yaml_doc rules_dir opdef_load rule_load rewrite_load template_load graph_load onnx_* weights_file input_file weight_set hook hook_lib hook_sandbox"
 REGISTRY="template fold_names"
