@@ -10,7 +10,8 @@
  * file once, by name beneath it (safe_open.h; a file of the directory may be
  * a symbolic link: the directory's owner put it there), and read from that
  * descriptor: a `hooks:` file's hash is that of the bytes its hooks were
- * loaded from.
+ * loaded from.  Loading runs under the out-of-memory guard (oom.h): running
+ * out unloads the context's whole vocabulary.
  */
 #include <dirent.h>
 #include <errno.h>
