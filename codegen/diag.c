@@ -27,7 +27,7 @@ static const char *const status_names[] = {
 };
 FG_STATIC_ASSERT(FG_COUNTOF(status_names) == FG_STATUS_COUNT, "status_names out of sync");
 
-static const char *const dtype_names[] = {"fp32", "fp16", "bf16"};
+static const char *const dtype_names[] = {"fp32", "fp16", "bf16", "int64", "int32", "bool"};
 FG_STATIC_ASSERT(FG_COUNTOF(dtype_names) == FG_DTYPE_COUNT, "dtype_names out of sync");
 
 static const char *const layout_names[] = {"NCHW", "NHWC"};

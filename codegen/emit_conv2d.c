@@ -237,11 +237,11 @@ static const fg_tile_key tiles_direct[] = {
 
 static const fg_template rows[] = {
     {.name = "conv2d", .family = "conv2d", .order = 20, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_CONV2D,
-     .dtypes = FG_DTYPES_ALL, .priority = 0, .tiles = tiles_direct, .input_map = 1, .check = check_conv2d,
+     .dtypes = FG_DTYPES_FLOAT, .priority = 0, .tiles = tiles_direct, .input_map = 1, .check = check_conv2d,
      .emit = emit_direct,
      .summary = "direct convolution, weight tiles staged in shared memory; any groups, stride, padding, dilation"},
     {.name = "conv2d_depthwise", .family = "conv2d", .order = 21, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_CONV2D,
-     .dtypes = FG_DTYPES_ALL, .priority = 10, .tiles = fg_tile_threads, .input_map = 1, .check = check_depthwise,
+     .dtypes = FG_DTYPES_FLOAT, .priority = 10, .tiles = fg_tile_threads, .input_map = 1, .check = check_depthwise,
      .emit = emit_depthwise,
      .summary = "depthwise convolution (one input channel per group), one thread per output element"},
 };

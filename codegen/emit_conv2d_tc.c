@@ -321,7 +321,7 @@ static const fg_tile_key tiles[] = {
 
 static const fg_template rows[] = {
     {.name = "conv2d_tc", .family = "conv2d", .order = 22, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_CONV2D,
-     .dtypes = FG_DTYPES_ALL, .priority = 20, .tiles = tiles,
+     .dtypes = FG_DTYPES_FLOAT, .priority = 20, .tiles = tiles,
      .map_refusal = "it loads 16-byte channel vectors of its input (cp.async), which an input map does not keep "
                     "contiguous",
      .check = check_conv2d_tc, .describe = describe_conv2d_tc, .emit = emit_conv2d_tc,

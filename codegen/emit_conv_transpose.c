@@ -75,7 +75,7 @@ static int check_convt(const fg_tcand *c, char *why, size_t whysz)
 
 static const fg_template rows[] = {
     {.name = "conv_transpose", .family = "conv_transpose", .order = 96, FG_TEMPLATE_LIMITS,
-     .kinds = 1u << FG_OPK_CONV_TRANSPOSE2D, .dtypes = FG_DTYPES_ALL, .tiles = fg_tile_threads, .check = check_convt,
+     .kinds = 1u << FG_OPK_CONV_TRANSPOSE2D, .dtypes = FG_DTYPES_FLOAT, .tiles = fg_tile_threads, .check = check_convt,
      .emit = emit_convt, .map_refusal = "conv_transpose reads its input at gathered taps only",
      .summary = "transposed 2-D convolution, a direct gather per output element"},
 };

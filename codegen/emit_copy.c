@@ -257,7 +257,7 @@ static const fg_template rows[] = {
     {.name = "copy", .family = "copy", .order = 50, FG_TEMPLATE_LIMITS,
      .kinds = (1u << FG_OPK_RESHAPE) | (1u << FG_OPK_TRANSPOSE) | (1u << FG_OPK_CONCAT) | (1u << FG_OPK_SLICE) |
               (1u << FG_OPK_EXPAND) | (1u << FG_OPK_PAD),
-     .dtypes = FG_DTYPES_ALL,
+     .dtypes = FG_DTYPES_ANY,
      .tiles = fg_tile_threads, .check = check_copy, .emit = emit_copy,
      .summary = "re-indexing copy (reshape, transpose, concat, slice, expand, pad), one thread per output element"},
 };

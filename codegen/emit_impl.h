@@ -67,8 +67,12 @@ void fg_em_shape(fg_emitter *em, const char *name, int64_t value);
 void fg_em_split_buffers(fg_emitter *em, int64_t slot_bytes, int64_t counters);
 /* Field name of tensor t in the params struct (added on first use). */
 const char *fg_em_tensor(fg_emitter *em, int t, int writes);
-/* C type of tensor t's elements: "float", "fg_half", "fg_bf16". */
+/* C type of tensor t's elements: "float", "fg_half", "fg_bf16", "fg_i64",
+ * "fg_i32", "fg_bool" (the preludes' storage types). */
 const char *fg_em_ctype(fg_dtype d);
+/* Whether every tensor the group reads or writes has a float type (vector
+ * access paths take only those). */
+int fg_em_all_float(const fg_emitter *em);
 /* Appends the C text of dimension `axis` of tensor t: a literal when
  * specializing, else p.dim_<field>_<axis>. */
 void fg_em_dim(fg_emitter *em, int t, int axis, fg_buf *out);

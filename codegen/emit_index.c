@@ -34,8 +34,27 @@ const char *fg_em_ctype(fg_dtype d)
     switch (d) {
     case FG_DTYPE_F16: return "fg_half";
     case FG_DTYPE_BF16: return "fg_bf16";
+    case FG_DTYPE_I64: return "fg_i64";
+    case FG_DTYPE_I32: return "fg_i32";
+    case FG_DTYPE_BOOL: return "fg_bool";
     default: return "float";
     }
+}
+
+int fg_em_all_float(const fg_emitter *em)
+{
+    const fg_graph *g = em->g;
+    if (!fg_dtype_is_float(em->ot->dtype))
+        return 0;
+    for (int i = 0; i < em->grp->nnodes; i++) {
+        const fg_node *n = &g->nodes[em->grp->nodes[i]];
+        if (!fg_dtype_is_float(g->tensors[n->output].dtype))
+            return 0;
+        for (int j = 0; j < n->ninputs; j++)
+            if (n->inputs[j] >= 0 && !fg_dtype_is_float(g->tensors[n->inputs[j]].dtype))
+                return 0;
+    }
+    return 1;
 }
 
 int64_t fg_em_numel(const fg_emitter *em, int t) { return fg_tensor_numel(&em->g->tensors[t]); }

@@ -190,7 +190,7 @@ static int check_layernorm(const fg_tcand *c, char *why, size_t whysz)
 
 static const fg_template rows[] = {
     {.name = "layernorm", .family = "layernorm", .order = 90, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_LAYER_NORM,
-     .dtypes = FG_DTYPES_ALL, .tiles = fg_tile_threads, .check = check_layernorm, .emit = emit_layernorm,
+     .dtypes = FG_DTYPES_FLOAT, .tiles = fg_tile_threads, .check = check_layernorm, .emit = emit_layernorm,
      .summary = "layer / RMS normalization over trailing axes with a fused residual skip: a warp per row (in "
                 "registers) up to 1024 elements, else a block per row; fp32 statistics, 16-byte accesses"},
 };

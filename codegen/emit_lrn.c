@@ -87,7 +87,7 @@ static int check_lrn(const fg_tcand *c, char *why, size_t whysz)
 
 static const fg_template rows[] = {
     {.name = "lrn", .family = "lrn", .order = 70, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_LRN,
-     .dtypes = FG_DTYPES_ALL, .tiles = fg_tile_threads, .check = check_lrn, .emit = emit_lrn,
+     .dtypes = FG_DTYPES_FLOAT, .tiles = fg_tile_threads, .check = check_lrn, .emit = emit_lrn,
      .summary = "local response normalization across channels, one thread per output element"},
 };
 FG_TEMPLATE_FAMILY(lrn, rows);

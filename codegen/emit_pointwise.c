@@ -265,7 +265,7 @@ static fg_status emit_pointwise(fg_emitter *em)
     int is_flatten = nd->op->kind == FG_OPK_FLATTEN;
     /* 16 bytes of output per vector; outputs shorter than one vector stay scalar */
     int vec = (int)(16 / fg_dtype_size(em->ot->dtype));
-    if (is_flatten || numel < vec)
+    if (is_flatten || numel < vec || !fg_em_all_float(em))
         vec = 0;
 
     fg_buf loads = {0}, expr = {0}, coord = {0}, args = {0}, pre = {0};
@@ -414,7 +414,7 @@ static int check_pointwise(const fg_tcand *c, char *why, size_t whysz)
 
 static const fg_template rows[] = {
     {.name = "pointwise", .family = "pointwise", .order = 10, FG_TEMPLATE_LIMITS,
-     .kinds = (1u << FG_OPK_POINTWISE) | (1u << FG_OPK_BATCH_NORM) | (1u << FG_OPK_FLATTEN), .dtypes = FG_DTYPES_ALL,
+     .kinds = (1u << FG_OPK_POINTWISE) | (1u << FG_OPK_BATCH_NORM) | (1u << FG_OPK_FLATTEN), .dtypes = FG_DTYPES_ANY,
      .tiles = fg_tile_threads, .check = check_pointwise, .emit = emit_pointwise,
      .summary = "element-wise chain (or flatten), one thread per element, 4-wide when inputs align"},
 };

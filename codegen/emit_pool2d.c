@@ -154,7 +154,7 @@ static int check_pool2d(const fg_tcand *c, char *why, size_t whysz)
 
 static const fg_template rows[] = {
     {.name = "pool2d", .family = "pool2d", .order = 40, FG_TEMPLATE_LIMITS,
-     .kinds = (1u << FG_OPK_POOL2D) | (1u << FG_OPK_GLOBAL_POOL), .dtypes = FG_DTYPES_ALL, .tiles = fg_tile_threads,
+     .kinds = (1u << FG_OPK_POOL2D) | (1u << FG_OPK_GLOBAL_POOL), .dtypes = FG_DTYPES_FLOAT, .tiles = fg_tile_threads,
      .check = check_pool2d, .emit = emit_pool2d, .summary = "max / average pooling and global average pooling"},
 };
 FG_TEMPLATE_FAMILY(pool2d, rows);

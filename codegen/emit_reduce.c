@@ -200,7 +200,7 @@ static int check_reduce(const fg_tcand *c, char *why, size_t whysz)
 
 static const fg_template rows[] = {
     {.name = "reduce", .family = "reduce", .order = 80, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_REDUCE,
-     .dtypes = FG_DTYPES_ALL, .tiles = fg_tile_threads, .check = check_reduce, .emit = emit_reduce,
+     .dtypes = FG_DTYPES_FLOAT, .tiles = fg_tile_threads, .check = check_reduce, .emit = emit_reduce,
      .summary = "reduction over any axes (sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp): a "
                 "thread, a warp or a block per output"},
 };

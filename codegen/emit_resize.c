@@ -108,7 +108,7 @@ static int check_resize(const fg_tcand *c, char *why, size_t whysz)
 
 static const fg_template rows[] = {
     {.name = "resize", .family = "resize", .order = 95, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_RESIZE,
-     .dtypes = FG_DTYPES_ALL, .tiles = fg_tile_threads, .check = check_resize, .emit = emit_resize,
+     .dtypes = FG_DTYPES_FLOAT, .tiles = fg_tile_threads, .check = check_resize, .emit = emit_resize,
      .map_refusal = "resize reads its input through its own tap indices",
      .summary = "nearest / linear / cubic resize over H and W, one thread per output element"},
 };

@@ -71,7 +71,7 @@ static int check_softmax(const fg_tcand *c, char *why, size_t whysz)
 
 static const fg_template rows[] = {
     {.name = "softmax", .family = "softmax", .order = 60, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_SOFTMAX,
-     .dtypes = FG_DTYPES_ALL, .tiles = fg_tile_threads, .check = check_softmax, .emit = emit_softmax,
+     .dtypes = FG_DTYPES_FLOAT, .tiles = fg_tile_threads, .check = check_softmax, .emit = emit_softmax,
      .summary = "softmax over rows, one block per row: max, sum of exp, normalize (4-wide loads on contiguous rows)"},
 };
 FG_TEMPLATE_FAMILY(softmax, rows);

@@ -26,7 +26,7 @@ static const char *const bin_text[] = {"+", "-", "*", "/", "==", "!=", "<", "<="
 FG_STATIC_ASSERT(FG_COUNTOF(bin_text) == B_COUNT, "bin_text out of sync");
 
 enum { F_EXP, F_LOG, F_LOG1P, F_EXPM1, F_TANH, F_ERF, F_SQRT, F_RSQRT, F_ABS, F_MIN, F_MAX,
-       F_POW, F_SIGMOID, F_FLOOR, F_CEIL, F_ROUND, F_SIN, F_COS, F_TAN, F_ASIN, F_ACOS, F_ATAN,
+       F_POW, F_SIGMOID, F_FLOOR, F_CEIL, F_TRUNC, F_ROUND, F_SIN, F_COS, F_TAN, F_ASIN, F_ACOS, F_ATAN,
        F_SINH, F_COSH, F_ASINH, F_ACOSH, F_ATANH, F_COUNT };
 
 static double rsqrt_d(double a) { return 1.0 / sqrt(a); }
@@ -48,6 +48,7 @@ static const struct {
     {"sqrt", 1, "sqrtf", sqrt},    {"rsqrt", 1, "fg_rsqrtf", rsqrt_d}, {"abs", 1, "fabsf", fabs},
     {"min", 2, "fg_minf", NULL},   {"max", 2, "fg_maxf", NULL},    {"pow", 2, "powf", NULL},
     {"sigmoid", 1, NULL, sigmoid_d}, {"floor", 1, "floorf", floor}, {"ceil", 1, "ceilf", ceil},
+    {"trunc", 1, "truncf", trunc},
     {"round", 1, "rintf", nearbyint}, {"sin", 1, "sinf", sin},     {"cos", 1, "cosf", cos},
     {"tan", 1, "tanf", tan},       {"asin", 1, "asinf", asin},     {"acos", 1, "acosf", acos},
     {"atan", 1, "atanf", atan},    {"sinh", 1, "sinhf", sinh},     {"cosh", 1, "coshf", cosh},

@@ -37,12 +37,17 @@ int64_t fg_tensor_numel(const fg_tensor *t)
     return n;
 }
 
+int fg_dtype_is_float(fg_dtype t) { return t == FG_DTYPE_F32 || t == FG_DTYPE_F16 || t == FG_DTYPE_BF16; }
+
 size_t fg_dtype_size(fg_dtype t)
 {
     switch (t) {
-    case FG_DTYPE_F32: return 4;
+    case FG_DTYPE_I64: return 8;
+    case FG_DTYPE_F32:
+    case FG_DTYPE_I32: return 4;
     case FG_DTYPE_F16:
     case FG_DTYPE_BF16: return 2;
+    case FG_DTYPE_BOOL: return 1;
     default: return 0;
     }
 }

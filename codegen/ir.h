@@ -89,6 +89,7 @@ typedef enum fg_op_kind {
     FG_OPK_SLICE,          /* per-axis start, step (may be negative) and output extents (index_kinds.h) */
     FG_OPK_EXPAND,         /* numpy broadcasting to `shape`, or `reps` repeats per axis (index_kinds.h) */
     FG_OPK_PAD,            /* `pads` begins then ends (negative: crop), `mode`, `value` (index_kinds.h) */
+    FG_OPK_GATHER,         /* data[.., indices, ..] along `axis`, integer indices computed or constant (gather.h) */
     FG_OPK_COUNT
 } fg_op_kind;
 
@@ -113,6 +114,12 @@ typedef struct fg_opdef {
                                       reduce.h (sum, mean, max, min, prod, ...) */
     const char *onnx;              /* the ONNX operator imported one-to-one onto this op (its
                                       `onnx:` key, an element-wise kind's), or NULL: interned */
+    /* The output's element type (`dtype:`, element-wise kinds): fixed (a
+     * dtype, as comparisons' bool), an input's (as Where's x), or named by a
+     * string attribute (as a cast's `to`); by default input 0's. */
+    int dtype_fixed;               /* an fg_dtype, or -1 */
+    int dtype_input;               /* an input slot, or -1 */
+    int dtype_attr;                /* a string attribute's slot, or -1 */
     fg_loc loc;                    /* the `op:` line */
     uint64_t file_hash;            /* hash of the defining file's bytes */
 } fg_opdef;
@@ -179,6 +186,8 @@ int64_t fg_tensor_numel(const fg_tensor *t);
 /* The precision named s ("exact", "tf32"), or -1 (precision.c). */
 int fg_precision_parse(const char *s);
 size_t fg_dtype_size(fg_dtype t);
+/* Whether t is fp32, fp16 or bf16 (the types arithmetic templates take). */
+int fg_dtype_is_float(fg_dtype t);
 /* Attribute access by name on a node (must exist in its op definition). */
 const fg_attr_value *fg_node_attr(const fg_node *n, const char *name);
 int64_t fg_node_attr_int(const fg_node *n, const char *name, int index);

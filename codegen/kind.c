@@ -11,6 +11,7 @@
 #include "axes.h"
 #include "conv_transpose.h"
 #include "diag.h"
+#include "gather.h"
 #include "layernorm.h"
 #include "index_kinds.h"
 #include "reduce.h"
@@ -314,6 +315,9 @@ static const fg_kind_info kinds[] = {
     [FG_OPK_PAD] = {.name = "pad", .min_inputs = 1, .max_inputs = 1, .inputs_form = "one input",
                     .role = FG_ROLE_RESHAPE, .traits = FG_KIND_MOVES, .family = "copy", .infer = fg_infer_pad,
                     .var_names = elementwise_vars, .vars = elementwise_vars_fn},
+    [FG_OPK_GATHER] = {.name = "gather", .min_inputs = 2, .max_inputs = 2, .inputs_form = "inputs [data, indices]",
+                       .role = FG_ROLE_ANCHOR, .family = "gather", .infer = fg_infer_gather,
+                       .var_names = elementwise_vars, .vars = elementwise_vars_fn},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(kinds) == FG_OPK_COUNT, "kinds out of sync with fg_op_kind");
 FG_STATIC_ASSERT(FG_OPK_COUNT <= 32, "sets of kinds (rule steps, templates) are 32-bit masks");

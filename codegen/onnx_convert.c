@@ -52,16 +52,32 @@ static int const_weight(nctx *nc, int ci)
         return k->weight;
     int dt = fg_onnx_dtype_fg(k->dtype);
     if (dt < 0) {
-        nerr(nc, "constant '%s' of type %s is used as a tensor; tensors are float, float16 or bfloat16",
-             fg_onnx_esc(k->name, b1, sizeof b1), fg_onnx_dtype_name(k->dtype));
+        nerr(nc, "constant '%s' of type %s is used as a tensor; tensors are float, float16, bfloat16, int64, int32 or "
+             "bool", fg_onnx_esc(k->name, b1, sizeof b1), fg_onnx_dtype_name(k->dtype));
         return -1;
     }
     if (k->numel < 1) {
         nerr(nc, "constant '%s' is empty", fg_onnx_esc(k->name, b1, sizeof b1));
         return -1;
     }
+    /* weights hold float values: an integer constant must be exact in one */
+    float *f = k->f;
+    if (!f) {
+        f = fg_xmalloc(sizeof(float) * (size_t)k->numel);
+        for (int64_t j = 0; j < k->numel; j++) {
+            if (k->i[j] > (1 << 24) || k->i[j] < -(1 << 24)) {
+                nerr(nc, "integer constant '%s' holds %lld, beyond 2^24: integer weights are exact only up to 2^24",
+                     fg_onnx_esc(k->name, b1, sizeof b1), (long long)k->i[j]);
+                free(f);
+                return -1;
+            }
+            f[j] = (float)k->i[j];
+        }
+    }
     int64_t one = 1;
-    k->weight = fg_onnx_new_weight(L, k->name, k->name, (fg_dtype)dt, k->rank ? k->rank : 1, k->rank ? k->shape : &one, k->f);
+    k->weight = fg_onnx_new_weight(L, k->name, k->name, (fg_dtype)dt, k->rank ? k->rank : 1, k->rank ? k->shape : &one, f);
+    if (f != k->f)
+        free(f);
     return k->weight;
 }
 
@@ -548,18 +564,8 @@ static int variadic_minmax(nctx *nc, const char *op)
 static int op_max(nctx *nc) { return variadic_minmax(nc, "max2"); }
 static int op_min(nctx *nc) { return variadic_minmax(nc, "min2"); }
 
-/* Nonzero when tensor t is the result of a comparison (a bool, held as 1 / 0
- * in the graph's float type; only Where and Cast read it). */
-int fg_onnx_is_bool_tensor(const loader *L, int t)
-{
-    if (t < 0 || t >= L->g->ntensors || L->g->tensors[t].producer < 0)
-        return 0;
-    const char *op = L->g->nodes[L->g->tensors[t].producer].op->name;
-    return op && strncmp(op, "cmp_", 4) == 0;
-}
-
-/* Less, Greater, Equal, LessOrEqual, GreaterOrEqual on float tensors: 1 or
- * 0 (a NaN operand compares false, as IEEE and ONNX). */
+/* Less, Greater, Equal, LessOrEqual, GreaterOrEqual: a bool tensor (a NaN
+ * operand compares false, as IEEE and ONNX). */
 static int compare_op(nctx *nc, const char *op)
 {
     int ins[2] = {in_tensor(nc, 0), in_tensor(nc, 1)};
@@ -574,16 +580,14 @@ static int op_equal(nctx *nc) { return compare_op(nc, "cmp_equal"); }
 static int op_less_equal(nctx *nc) { return compare_op(nc, "cmp_less_equal"); }
 static int op_greater_equal(nctx *nc) { return compare_op(nc, "cmp_greater_equal"); }
 
-/* Where(condition, X, Y): the condition must be a comparison's result
- * (graphs hold no bool inputs or constants); X and Y broadcast. */
+/* Where(condition, X, Y): a bool condition; X and Y broadcast. */
 static int op_where(nctx *nc)
 {
     int ins[3] = {in_tensor(nc, 0), in_tensor(nc, 1), in_tensor(nc, 2)};
     if (ins[0] < 0 || ins[1] < 0 || ins[2] < 0)
         return nc->bad ? -1 : (nerr(nc, "needs three inputs"), -1);
-    if (!fg_onnx_is_bool_tensor(nc->L, ins[0]))
-        return nerr(nc, "the condition must be computed by a comparison (Less, Greater, Equal, LessOrEqual, "
-                                "GreaterOrEqual); bool inputs and constants are not supported"), -1;
+    if (T(nc, ins[0])->dtype != FG_DTYPE_BOOL)
+        return nerr(nc, "the condition is %s; bool expected", fg_dtype_name(T(nc, ins[0])->dtype)), -1;
     return emit_out(nc, "where", ins, 3, NULL, 0);
 }
 
@@ -1012,12 +1016,11 @@ static int op_identity(nctx *nc)
     return 0;
 }
 
-/* Cast to ONNX type `to` of computed input 0 (constants fold, onnx_fold.c).
- * A graph computes in one float type: a cast to that type, or to double
- * (computed in the graph's type: graphs hold no float64 tensors), is the
- * identity; a comparison's bool result cast to a float type becomes that
- * float (1 or 0, an `identity` op, so that any op may read it); a cast to
- * another float type or to an integer or bool type is refused. */
+/* Cast to ONNX type `to` of computed input 0 (constants fold, onnx_fold.c):
+ * to the same type, the identity; to double, the input's float type
+ * (graphs hold no float64 tensors; an integer or bool input becomes fp32);
+ * to an integer type, `cast_int` (toward zero, saturating); to bool,
+ * `cast_bool` (nonzero, NaN included, is true); to a float type, `cast`. */
 static int cast_to(nctx *nc, int to)
 {
     value *v = in_value(nc, 0);
@@ -1026,26 +1029,19 @@ static int cast_to(nctx *nc, int to)
     int x = v->kind == V_TENSOR ? v->idx : in_tensor(nc, 0);
     if (x < 0)
         return -1;
-    int is_bool = fg_onnx_is_bool_tensor(nc->L, x);
     fg_dtype dt = T(nc, x)->dtype;
-    int fdt = fg_onnx_dtype_fg(to);
-    if (to == FG_ONNX_DTYPE_DOUBLE)
-        fdt = (int)dt;
-    if (fdt < 0) {
-        if (is_bool && to == 9 /* BOOL */) {
-            alias_output(nc, 0);
-            return 0;
-        }
-        return nerr(nc, "casts a computed tensor to %s; tensors are float, float16 or bfloat16 (integer and bool "
-                        "tensors are not supported)", fg_onnx_dtype_name(to)), -1;
-    }
-    if (fdt != (int)dt)
-        return nerr(nc, "casts a computed %s tensor to %s; a graph computes in one float type", fg_dtype_name(dt),
+    int fdt = to == FG_ONNX_DTYPE_DOUBLE ? (fg_dtype_is_float(dt) ? (int)dt : FG_DTYPE_F32) : fg_onnx_dtype_fg(to);
+    if (fdt < 0)
+        return nerr(nc, "casts a computed tensor to %s; tensors are float, float16, bfloat16, int64, int32 or bool",
                     fg_onnx_dtype_name(to)), -1;
-    if (is_bool)
-        return emit_out(nc, "identity", &x, 1, NULL, 0);
-    alias_output(nc, 0);
-    return 0;
+    if (fdt == (int)dt) {
+        alias_output(nc, 0);
+        return 0;
+    }
+    static const char *const names[] = {"to"};
+    fg_attr_value av = {.type = FG_ATTR_STRING, .s = fg_intern(nc->L->ctx, fg_dtype_name((fg_dtype)fdt))};
+    const char *op = fdt == FG_DTYPE_BOOL ? "cast_bool" : fg_dtype_is_float((fg_dtype)fdt) ? "cast" : "cast_int";
+    return fg_onnx_nc_emit_out(nc, op, &x, 1, names, &av, fdt == FG_DTYPE_BOOL ? 0 : 1);
 }
 
 static int op_cast(nctx *nc)
@@ -1064,11 +1060,10 @@ static int op_cast_like(nctx *nc)
     value *t = in_value(nc, 1);
     if (!t)
         return nerr(nc, "input 1 is missing"), -1;
-    int to = t->kind == V_CONST ? nc->L->consts[t->idx].dtype
-             : fg_onnx_is_bool_tensor(nc->L, t->idx) ? 9 /* BOOL */
-             : T(nc, t->idx)->dtype == FG_DTYPE_F16  ? FG_ONNX_DTYPE_FLOAT16
-             : T(nc, t->idx)->dtype == FG_DTYPE_BF16 ? FG_ONNX_DTYPE_BFLOAT16
-                                                    : FG_ONNX_DTYPE_FLOAT;
+    static const int onnx_of[] = {FG_ONNX_DTYPE_FLOAT, FG_ONNX_DTYPE_FLOAT16, FG_ONNX_DTYPE_BFLOAT16,
+                                  FG_ONNX_DTYPE_INT64, FG_ONNX_DTYPE_INT32, FG_ONNX_DTYPE_BOOL};
+    FG_STATIC_ASSERT(FG_COUNTOF(onnx_of) == FG_DTYPE_COUNT, "onnx_of out of sync with fg_dtype");
+    int to = t->kind == V_CONST ? nc->L->consts[t->idx].dtype : onnx_of[T(nc, t->idx)->dtype];
     return cast_to(nc, to);
 }
 
@@ -1722,6 +1717,7 @@ static const fg_onnx_op onnx_ops[] = {
     {"Slice", fg_onnx_op_slice, "starts ends axes", 1, 5, 1},
     {"Split", fg_onnx_op_split, "axis split num_outputs", 1, 2, 1},
     {"Gather", fg_onnx_op_gather, "axis", 2, 2, 1},
+    {"GatherND", fg_onnx_op_gather_nd, "batch_dims", 2, 2, 1},
     {"Expand", fg_onnx_op_expand, "", 2, 2, 1},
     {"Tile", fg_onnx_op_tile, "", 2, 2, 1},
     {"Pad", fg_onnx_op_pad, "mode pads value", 1, 4, 1},
@@ -1765,14 +1761,6 @@ static int handles_attr(const fg_onnx_op *op, const fg_opdef *def, const char *n
     return 0;
 }
 
-/* Whether input j of n may be a comparison's bool result: Where's
- * condition, what Cast and CastLike convert, CastLike's type operand. */
-static int bool_reader(const Onnx__NodeProto *n, size_t j)
-{
-    return (j == 0 && (strcmp(n->op_type, "Where") == 0 || strcmp(n->op_type, "Cast") == 0)) ||
-           strcmp(n->op_type, "CastLike") == 0;
-}
-
 /* Converts node i.  Outputs of a node that failed, or that reads the
  * output of one, stand for the unknown placeholder. */
 void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_onnx_op *op)
@@ -1797,9 +1785,6 @@ void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_o
         }
         if (v->kind == V_TENSOR && L->g->tensors[v->idx].rank < 0)
             quiet = 1;   /* downstream of an error already reported */
-        else if (v->kind == V_TENSOR && fg_onnx_is_bool_tensor(L, v->idx) && !bool_reader(n, j))
-            nerr(&nc, "input %zu ('%s') is a comparison's bool result, which only Where's condition and Cast may read", j,
-                 fg_onnx_esc(n->input[j], b1, sizeof b1));
     }
     int ni = nin(&nc);
     if (!nc.bad && (ni < min_in || ni > max_in))

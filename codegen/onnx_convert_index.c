@@ -3,11 +3,12 @@
  * tensors (rows of onnx_convert.c's operator table, contract in
  * onnx_impl.h): Slice, Split and Gather with constant indices become slice
  * nodes (a Gather of one index also a reshape dropping the axis; indices in
- * runs of arithmetic progression a concat of slices), Expand and Tile
- * expand / tile nodes, Pad a pad node (codegen/index_kinds.h).  Constant
- * inputs fold before (onnx_fold.c); what a kernel cannot take (computed
- * indices or starts: integer tensors are not supported yet) is refused
- * with the reason.
+ * runs of arithmetic progression a concat of slices), Gather with computed
+ * indices and GatherND with constant ones gather nodes (gather.h), Expand
+ * and Tile expand / tile nodes, Pad a pad node (codegen/index_kinds.h).
+ * Constant inputs fold before (onnx_fold.c); what a kernel cannot take
+ * (computed starts, GatherND's computed indices) is refused with the
+ * reason.
  */
 #include <stdio.h>
 #include <string.h>
@@ -213,13 +214,31 @@ static int64_t run_len(const int64_t *idx, int64_t n, int64_t at)
     return len;
 }
 
+/* A `gather` node (gather.h) of data input 0 by index tensor it. */
+static int gather_node(nctx *nc, int it)
+{
+    int x = data_in(nc);
+    if (x < 0 || it < 0)
+        return -1;
+    fg_dtype dt = fg_onnx_nc_T(nc, it)->dtype;
+    if (dt != FG_DTYPE_I64 && dt != FG_DTYPE_I32)
+        return fg_onnx_nerr(nc, "input 'indices' is %s; int64 or int32 expected", fg_dtype_name(dt)), -1;
+    int ins[2] = {x, it};
+    static const char *const names[] = {"axis"};
+    int64_t axis = fg_onnx_nc_attr_int(nc, "axis", 0);
+    fg_attr_value av = {.type = FG_ATTR_INT, .i = axis, .f = (double)axis};
+    return fg_onnx_nc_emit_out(nc, "gather", ins, 2, names, &av, 1);
+}
+
+/* Gather: computed indices (an integer tensor) make a `gather` node;
+ * constant ones slices of the data (runs of arithmetic progression joined
+ * by a concat, a reshape for the index's shape), or a `gather` by the
+ * indices as a weight when they form more runs than a concat joins. */
 int fg_onnx_op_gather(nctx *nc)
 {
     const konst *ik = fg_onnx_nc_const(nc, 1);
     if (!ik)
-        return fg_onnx_nerr(nc, "input 'indices' is computed; Gather of a computed tensor takes constant indices "
-                            "only (computed indices would be an integer tensor: integer tensors are not supported "
-                            "yet)"), -1;
+        return gather_node(nc, fg_onnx_nc_tensor(nc, 1));
     if (!ik->i)
         return fg_onnx_nerr(nc, "input 'indices' must be int32 or int64"), -1;
     int x = data_in(nc);
@@ -264,8 +283,7 @@ int fg_onnx_op_gather(nctx *nc)
     for (int64_t at = 0; at < n; np++) {
         int64_t len = run_len(idx, n, at);
         if (np == FG_MAX_INPUTS)
-            return fg_onnx_nerr(nc, "the indices form more than %d runs of arithmetic progression; a Gather of a "
-                                "computed tensor is a concat of at most %d slices", FG_MAX_INPUTS, FG_MAX_INPUTS), -1;
+            return gather_node(nc, fg_onnx_nc_tensor(nc, 1));
         st[axis] = idx[at], sp[axis] = len > 1 ? idx[at + 1] - idx[at] : 1, sh[axis] = len;
         char sfx[24];
         snprintf(sfx, sizeof sfx, "_run%d", np);
@@ -303,6 +321,77 @@ int fg_onnx_op_gather(nctx *nc)
     if (z >= 0)
         fg_onnx_nc_def_output(nc, 0, z);
     return z;
+}
+
+/* GatherND(data, indices) with constant indices and batch_dims 0: each
+ * index tuple of length k names one slice data[i0, .., ik-1, ...]; data
+ * viewed as [prod(shape[:k]), shape[k:]...] is gathered along axis 0 by
+ * the tuples' linear indices (a weight of indices' shape without its last
+ * axis). */
+int fg_onnx_op_gather_nd(nctx *nc)
+{
+    const konst *ik = fg_onnx_nc_const(nc, 1);
+    if (fg_onnx_nc_attr_int(nc, "batch_dims", 0) != 0)
+        return fg_onnx_nerr(nc, "batch_dims other than 0 is not supported"), -1;
+    if (!ik || !ik->i)
+        return fg_onnx_nerr(nc, "input 'indices' must be a constant int64 or int32 tensor (computed indices are not "
+                            "supported)"), -1;
+    int x = data_in(nc);
+    if (x < 0)
+        return -1;
+    const fg_tensor *t = fg_onnx_nc_T(nc, x);
+    int r = t->rank, k = ik->rank ? (int)ik->shape[ik->rank - 1] : 0;
+    if (ik->rank < 1 || k < 1 || k > r)
+        return fg_onnx_nerr(nc, "indices of shape rank %d with tuples of %d for data of rank %d", ik->rank, k, r), -1;
+    int64_t n = ik->numel / k, rows = 1;
+    for (int d = 0; d < k; d++)
+        rows *= t->shape[d];
+    float *lin = fg_xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t j = 0; j < n; j++) {
+        int64_t v = 0;
+        for (int d = 0; d < k; d++) {
+            int64_t e = ik->i[j * k + d];
+            if (e < 0)
+                e += t->shape[d];
+            if (e < 0 || e >= t->shape[d]) {
+                free(lin);
+                return fg_onnx_nerr(nc, "index %lld is out of range for axis %d of size %lld",
+                                    (long long)ik->i[j * k + d], d, (long long)t->shape[d]), -1;
+            }
+            v = v * t->shape[d] + e;
+        }
+        lin[j] = (float)v;
+    }
+    if (rows > (1 << 24)) {
+        free(lin);
+        return fg_onnx_nerr(nc, "the gathered rows number %lld, beyond 2^24", (long long)rows), -1;
+    }
+    int64_t ishape[FG_MAX_RANK], one = 1;
+    int irank = ik->rank - 1;
+    memcpy(ishape, ik->shape, sizeof(int64_t) * (size_t)irank);
+    char hint[200];
+    snprintf(hint, sizeof hint, "%s_idx", fg_onnx_nc_node(nc)->name ? fg_onnx_nc_node(nc)->name : "gather_nd");
+    int it = fg_onnx_new_weight(fg_onnx_nc_loader(nc), NULL, hint, FG_DTYPE_I64, irank ? irank : 1,
+                                irank ? ishape : &one, lin);
+    free(lin);
+    /* data as [rows, rest...] */
+    int64_t fshape[FG_MAX_RANK];
+    int fr = 0;
+    fshape[fr++] = rows;
+    for (int d = k; d < r; d++)
+        fshape[fr++] = t->shape[d];
+    int flat = x;
+    if (k > 1) {
+        static const char *const names[] = {"shape"};
+        fg_attr_value av = ints_val(fshape, fr);
+        flat = fg_onnx_nc_emit(nc, "reshape", &x, 1, names, &av, 1, 0, "_rows");
+        if (flat < 0)
+            return -1;
+    }
+    int ins[2] = {flat, it};
+    static const char *const names[] = {"axis"};
+    fg_attr_value av = {.type = FG_ATTR_INT, .i = 0, .f = 0};
+    return fg_onnx_nc_emit_out(nc, "gather", ins, 2, names, &av, 1);
 }
 
 int fg_onnx_op_expand(nctx *nc)

@@ -117,6 +117,9 @@ int fg_onnx_dtype_fg(int dt)
     return dt == FG_ONNX_DTYPE_FLOAT     ? FG_DTYPE_F32
            : dt == FG_ONNX_DTYPE_FLOAT16 ? FG_DTYPE_F16
            : dt == FG_ONNX_DTYPE_BFLOAT16 ? FG_DTYPE_BF16
+           : dt == FG_ONNX_DTYPE_INT64   ? FG_DTYPE_I64
+           : dt == FG_ONNX_DTYPE_INT32   ? FG_DTYPE_I32
+           : dt == FG_ONNX_DTYPE_BOOL    ? FG_DTYPE_BOOL
                                          : -1;
 }
 

@@ -38,9 +38,9 @@ int fg_onnx_dtype_size(int dt)
     case FG_ONNX_DTYPE_INT32: return 4;
     case FG_ONNX_DTYPE_INT64:
     case FG_ONNX_DTYPE_DOUBLE: return 8;
+    case FG_ONNX_DTYPE_BOOL: return 1;
     case FG_ONNX_DTYPE_FLOAT16:
     case FG_ONNX_DTYPE_BFLOAT16: return 2;
-    case FG_ONNX_DTYPE_BOOL: return 1;
     default: return 0;
     }
 }
@@ -1038,14 +1038,14 @@ static int cast_to(fctx *c, int64_t to, val *out)
             out->i[j] = vget(&v, j) != 0;
         } else if (v.i) {
             out->i[j] = v.i[j];
+        } else if (to == FG_ONNX_DTYPE_BOOL) {
+            out->i[j] = v.d[j] != 0;   /* NaN too, as onnxruntime */
         } else {
-            double x = trunc(v.d[j]);   /* toward zero, as onnxruntime */
-            if (!(x >= -9.2e18 && x <= 9.2e18)) {
-                ok = ferr(c, "value %g does not fit %s", v.d[j], fg_onnx_dtype_name((int)to));
-                val_free(out);
-                break;
-            }
-            out->i[j] = (int64_t)x;
+            /* toward zero, as onnxruntime; out of range (undefined in ONNX)
+             * saturates and NaN is 0, as the kernels' stores */
+            double x = trunc(v.d[j]), hi = to == FG_ONNX_DTYPE_INT32 ? 2147483647.0 : 9223372036854775807.0;
+            out->i[j] = x != x ? 0 : x <= -hi - 1 ? (int64_t)(-hi - 1) : x >= hi ? (to == FG_ONNX_DTYPE_INT32 ? INT32_MAX : INT64_MAX)
+                                                                      : (int64_t)x;
         }
     }
     val_free(&v);
@@ -1281,6 +1281,101 @@ static int f_scatter_nd(fctx *c, val *out)
     return ok;
 }
 
+/* ---- IsNaN, IsInf, Trilu, GatherElements ------------------------------------------ */
+
+/* IsNaN, IsInf (detect_negative, detect_positive): bool results. */
+static int f_predicate(fctx *c, val *out)
+{
+    val x;
+    int64_t neg = 1, pos = 1;
+    if (!attr_i(c, "detect_negative", 1, &neg) || !attr_i(c, "detect_positive", 1, &pos) || !in_val(c, 0, &x))
+        return 0;
+    int ok = 0;
+    if (x.i)
+        ferr(c, "input of type %s", fg_onnx_dtype_name(x.dtype));
+    else if (val_alloc(c, out, FG_ONNX_DTYPE_BOOL, x.rank, x.shape)) {
+        for (int64_t j = 0; j < x.n; j++)
+            out->i[j] = strcmp(c->n->op_type, "IsNaN") == 0 ? isnan(x.d[j]) != 0
+                                                            : isinf(x.d[j]) && (x.d[j] > 0 ? pos : neg);
+        ok = 1;
+    }
+    val_free(&x);
+    return ok;
+}
+
+/* Trilu(input, k?): the lower (upper = 0) or upper triangle of the last
+ * two axes from diagonal k, the rest zero. */
+static int f_trilu(fctx *c, val *out)
+{
+    int64_t upper = 1, k = 0, n = 0;
+    if (!attr_i(c, "upper", 1, &upper))
+        return 0;
+    if (has_input(c, 1) && (n = in_ints(c, 1, "k", &k, 1)) < 0)
+        return 0;
+    if (!in_val(c, 0, out))
+        return 0;
+    if (out->rank < 2)
+        return val_free(out), ferr(c, "input must have rank 2 or more");
+    int64_t R = out->shape[out->rank - 2], C = out->shape[out->rank - 1];
+    for (int64_t j = 0; j < out->n; j++) {
+        int64_t col = j % C, row = (j / C) % R;
+        if (upper ? col - row < k : col - row > k) {
+            if (out->i)
+                out->i[j] = 0;
+            else
+                out->d[j] = 0;
+        }
+    }
+    return 1;
+}
+
+/* GatherElements(data, indices, axis): out[.., i, ..] = data[.., indices[.., i, ..], ..]. */
+static int f_gather_elements(fctx *c, val *out)
+{
+    val data, idx;
+    int64_t axis, a = 0;
+    if (!attr_i(c, "axis", 0, &axis) || !in_val(c, 0, &data))
+        return 0;
+    if (!in_val(c, 1, &idx))
+        return val_free(&data), 0;
+    int ok = 0;
+    if (!idx.i || idx.dtype == FG_ONNX_DTYPE_BOOL)
+        ferr(c, "indices have element type %s; int32 or int64 expected", fg_onnx_dtype_name(idx.dtype));
+    else if (idx.rank != data.rank)
+        ferr(c, "indices have rank %d, data rank %d", idx.rank, data.rank);
+    else if (norm_axis(c, axis, data.rank, &a) && val_alloc(c, out, data.dtype, idx.rank, idx.shape)) {
+        int64_t ist[FG_MAX_RANK], dst[FG_MAX_RANK];
+        strides_of(idx.rank, idx.shape, ist);
+        strides_of(data.rank, data.shape, dst);
+        ok = 1;
+        for (int64_t o = 0; ok && o < idx.n; o++) {
+            int64_t src = 0;
+            for (int d = 0; d < idx.rank; d++) {
+                int64_t cd = (o / ist[d]) % idx.shape[d];
+                if (d == a) {
+                    cd = idx.i[o] < 0 ? idx.i[o] + data.shape[d] : idx.i[o];
+                    if (cd < 0 || cd >= data.shape[d])
+                        ok = ferr(c, "index %lld is out of range for axis %lld of size %lld", (long long)idx.i[o],
+                                  (long long)a, (long long)data.shape[d]);
+                } else if (cd >= data.shape[d]) {
+                    ok = ferr(c, "indices have extent %lld on axis %d, data %lld", (long long)idx.shape[d], d,
+                              (long long)data.shape[d]);
+                }
+                src += cd * dst[d];
+            }
+            if (ok && out->i)
+                out->i[o] = data.i[src];
+            else if (ok)
+                out->d[o] = data.d[src];
+        }
+        if (!ok)
+            val_free(out);
+    }
+    val_free(&data);
+    val_free(&idx);
+    return ok;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 typedef struct fold_op {
@@ -1307,7 +1402,10 @@ static const fold_op fold_ops[] = {
     {"Flatten", f_flatten, "axis", 1, 1},
     {"Floor", f_unary, "", 1, 1},
     {"Gather", f_gather, "axis", 2, 2},
+    {"GatherElements", f_gather_elements, "axis", 2, 2},
     {"Identity", f_identity, "", 1, 1},
+    {"IsInf", f_predicate, "detect_negative detect_positive", 1, 1},
+    {"IsNaN", f_predicate, "", 1, 1},
     {"Log", f_unary, "", 1, 1},
     {"Max", f_binary, "", 1, -1},
     {"Min", f_binary, "", 1, -1},
@@ -1331,6 +1429,7 @@ static const fold_op fold_ops[] = {
     {"Sum", f_binary, "", 1, -1},
     {"Tanh", f_unary, "", 1, 1},
     {"Transpose", f_transpose, "perm", 1, 1},
+    {"Trilu", f_trilu, "upper", 1, 2},
     {"Unsqueeze", f_squeeze, "axes", 1, 2},
     {"Equal", f_compare, "", 2, 2},
     {"Less", f_compare, "", 2, 2},

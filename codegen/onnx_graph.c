@@ -237,7 +237,8 @@ static void load_inputs(loader *L, const Onnx__GraphProto *gp, int *used_dims)
         const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
         int et = tt->has_elem_type ? tt->elem_type : 0, dt = fg_onnx_dtype_fg(et);
         if (dt < 0) {
-            fg_onnx_lerr(L, "graph input '%s' has element type %s; inputs must be float, float16 or bfloat16",
+            fg_onnx_lerr(L, "graph input '%s' has element type %s; inputs must be float, float16, bfloat16, int64, "
+                         "int32 or bool",
                          fg_onnx_esc(nm, b1, sizeof b1), fg_onnx_dtype_name(et));
             continue;
         }
@@ -323,8 +324,9 @@ static void load_outputs(loader *L, const Onnx__GraphProto *gp)
         const Onnx__TypeProto *ty = gp->output[i]->type;
         int et = ty && ty->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && ty->tensor_type &&
                          ty->tensor_type->has_elem_type ? ty->tensor_type->elem_type : 0;
-        if (et && fg_onnx_dtype_fg(et) < 0 && et != 9 /* BOOL: refused below, as a comparison's result */) {
-            fg_onnx_lerr(L, "graph output '%s' has element type %s; outputs must be float, float16 or bfloat16",
+        if (et && fg_onnx_dtype_fg(et) < 0) {
+            fg_onnx_lerr(L, "graph output '%s' has element type %s; outputs must be float, float16, bfloat16, int64, "
+                         "int32 or bool",
                          fg_onnx_esc(nm, b1, sizeof b1), fg_onnx_dtype_name(et));
             continue;
         }
@@ -332,11 +334,6 @@ static void load_outputs(loader *L, const Onnx__GraphProto *gp)
         fg_tensor *tt = &L->g->tensors[t];
         if (tt->rank < 0)
             continue;   /* an error already reported */
-        if (fg_onnx_is_bool_tensor(L, t)) {
-            fg_onnx_lerr(L, "graph output '%s' is a comparison's bool result; outputs must be float, float16 or bfloat16",
-                         fg_onnx_esc(nm, b1, sizeof b1));
-            continue;
-        }
         const char *owner = L->tensor_onnx[t];
         if (tt->is_input || tt->is_weight || tt->is_output || (owner && strcmp(owner, nm) != 0 && fg_onnx_vfind(L->outs, owner))) {
             t = copy_node(L, t, nm);   /* a graph output is a tensor of its own */

@@ -125,9 +125,6 @@ void fg_onnx_convert_node(loader *L, int i, const Onnx__NodeProto *n, const fg_o
 /* Folds node i, which fg_onnx_fold_mark marked: its output becomes a
  * constant.  A node that cannot be evaluated is an error naming it. */
 void fg_onnx_fold_node(loader *L, int i, const Onnx__NodeProto *n);
-/* Nonzero when tensor t is the result of a comparison (a bool, held as 1 / 0
- * in the graph's float type; only Where and Cast read it). */
-int fg_onnx_is_bool_tensor(const loader *L, int t);
 
 /* ---- onnx_convert.c: node services for converters in other files ---------- */
 /* struct nctx is the node being converted (onnx_convert.c). */
@@ -204,6 +201,7 @@ int fg_onnx_nc_reshape_to(fg_onnx_nctx *nc, int r, const int64_t *shape);
 int fg_onnx_op_slice(fg_onnx_nctx *nc);
 int fg_onnx_op_split(fg_onnx_nctx *nc);
 int fg_onnx_op_gather(fg_onnx_nctx *nc);
+int fg_onnx_op_gather_nd(fg_onnx_nctx *nc);
 int fg_onnx_op_expand(fg_onnx_nctx *nc);
 int fg_onnx_op_tile(fg_onnx_nctx *nc);
 int fg_onnx_op_pad(fg_onnx_nctx *nc);

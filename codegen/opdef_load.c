@@ -12,7 +12,7 @@
 #include "expr.h"
 #include "load.h"
 
-static const char *const op_keys[] = {"op", "kind", "inputs", "attrs", "expr", "reduce", "onnx"};
+static const char *const op_keys[] = {"op", "kind", "inputs", "attrs", "expr", "reduce", "onnx", "dtype"};
 static const char *const attr_keys[] = {"type", "len", "default"};
 static const char *const input_keys[] = {"name", "optional", "per_channel"};
 
@@ -328,6 +328,42 @@ static void parse_onnx(fg_context *ctx, fg_opdef *op, const fg_ynode *v, fg_loc 
     op->onnx = fg_intern(ctx, s);
 }
 
+/* `dtype: D` (element-wise kinds): the output's element type is D, a dtype
+ * name (fg_dtype_name); or the type of the input named D; or the value of
+ * the string attribute named D (a dtype name, checked on each node). */
+static void parse_dtype(fg_context *ctx, fg_opdef *op, const fg_ynode *v, fg_loc keyloc, int kind_ok)
+{
+    const char *s;
+    if (kind_ok && !(fg_kind(op->kind)->traits & FG_KIND_EXPR) && op->kind != FG_OPK_POINTWISE) {
+        fg_diag_error(ctx, FG_ERR_INPUT, keyloc, "`dtype` is only for element-wise ops");
+        return;
+    }
+    if (!fg_yget_str(ctx, v, "dtype", &s))
+        return;
+    for (int t = 0; t < FG_DTYPE_COUNT; t++)
+        if (strcmp(s, fg_dtype_name((fg_dtype)t)) == 0) {
+            op->dtype_fixed = t;
+            return;
+        }
+    for (int i = 0; i < op->ninputs; i++)
+        if (strcmp(s, op->inputs[i].name) == 0) {
+            op->dtype_input = i;
+            return;
+        }
+    for (int a = 0; a < op->nattrs; a++)
+        if (strcmp(s, op->attrs[a].name) == 0) {
+            if (op->attrs[a].type != FG_ATTR_STRING)
+                fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "`dtype: %s` names attribute '%s', which is not a string",
+                              s, s);
+            else
+                op->dtype_attr = a;
+            return;
+        }
+    fg_diag_error(ctx, FG_ERR_INPUT, v->loc,
+                  "`dtype` must be a dtype (fp32, fp16, bf16, int64, int32, bool), an input or a string attribute "
+                  "of op '%s', got '%.80s'", op->name, s);
+}
+
 fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash)
 {
     int errs0 = ctx->nerrors;
@@ -338,6 +374,7 @@ fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash
     fg_ycheck_keys(ctx, map, "an op definition", op_keys, (int)FG_COUNTOF(op_keys));
     op->loc = fg_ymap_key(map, "op")->loc;
     op->file_hash = file_hash;
+    op->dtype_fixed = op->dtype_input = op->dtype_attr = -1;
     if (fg_yget_name(ctx, namev, "op name", &name))
         op->name = fg_intern(ctx, name);
     else
@@ -424,6 +461,9 @@ fg_status fg_opdef_load(fg_context *ctx, const fg_ynode *map, uint64_t file_hash
     const fg_ynode *onnx = fg_ymap_get(map, "onnx");
     if (onnx)
         parse_onnx(ctx, op, onnx, fg_ymap_key(map, "onnx")->loc, kind_ok);
+    const fg_ynode *dtype = fg_ymap_get(map, "dtype");
+    if (dtype)
+        parse_dtype(ctx, op, dtype, fg_ymap_key(map, "dtype")->loc, kind_ok);
 
     if (ctx->nerrors != errs0) {
         fg_expr_free(op->expr);

@@ -510,7 +510,6 @@ static void take_step(search *S, int s)
     int prev = S->cur.nodes[S->cur.n - 1];
     int t = g->nodes[prev].output;
     const fg_tensor *tt = &g->tensors[t];
-    fg_dtype dt = g->tensors[g->nodes[S->cur.nodes[0]].output].dtype;
     char why[512];
     for (int k = P->cons_start[t]; k < P->cons_start[t + 1]; k++) {
         int c = P->cons[k];
@@ -550,9 +549,14 @@ static void take_step(search *S, int s)
             add_note(P, r, c, prev, why);
             continue;
         }
-        fg_dtype cdt = g->tensors[g->nodes[c].output].dtype;
-        if (cdt != dt) {
-            snprintf(why, sizeof why, "dtypes differ (%s %s, %s %s)", g->nodes[prev].name, fg_dtype_name(dt),
+        /* one dtype through the chain, except a bool on either side of an
+         * element-wise step: its 0 / 1 is exact in the registers between */
+        fg_dtype cdt = g->tensors[g->nodes[c].output].dtype, pdt = g->tensors[g->nodes[prev].output].dtype;
+        int bool_step = (cdt == FG_DTYPE_BOOL || pdt == FG_DTYPE_BOOL) &&
+                        fg_kind(g->nodes[c].op->kind)->role == FG_ROLE_ELEMENTWISE &&
+                        fg_kind(g->nodes[prev].op->kind)->role == FG_ROLE_ELEMENTWISE;
+        if (cdt != pdt && !bool_step) {
+            snprintf(why, sizeof why, "dtypes differ (%s %s, %s %s)", g->nodes[prev].name, fg_dtype_name(pdt),
                      g->nodes[c].name, fg_dtype_name(cdt));
             add_note(P, r, c, prev, why);
             continue;

@@ -114,6 +114,21 @@ fg_status fg_infer_pointwise(infer *s)
                         (long long)shape[1]);
     }
     set_out(s, rank, shape, s->in[0] ? s->in[0] : first);
+    const fg_opdef *op = s->n->op;
+    if (op->dtype_fixed >= 0)
+        s->out->dtype = (fg_dtype)op->dtype_fixed;
+    else if (op->dtype_input >= 0 && s->in[op->dtype_input])
+        s->out->dtype = s->in[op->dtype_input]->dtype;
+    else if (op->dtype_attr >= 0) {
+        const char *to = s->n->attrs[op->dtype_attr].s;
+        int t = 0;
+        while (t < FG_DTYPE_COUNT && !(to && strcmp(to, fg_dtype_name((fg_dtype)t)) == 0))
+            t++;
+        if (t == FG_DTYPE_COUNT)
+            return fail(s, "attribute '%s' must name a dtype (fp32, fp16, bf16, int64, int32, bool), got '%s'",
+                        op->attrs[op->dtype_attr].name, to ? to : "");
+        s->out->dtype = (fg_dtype)t;
+    }
     return FG_OK;
 }
 

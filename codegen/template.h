@@ -138,7 +138,11 @@ typedef struct fg_template_family {
 /* Tensor parameters a kernel may take: CUDA's 4 KiB of parameters hold far
  * more, but the executor packs slots per launch, so keep it modest. */
 #define FG_TEMPLATE_TENSOR_LIMIT 32
-#define FG_DTYPES_ALL ((1u << FG_DTYPE_COUNT) - 1)
+/* Element types a row serves: the float types (what arithmetic templates
+ * take), the 16-bit ones, and every type (integer and bool included: the
+ * element-wise and data-movement families). */
+#define FG_DTYPES_FLOAT ((1u << FG_DTYPE_F32) | (1u << FG_DTYPE_F16) | (1u << FG_DTYPE_BF16))
+#define FG_DTYPES_ANY ((1u << FG_DTYPE_COUNT) - 1)
 #define FG_DTYPES_HALF ((1u << FG_DTYPE_F16) | (1u << FG_DTYPE_BF16))
 /* The `threads` key most families take: a multiple of 32 in 32..1024. */
 extern const fg_tile_key fg_tile_threads[];

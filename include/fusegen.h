@@ -57,6 +57,9 @@ typedef enum fg_dtype {
     FG_DTYPE_F32 = 0,
     FG_DTYPE_F16,
     FG_DTYPE_BF16,
+    FG_DTYPE_I64,    /* integer and boolean tensors: token ids, positions, masks */
+    FG_DTYPE_I32,
+    FG_DTYPE_BOOL,   /* one byte, 0 or 1 */
     FG_DTYPE_COUNT
 } fg_dtype;
 

@@ -401,6 +401,7 @@ static const ref_op ref_ops[] = {
     [FG_OPK_SLICE] = {.run = fg_ref_slice},
     [FG_OPK_EXPAND] = {.run = fg_ref_expand},
     [FG_OPK_PAD] = {.run = fg_ref_pad},
+    [FG_OPK_GATHER] = {.run = fg_ref_gather},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(ref_ops) == FG_OPK_COUNT, "ref_ops out of sync with fg_op_kind");
 
@@ -460,15 +461,38 @@ static uint64_t splitmix64(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* The smallest extent that integer tensor t indexes as a gather's indices,
+ * or 8 when no gather reads it so. */
+static int64_t index_range(const fg_graph *g, int t)
+{
+    int64_t r = -1;
+    for (int i = 0; i < g->nnodes; i++) {
+        const fg_node *n = &g->nodes[i];
+        if (n->op->kind != FG_OPK_GATHER || n->inputs[1] != t)
+            continue;
+        const fg_tensor *x = &g->tensors[n->inputs[0]];
+        int64_t a = (int64_t)fg_node_attr_num(n, "axis", 0);
+        a = a < 0 ? a + x->rank : a;
+        if (a >= 0 && a < x->rank && (r < 0 || x->shape[a] < r))
+            r = x->shape[a];
+    }
+    return r < 0 ? 8 : r;
+}
+
 void fg_reference_random_inputs(const fg_graph *g, uint64_t seed, double **vals)
 {
     uint64_t s = seed;
     for (int i = 0; i < g->ninputs; i++) {
         int t = g->inputs[i];
-        int64_t n = fg_tensor_numel(&g->tensors[t]);
+        fg_dtype dt = g->tensors[t].dtype;
+        int64_t n = fg_tensor_numel(&g->tensors[t]), range = dt == FG_DTYPE_BOOL ? 0 : index_range(g, t);
         double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof(double));
-        for (int64_t k = 0; k < n; k++)
-            v[k] = (double)(splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0;
+        for (int64_t k = 0; k < n; k++) {
+            double u = (double)(splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0);   /* [0, 1) */
+            v[k] = fg_dtype_is_float(dt) ? u * 2.0 - 1.0
+                   : dt == FG_DTYPE_BOOL  ? (double)(u < 0.5)
+                                          : floor(u * 2.0 * (double)range) - (double)range;
+        }
         vals[t] = v;
     }
 }

@@ -15,8 +15,10 @@
 fg_status fg_reference_run(fg_context *ctx, const fg_graph *g, double **vals);
 void fg_reference_free(const fg_graph *g, double **vals);
 
-/* Fills fresh random values in [-1, 1) for every graph input (seeded,
- * splitmix64; same seed, same values). */
+/* Fills fresh random values for every graph input (seeded, splitmix64;
+ * same seed, same values): floats in [-1, 1); bools 0 or 1; integers that
+ * index a gather's data in [-D, D) (D its extent: negative indices count
+ * from the end), other integers in [-8, 8). */
 void fg_reference_random_inputs(const fg_graph *g, uint64_t seed, double **vals);
 
 /* Relative L2 error ||a-b|| / max(||b||, tiny) and max |a-b| over n values. */

@@ -7,8 +7,10 @@
  */
 #include "reference_index.h"
 
+#include <math.h>
 #include <string.h>
 
+#include "gather.h"
 #include "index_kinds.h"
 
 /* Row-major coordinates of linear index i over t's logical shape. */
@@ -81,4 +83,24 @@ void fg_ref_pad(const fg_graph *g, const fg_node *nd, double **vals, double *y)
         }
         y[i] = inside ? xv[index_of(x, xc)] : value;
     }
+}
+
+void fg_ref_gather(const fg_graph *g, const fg_node *nd, double **vals, double *y)
+{
+    const fg_tensor *x = &g->tensors[nd->inputs[0]], *ix = &g->tensors[nd->inputs[1]];
+    fg_gather_geom d;
+    char why[200];
+    if (fg_gather_geom_of(nd, x, ix, &d, why, sizeof why) != 0)
+        return;   /* shape inference refused the node before any run */
+    const double *xv = vals[nd->inputs[0]], *iv = vals[nd->inputs[1]];
+    double oob = fg_dtype_is_float(x->dtype) ? NAN : 0;
+    int64_t k = 0;
+    for (int64_t o = 0; o < d.outer; o++)
+        for (int64_t q = 0; q < d.nidx; q++) {
+            int64_t j = (int64_t)iv[q];
+            if (j < 0)
+                j += d.dim;
+            for (int64_t r = 0; r < d.inner; r++)
+                y[k++] = j >= 0 && j < d.dim ? xv[(o * d.dim + j) * d.inner + r] : oob;
+        }
 }

@@ -5,7 +5,14 @@
  */
 #include "tensor_convert.h"
 
+#include <math.h>
 #include <string.h>
+
+/* v truncated toward zero into [lo, hi]; NaN is 0 (as the kernels' stores). */
+static double to_int(double v, double lo, double hi)
+{
+    return v != v ? 0 : v <= lo ? lo : v >= hi ? hi : trunc(v);
+}
 
 double fg_round_to_dtype(double v, fg_dtype t)
 {
@@ -13,6 +20,9 @@ double fg_round_to_dtype(double v, fg_dtype t)
     switch (t) {
     case FG_DTYPE_F16: return fg_f16_to_f32(fg_f32_to_f16(f));
     case FG_DTYPE_BF16: return fg_bf16_to_f32(fg_f32_to_bf16(f));
+    case FG_DTYPE_I64: return to_int(v, -9223372036854775808.0, 9223372036854775807.0);
+    case FG_DTYPE_I32: return to_int(v, -2147483648.0, 2147483647.0);
+    case FG_DTYPE_BOOL: return v != 0;
     default: return f;
     }
 }
@@ -31,6 +41,13 @@ static void store(void *dst, int64_t j, fg_dtype t, double v)
     switch (t) {
     case FG_DTYPE_F16: ((uint16_t *)dst)[j] = fg_f32_to_f16((float)v); break;
     case FG_DTYPE_BF16: ((uint16_t *)dst)[j] = fg_f32_to_bf16((float)v); break;
+    case FG_DTYPE_I64: {
+        double r = fg_round_to_dtype(v, t);  /* 2^63 itself saturates */
+        ((int64_t *)dst)[j] = r >= 9223372036854775807.0 ? INT64_MAX : (int64_t)r;
+        break;
+    }
+    case FG_DTYPE_I32: ((int32_t *)dst)[j] = (int32_t)fg_round_to_dtype(v, t); break;
+    case FG_DTYPE_BOOL: ((uint8_t *)dst)[j] = v != 0; break;
     default: ((float *)dst)[j] = (float)v; break;
     }
 }
@@ -40,6 +57,9 @@ static double load(const void *src, int64_t j, fg_dtype t)
     switch (t) {
     case FG_DTYPE_F16: return fg_f16_to_f32(((const uint16_t *)src)[j]);
     case FG_DTYPE_BF16: return fg_bf16_to_f32(((const uint16_t *)src)[j]);
+    case FG_DTYPE_I64: return (double)((const int64_t *)src)[j];
+    case FG_DTYPE_I32: return ((const int32_t *)src)[j];
+    case FG_DTYPE_BOOL: return ((const uint8_t *)src)[j];   /* 0 or 1; anything else shows */
     default: return ((const float *)src)[j];
     }
 }
@@ -72,6 +92,10 @@ FG_API fg_status fg_convert_dtype(const void *src, fg_dtype from, void *dst, fg_
     size_t es = fg_dtype_size(from) > fg_dtype_size(to) ? fg_dtype_size(from) : fg_dtype_size(to);
     if (n > (size_t)INT64_MAX / es)
         return FG_ERR_INPUT;
+    if (from == to) {   /* exact, also for int64 beyond 2^53 */
+        memmove(dst, src, n * fg_dtype_size(to));
+        return FG_OK;
+    }
     for (size_t i = 0; i < n; i++)
         store(dst, (int64_t)i, to, load(src, (int64_t)i, from));
     return FG_OK;

@@ -91,6 +91,24 @@ FG_DEVICE void fg_store(float *p, float v) { *p = v; }
 FG_DEVICE void fg_store(fg_half *p, float v) { *p = fg_f2h(v); }
 FG_DEVICE void fg_store(fg_bf16 *p, float v) { *p = fg_f2bf(v); }
 
+// Integer and bool storage: element-wise math reads them as float (exact up
+// to 2^24 in magnitude) and a store truncates toward zero, saturating, NaN
+// to 0 (the conversion of cvt.rzi); a bool stores v != 0.
+typedef int fg_i32;
+struct fg_bool { unsigned char v; };
+FG_DEVICE float fg_load(const fg_i64 *p) { return (float)*p; }
+FG_DEVICE float fg_load(const fg_i32 *p) { return (float)*p; }
+FG_DEVICE float fg_load(const fg_bool *p) { return p->v ? 1.0f : 0.0f; }
+FG_DEVICE void fg_store(fg_i64 *p, float v)
+{
+    *p = v != v ? 0 : v >= 9.22337204e18f ? (fg_i64)0x7fffffffffffffffLL : v <= -9.22337204e18f ? (fg_i64)(-0x7fffffffffffffffLL - 1) : (fg_i64)v;
+}
+FG_DEVICE void fg_store(fg_i32 *p, float v)
+{
+    *p = v != v ? 0 : v >= 2147483647.0f ? 2147483647 : v <= -2147483648.0f ? (-2147483647 - 1) : (fg_i32)v;
+}
+FG_DEVICE void fg_store(fg_bool *p, float v) { p->v = v != 0.0f; }
+
 // Two consecutive elements in one store; p is aligned to 2 elements.
 struct alignas(8) fg_vec2f { float x, y; };
 FG_DEVICE void fg_store2(float *p, float a, float b)

@@ -33,6 +33,7 @@ float fabsf(float) noexcept;
 float powf(float, float) noexcept;
 float floorf(float) noexcept;
 float ceilf(float) noexcept;
+float truncf(float) noexcept;
 float rintf(float) noexcept;
 float sinf(float) noexcept;
 float cosf(float) noexcept;
@@ -256,6 +257,23 @@ static inline float fg_load(const fg_bf16 *p) { return fg_bf2f(*p); }
 static inline void fg_store(float *p, float v) { *p = v; }
 static inline void fg_store(fg_half *p, float v) { *p = fg_f2h(v); }
 static inline void fg_store(fg_bf16 *p, float v) { *p = fg_f2bf(v); }
+
+/* Integer and bool storage, as on the device: read as float, stored
+ * truncated toward zero and saturated (NaN to 0); a bool stores v != 0. */
+typedef int fg_i32;
+struct fg_bool { unsigned char v; };
+static inline float fg_load(const fg_i64 *p) { return (float)*p; }
+static inline float fg_load(const fg_i32 *p) { return (float)*p; }
+static inline float fg_load(const fg_bool *p) { return p->v ? 1.0f : 0.0f; }
+static inline void fg_store(fg_i64 *p, float v)
+{
+    *p = v != v ? 0 : v >= 9.22337204e18f ? (fg_i64)0x7fffffffffffffffLL : v <= -9.22337204e18f ? (fg_i64)(-0x7fffffffffffffffLL - 1) : (fg_i64)v;
+}
+static inline void fg_store(fg_i32 *p, float v)
+{
+    *p = v != v ? 0 : v >= 2147483647.0f ? 2147483647 : v <= -2147483648.0f ? (-2147483647 - 1) : (fg_i32)v;
+}
+static inline void fg_store(fg_bool *p, float v) { p->v = v != 0.0f; }
 
 /* The device uses one vector access, which faults when misaligned: so does this. */
 static inline void fg_emu_check_align(const void *p, unsigned align, const char *what)

@@ -7,12 +7,20 @@ import ctypes as C
 import numpy as np
 
 DEVICE = {"auto": 0, "cuda": 1, "emu": 2}
-DTYPES = {0: np.float32, 1: np.float16}
+DTYPES = {0: np.float32, 1: np.float16, 3: np.int64, 4: np.int32, 5: np.bool_}
 try:  # bfloat16 arrays (FG_DTYPE_BF16) where ml_dtypes (an onnx dependency) is installed
     import ml_dtypes
     DTYPES[2] = ml_dtypes.bfloat16
 except ImportError:  # pragma: no cover
     pass
+
+
+def poisoned(shape, dtype):
+    """An output buffer with every byte 0xFF (NaN for floats, -1 for
+    integers, an invalid bool), so that an element left unwritten shows."""
+    a = np.empty(shape, dtype=dtype)
+    a.view(np.uint8)[...] = 0xFF
+    return a
 
 
 class Dim(C.Structure):
@@ -133,7 +141,7 @@ class Lib:
                 info = TensorInfo()
                 self.L.fg_exec_output_info(e, i, C.byref(info))
                 shape = tuple(info.shape[:info.rank])
-                a = np.full(shape, np.nan, dtype=DTYPES[info.dtype])
+                a = poisoned(shape, DTYPES[info.dtype])
                 outs[info.name.decode()] = a
                 binds.append(Binding(info.name, a.ctypes.data))
             arr = (Binding * len(binds))(*binds)
@@ -205,7 +213,7 @@ def run_ordered(lib, g, arrays, device="emu"):
         for i in range(L.fg_exec_output_count(e)):
             info = TensorInfo()
             L.fg_exec_output_info(e, i, C.byref(info))
-            a = np.full(tuple(info.shape[:info.rank]), np.nan, dtype=DTYPES[info.dtype])
+            a = poisoned(tuple(info.shape[:info.rank]), DTYPES[info.dtype])
             outs.append(a)
             binds.append(Binding(info.name, a.ctypes.data))
         arr = (Binding * len(binds))(*binds)

@@ -207,9 +207,9 @@ def error_cases():
     out.append(("reshape_count", model(n, {"x": [4]}, ["y"], [nh.from_array(np.ones(6, np.float32), "c"),
                                                                i64("s", [4])]),
                 ["(Reshape): cannot be folded", "cannot reshape 6 elements to [4]"]))
-    n = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Add", ["x", "s"], ["y"])]
-    out.append(("int_constant_as_tensor", model(n, {"x": [3]}, ["y"]),
-                ["constant 's' of type INT64 is used as a tensor"]))
+    n = [h.make_node("Add", ["x", "c"], ["y"])]
+    out.append(("int_constant_beyond_2_24", model(n, {"x": [3]}, ["y"], [i64("c", [1, 2, 1 << 25])], et=TP.INT64),
+                ["integer constant 'c' holds 33554432, beyond 2^24"]))
     return out
 
 

@@ -248,7 +248,7 @@ static void test_numerics_matrix(void **state)
     (void)state;
     int runs = 0;
     for (size_t i = 0; i < FG_COUNTOF(CASES); i++)
-        for (int d = 0; d < FG_DTYPE_COUNT; d++)
+        for (int d = 0; d < TU_FLOAT_DTYPES; d++)
             if (CASES[i].dtypes & (1u << d)) {
                 check_case(&CASES[i], (fg_dtype)d);
                 runs++;
@@ -419,7 +419,7 @@ static void test_nvrtc(void **state)
     static const size_t which[] = {3, 4, 8};
     for (size_t w = 0; w < FG_COUNTOF(which); w++) {
         const at_case *c = &CASES[which[w]];
-        for (int d = 0; d < FG_DTYPE_COUNT; d++) {
+        for (int d = 0; d < TU_FLOAT_DTYPES; d++) {
             char name[128];
             case_name(c, name, sizeof name);
             char *text = case_graph(c, (fg_dtype)d, name);

@@ -260,7 +260,7 @@ static void compile_graph(fg_context *ctx, fg_graph *g, fg_dtype d, fg_layout l,
 
 static void run_graph(fg_context *ctx, fg_graph *g, seen *s)
 {
-    for (int d = 0; d < FG_DTYPE_COUNT; d++)
+    for (int d = 0; d < TU_FLOAT_DTYPES; d++)
         for (int l = 0; l < FG_LAYOUT_COUNT; l++)
             for (int spec = 1; spec >= 0; spec--) {
                 if (!spec && (d != FG_DTYPE_F32 || l != FG_LAYOUT_NCHW) && d != FG_DTYPE_F16)

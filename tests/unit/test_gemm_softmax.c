@@ -189,7 +189,7 @@ static void test_numerics_matrix(void **state)
     (void)state;
     int runs = 0;
     for (size_t i = 0; i < FG_COUNTOF(CASES); i++)
-        for (int d = 0; d < FG_DTYPE_COUNT; d++) {
+        for (int d = 0; d < TU_FLOAT_DTYPES; d++) {
             if (!(CASES[i].dtypes & (1u << d)))
                 continue;
             char name[96];
@@ -225,7 +225,7 @@ static void test_nan_inf(void **state)
 {
     (void)state;
     static const gs_case c = {7, 33, 5, 0, 0, E_MASK, 0, 0, F32 | F16};
-    for (int d = 0; d < FG_DTYPE_COUNT; d++) {
+    for (int d = 0; d < TU_FLOAT_DTYPES; d++) {
         if (!(c.dtypes & (1u << d)))
             continue;
         char name[64];
@@ -419,7 +419,7 @@ static void test_nvrtc(void **state)
     static const size_t which[] = {2, 4, 5};
     for (size_t w = 0; w < FG_COUNTOF(which); w++) {
         const gs_case *c = &CASES[which[w]];
-        for (int d = 0; d < FG_DTYPE_COUNT; d++) {
+        for (int d = 0; d < TU_FLOAT_DTYPES; d++) {
             if (!(c->dtypes & (1u << d)))
                 continue;
             char name[96];

@@ -71,7 +71,7 @@ typedef struct ncase {
     const char *family;
     const char *name;
     const char *rules;
-    double tol[FG_DTYPE_COUNT];
+    double tol[TU_FLOAT_DTYPES];
     const char *why;
     const char *body;
 } ncase;
@@ -626,6 +626,41 @@ static const ncase cases[] = {
      "outputs: [y]\n"},
 
     /* ---- single ops (no rule) and a multi-kernel graph ---- */
+    /* integer and bool tensors: an embedding gather by int64 ids (negative
+     * ones count from the end), and an int32 gather of a computed tensor */
+    {"single", "gather_embedding_ids", "gather_pointwise", {TOL}, NULL,
+     "inputs: [{ name: ids, shape: [2, 5], dtype: int64 }]\n"
+     "weights: [{ name: table, shape: [11, 6] }]\n"
+     "nodes:\n"
+     "  - { name: e, op: gather, inputs: [table, ids] }\n"
+     "  - { name: y, op: relu, inputs: [e] }\n"
+     "outputs: [y]\n"},
+    {"single", "gather_axis1_int32", "pointwise_chain,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [3, 7, 4] }, { name: i, shape: [5], dtype: int32 }]\n"
+     "nodes:\n"
+     "  - { name: t, op: tanh, inputs: [x] }\n"
+     "  - { name: y, op: gather, inputs: [t, i], attrs: { axis: 1 } }\n"
+     "outputs: [y]\n"},
+    /* bool results of comparisons and predicates, the logic ops, Where and
+     * the casts (to int toward zero, to bool nonzero, back to float) */
+    {"pointwise", "pw_bool_logic_where_casts",
+     "pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 3, 7] }, { name: z, shape: [2, 3, 7] }, { name: m, shape: [3, 7], dtype: bool }]\n"
+     "weights: [{ name: k, shape: [1], values: [5.0] }]\n"
+     "nodes:\n"
+     "  - { name: gt, op: cmp_greater, inputs: [x, z] }\n"
+     "  - { name: nan, op: is_nan, inputs: [x] }\n"
+     "  - { name: inf, op: is_inf, inputs: [z] }\n"
+     "  - { name: o1, op: logical_or, inputs: [gt, nan] }\n"
+     "  - { name: o2, op: logical_xor, inputs: [o1, inf] }\n"
+     "  - { name: a, op: logical_and, inputs: [o2, m] }\n"
+     "  - { name: na, op: logical_not, inputs: [a] }\n"
+     "  - { name: w, op: where, inputs: [na, x, z] }\n"
+     "  - { name: xs, op: mul, inputs: [x, k] }\n"
+     "  - { name: xi, op: cast_int, inputs: [xs], attrs: { to: int64 } }\n"
+     "  - { name: xf, op: cast, inputs: [xi], attrs: { to: fp32 } }\n"
+     "  - { name: zb, op: cast_bool, inputs: [z] }\n"
+     "outputs: [w, xf, zb]\n"},
     {"single", "maxpool_3x3_s2_p1", "-", {TOL}, NULL,
      "inputs: [{ name: x, shape: [1, 5, 13, 13] }]\n"
      "nodes:\n"
@@ -1083,7 +1118,7 @@ static void nbuf_download(fg_context *ctx, nbuf *b)
         assert_int_equal(CU_CHECK(ctx, fg_cu()->MemcpyDtoH(b->base, b->dev, b->bytes + 2 * GUARD)), FG_OK);
 }
 
-static size_t dtype_bytes(fg_dtype t) { return t == FG_DTYPE_F32 ? 4 : 2; }
+static size_t dtype_bytes(fg_dtype t) { return fg_dtype_size(t); }
 
 /* Packs n logical fp32 values into dst in t's dtype and physical layout, with
  * the public conversions. */
@@ -1136,11 +1171,14 @@ static void nbuf_alloc(nbuf *b, size_t bytes)
     b->pristine = NULL;
 }
 
-/* Fills the buffer of t with NaN in t's dtype. */
+/* Fills the buffer of t with NaN in t's dtype (integers: every bit set,
+ * -1; bools 0xFF, which is neither value). */
 static void nbuf_poison(nbuf *b, const fg_tensor *t)
 {
     int64_t n = fg_tensor_numel(t);
-    if (t->dtype == FG_DTYPE_F32) {
+    if (!fg_dtype_is_float(t->dtype)) {
+        memset(b->data, 0xFF, (size_t)n * fg_dtype_size(t->dtype));
+    } else if (t->dtype == FG_DTYPE_F32) {
         uint32_t nan32 = 0x7fc00000u;
         for (int64_t i = 0; i < n; i++)
             memcpy(b->data + 4 * i, &nan32, 4);
@@ -1553,7 +1591,7 @@ static void run_family(const char *family)
         if (strcmp(c->family, family) != 0)
             continue;
         ncase_fam++;
-        for (int dt = 0; dt < FG_DTYPE_COUNT; dt++)
+        for (int dt = 0; dt < TU_FLOAT_DTYPES; dt++)
             for (int lay = 0; lay < FG_LAYOUT_COUNT; lay++)
                 for (int spec = 1; spec >= (use_cuda ? 1 : 0); spec--) {   /* CUDA: specialized only (NVRTC time) */
                     nresult r;
@@ -1627,7 +1665,7 @@ static void test_table_covers_rules_and_ops(void **state)
     /* every case names a tolerance for each dtype, fp32 no looser than 1e-5
      * unless it says why */
     for (int i = 0; i < NCASES; i++) {
-        for (int d = 0; d < FG_DTYPE_COUNT; d++)
+        for (int d = 0; d < TU_FLOAT_DTYPES; d++)
             assert_true(cases[i].tol[d] > 0 && cases[i].tol[d] <= 2e-2);
         if (cases[i].tol[FG_DTYPE_F32] > 1e-5)
             assert_non_null(cases[i].why);
@@ -1780,7 +1818,7 @@ static int group_setup(void **state)
     unsetenv("FUSEGEN_EMU_STRICT");
     printf("numerics: seed %" PRIu64 " (FUSEGEN_SEED=%" PRIu64 " reruns it), %d cases x %d dtypes x %d layouts "
            "x 2 emissions (shapes specialized, shapes as parameters) on %s, cache %s\n",
-           run_seed, run_seed, NCASES, (int)FG_DTYPE_COUNT, (int)FG_LAYOUT_COUNT, use_cuda ? "cuda" : "emu",
+           run_seed, run_seed, NCASES, (int)TU_FLOAT_DTYPES, (int)FG_LAYOUT_COUNT, use_cuda ? "cuda" : "emu",
            getenv("FUSEGEN_CACHE_DIR"));
     fflush(stdout);
     t_start = now_s();

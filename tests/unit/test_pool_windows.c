@@ -123,8 +123,8 @@ static void test_emulation(void **state)
 {
     (void)state;
     fg_context *ctx = tu_ctx_shipped();
-    static const double tol[FG_DTYPE_COUNT] = {1e-5, 5e-3, 3e-2};
-    for (int d = 0; d < FG_DTYPE_COUNT; d++)
+    static const double tol[TU_FLOAT_DTYPES] = {1e-5, 5e-3, 3e-2};
+    for (int d = 0; d < TU_FLOAT_DTYPES; d++)
         for (int l = 0; l < FG_LAYOUT_COUNT; l++) {
             fg_graph *g = load(ctx, (fg_dtype)d, (fg_layout)l);
             fg_plan *p = NULL;

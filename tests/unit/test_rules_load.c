@@ -324,7 +324,7 @@ static void test_unknown_kind(void **state)
     expect_bad("o.yaml", "op: foo\nkind: xyzzy\nexpr: x\n",
                "o.yaml:2:7: error: unknown op kind 'xyzzy' (expected pointwise, conv2d, matmul, batch_norm, pool2d, "
                "global_pool, flatten, reshape, transpose, concat, softmax, lrn, reduce, layer_norm, resize, "
-               "conv_transpose2d, slice, expand or pad)");
+               "conv_transpose2d, slice, expand, pad or gather)");
 }
 
 static void test_unknown_key(void **state)

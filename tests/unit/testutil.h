@@ -9,6 +9,11 @@
 #include "emit.h"
 #include "report_sass.h"
 
+/* The float dtypes (fp32, fp16, bf16: the first of fg_dtype), which the
+ * arithmetic templates take and the numerics cases sweep. */
+#define TU_FLOAT_DTYPES 3
+FG_STATIC_ASSERT(FG_DTYPE_BF16 == TU_FLOAT_DTYPES - 1, "the float dtypes come first in fg_dtype");
+
 /* Absolute path of a file in the source tree (static buffer per call slot). */
 const char *tu_src(const char *rel);
 /* Creates a fresh temporary directory; returns its malloc'd path. */
