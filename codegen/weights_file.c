@@ -75,6 +75,14 @@ void fg_file_decode(fg_dtype t, const void *src, float *dst, int64_t n)
         memcpy(dst, src, (size_t)n * sizeof(float));
         return;
     }
+    if (!fg_dtype_is_float(t)) {   /* integers, checked exact in a float by int_range_bad */
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = t == FG_DTYPE_I64 ? ((const int64_t *)src)[i]
+                        : t == FG_DTYPE_I32 ? ((const int32_t *)src)[i] : ((const uint8_t *)src)[i] != 0;
+            dst[i] = (float)v;
+        }
+        return;
+    }
     const uint16_t *h = src;
     for (int64_t i = 0; i < n; i++)
         dst[i] = t == FG_DTYPE_F16 ? fg_f16_to_f32(h[i]) : fg_bf16_to_f32(h[i]);
@@ -141,7 +149,19 @@ static int read_at(int fd, uint64_t off, void *buf, size_t n, char *why, size_t 
     return 0;
 }
 
-static size_t dtype_bytes(fg_dtype t) { return t == FG_DTYPE_F32 ? 4 : 2; }
+static size_t dtype_bytes(fg_dtype t) { return fg_dtype_size(t); }
+
+/* Index of the first of n integers of type t at raw beyond 2^24 in
+ * magnitude (not exact in the float a tensor holds), or -1. */
+static int64_t int_range_bad(fg_dtype t, const unsigned char *raw, int64_t n)
+{
+    for (int64_t i = 0; t == FG_DTYPE_I64 || t == FG_DTYPE_I32 ? i < n : 0; i++) {
+        int64_t v = t == FG_DTYPE_I64 ? ((const int64_t *)raw)[i] : ((const int32_t *)raw)[i];
+        if (v > (1 << 24) || v < -(1 << 24))
+            return i;
+    }
+    return -1;
+}
 
 static const char *shape_text(const int64_t *shape, int rank, char *buf, size_t size)
 {
@@ -422,9 +442,15 @@ int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, si
         out->dtype = FG_DTYPE_F32;
     } else if (ordered && !strcmp(descr + 1, "f2")) {
         out->dtype = FG_DTYPE_F16;
+    } else if (ordered && !strcmp(descr + 1, "i8")) {
+        out->dtype = FG_DTYPE_I64;
+    } else if (ordered && !strcmp(descr + 1, "i4")) {
+        out->dtype = FG_DTYPE_I32;
+    } else if (!strcmp(descr, "|b1")) {
+        out->dtype = FG_DTYPE_BOOL;
     } else {
-        fail(why, whysz, "dtype '%s' (%s) is not supported: an .npy tensor must be float32 or float16 "
-             "(bfloat16 tensors read float32 files)", shown(descr, sd), descr_words(descr));
+        fail(why, whysz, "dtype '%s' (%s) is not supported: an .npy tensor must be float32, float16, int64, int32 or "
+             "bool (bfloat16 tensors read float32 files)", shown(descr, sd), descr_words(descr));
         goto done;
     }
     if (fortran) {
@@ -442,7 +468,7 @@ int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, si
     char sb[160];
     if (have < need) {
         fail(why, whysz, "truncated: shape %s of %s needs %llu bytes of data, the file has %llu",
-             shape_text(shape, rank, sb, sizeof sb), out->dtype == FG_DTYPE_F32 ? "float32" : "float16",
+             shape_text(shape, rank, sb, sizeof sb), fg_dtype_name(out->dtype),
              (unsigned long long)need, (unsigned long long)have);
         goto done;
     }
@@ -455,6 +481,12 @@ int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, si
     if (read_at(fd, start + hlen, raw, (size_t)need, why, whysz))
         goto done;
     to_host_order(raw, numel, (int)dtype_bytes(out->dtype), file_le);
+    int64_t bad = int_range_bad(out->dtype, raw, numel);
+    if (bad >= 0) {
+        fail(why, whysz, "element %lld is beyond 2^24 in magnitude: integer tensors are exact only up to 2^24",
+             (long long)bad);
+        goto done;
+    }
     out->data = fg_xmalloc((size_t)numel * sizeof(float));
     fg_file_decode(out->dtype, raw, out->data, numel);
     out->rank = rank;

@@ -35,7 +35,9 @@ typedef struct fg_file_tensor {
 } fg_file_tensor;
 
 /* Reads an .npy file (format versions 1.0, 2.0 and 3.0): C order, dtype
- * '<f4', '>f4', '<f2' or '>f2', 1..FG_MAX_RANK positive dimensions, at most
+ * '<f4', '>f4', '<f2', '>f2', '<i8', '>i8', '<i4', '>i4' or '|b1' (integers
+ * at most 2^24 in magnitude, exact in the float data holds), 1..FG_MAX_RANK
+ * positive dimensions, at most
  * max_numel elements, and exactly the bytes the header announces.  Fortran
  * order, other dtypes, scalars, a bad magic string, a malformed header, a
  * truncated file and bytes after the data are refused. */

@@ -224,8 +224,7 @@ static int read_input(const char *spec, const char *file, const fg_tensor_info *
         rc = 2;
     } else if (ft.dtype != want) {
         fprintf(stderr, "fusegen: --input %s: the file holds %s data but input '%s' is %s (give it %s data)\n", spec,
-                ft.dtype == FG_DTYPE_F16 ? "float16" : "float32", info->name, fg_dtype_name(info->dtype),
-                want == FG_DTYPE_F16 ? "float16" : "float32");
+                fg_dtype_name(ft.dtype), info->name, fg_dtype_name(info->dtype), fg_dtype_name(want));
         rc = 2;
     } else {
         int64_t n = 1;

@@ -21,12 +21,17 @@ except ImportError:  # pragma: no cover - depends on the environment
     BFLOAT16 = None
 
 FG_F32, FG_F16, FG_BF16 = 0, 1, 2
+FG_I64, FG_I32, FG_BOOL = 3, 4, 5
+_INTS = {FG_I64: np.dtype(np.int64), FG_I32: np.dtype(np.int32), FG_BOOL: np.dtype(np.bool_)}
 FG_NCHW, FG_NHWC = 0, 1
 
 
 def numpy_dtype(fg_dtype: int) -> np.dtype:
     """The NumPy dtype results of this fusegen dtype are returned in:
-    float32, float16, and ml_dtypes.bfloat16 (float32 without ml_dtypes)."""
+    float32, float16, and ml_dtypes.bfloat16 (float32 without ml_dtypes);
+    int64, int32 and bool."""
+    if fg_dtype in _INTS:
+        return _INTS[fg_dtype]
     if fg_dtype == FG_F32:
         return np.dtype(np.float32)
     if fg_dtype == FG_F16:
@@ -56,6 +61,8 @@ def convert_dtype(lib: _lib.Lib, src: np.ndarray, to: int) -> np.ndarray:
     want = storage_dtype(to)
     if src.dtype == want or (to == FG_BF16 and _is_bf16(src.dtype)):
         return np.ascontiguousarray(src).view(want)
+    if to in _INTS:   # integers from floats toward zero, bools nonzero (NumPy's casts)
+        return np.ascontiguousarray(src, dtype=want)
     if to == FG_F32 or (to == FG_F16 and src.dtype == np.float16):
         return np.ascontiguousarray(src, dtype=want)
     f32 = np.ascontiguousarray(src, dtype=np.float32)   # exact from fp16 and bf16

@@ -216,7 +216,7 @@ class Context:
         self.precision = precision
         dev = _code(_lib.DEVICES, device, "device")
         if precision is not None:
-            _code(_lib.DTYPES, precision, "precision")
+            _code(_lib.DTYPES[:3], precision, "precision")   # the float dtypes
         o = _lib.Options()
         o.size = C.sizeof(_lib.Options)
         o.rules_dir = _path_bytes(dirs[0]) if dirs else None

@@ -445,6 +445,32 @@ class TestRun(Base):
         self.assertEqual(cm.exception.file, "broken.onnx")
 
     @needs_onnx
+    def test_int64_ids_and_bool_outputs(self):
+        """Token ids (int64) gather embedding rows; a bool and an int64
+        output come back as NumPy bool and int64 arrays, equal to
+        onnxruntime's."""
+        table = rnd(10, 4)
+        nodes = [oh.make_node("Gather", ["table", "ids"], ["e"]),
+                 oh.make_node("Greater", ["e", "zero"], ["pos"]),
+                 oh.make_node("Cast", ["e"], ["ei"], to=TP.INT64)]
+        g = oh.make_graph(nodes, "ids", [oh.make_tensor_value_info("ids", TP.INT64, [2, 3])],
+                          [oh.make_tensor_value_info("e", TP.FLOAT, None),
+                           oh.make_tensor_value_info("pos", TP.BOOL, None),
+                           oh.make_tensor_value_info("ei", TP.INT64, None)],
+                          [nh.from_array(table * 4, "table"), nh.from_array(np.array(0.0, np.float32), "zero")])
+        model = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+        model.ir_version = 8
+        ids = np.array([[0, 9, -1], [3, 3, 7]], np.int64)
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        ref = dict(zip(["e", "pos", "ei"], sess.run(None, {"ids": ids})))
+        out = self.ctx.compile(self.ctx.load(model))(ids=ids)
+        self.assertEqual(out["pos"].dtype, np.bool_)
+        self.assertEqual(out["ei"].dtype, np.int64)
+        np.testing.assert_array_equal(out["pos"], ref["pos"])
+        np.testing.assert_array_equal(out["ei"], ref["ei"])
+        self.assertLessEqual(rel_l2(out["e"], ref["e"]), 1e-6)
+
+    @needs_onnx
     def test_example_script(self):
         """examples/python/run_onnx.py on its built-in model."""
         env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
