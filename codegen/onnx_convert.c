@@ -646,7 +646,16 @@ static int op_add(nctx *nc) { return binary(nc, "add", 1); }
 static int op_sub(nctx *nc) { return binary(nc, "sub", 0); }
 static int op_pow(nctx *nc) { return binary(nc, "pow", 0); }
 static int op_mul(nctx *nc) { return binary(nc, "mul", 1); }
-static int op_div(nctx *nc) { return binary(nc, "div", 0); }
+/* Div; of integer tensors refused: ONNX truncates the quotient toward
+ * zero, which fp32 arithmetic gets right only for small operands. */
+static int op_div(nctx *nc)
+{
+    value *v = in_value(nc, 0);
+    if (v && v->kind == V_TENSOR && !fg_dtype_is_float(T(nc, v->idx)->dtype))
+        return nerr(nc, "Div of computed %s tensors is not supported (integer division truncates; kernels compute "
+                        "in fp32)", fg_dtype_name(T(nc, v->idx)->dtype)), -1;
+    return binary(nc, "div", 0);
+}
 
 /* Pads of a 2-D window op for both spatial axes: begin[2], end[2] from
  * auto_pad / pads.  Returns 0 on an error (reported). */
@@ -1117,6 +1126,8 @@ static int op_matmul(nctx *nc)
 /* A copy of constant k's values times s, as a weight of the given shape. */
 static int scaled_weight(nctx *nc, konst *k, double s, fg_dtype dt, int rank, const int64_t *shape, const char *sfx)
 {
+    if (!k->f)
+        return nerr(nc, "constant '%s' is %s; a float type is expected", k->name, fg_onnx_dtype_name(k->dtype)), -1;
     float *v = fg_xmalloc(sizeof(float) * (size_t)(k->numel + 1));
     for (int64_t i = 0; i < k->numel; i++)
         v[i] = (float)((double)k->f[i] * s);
