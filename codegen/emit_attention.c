@@ -33,7 +33,7 @@
 /* What the checks and the emitter derive from a candidate. */
 typedef struct at_geom {
     fg_matmul_geom_t d1, d2;   /* Q K^T and P V */
-    int mm1, sm, mm2;          /* nodes */
+    int mm1, sm, nz, mm2;      /* nodes (nz: a nan_to_zero of the softmax, or -1) */
     int q, k, v, s;            /* tensors: Q, K (as stored), V, the scores */
     int tb;                    /* K stored [SK, D] (mm1's trans_b) */
     fg_dtype dt;
@@ -93,8 +93,11 @@ static int at_geometry(const fg_graph *g, const int *nodes, int n, at_geom *ag, 
         return refuse(why, whysz, "attention runs matmul, element-wise ops, softmax, matmul (%s: %s)",
                       g->nodes[nodes[0]].name, "too few nodes");
     ag->mm1 = nodes[0];
-    ag->sm = nodes[n - 2];
     ag->mm2 = nodes[n - 1];
+    ag->nz = -1;
+    if (n >= 4 && g->nodes[nodes[n - 2]].op->name && strcmp(g->nodes[nodes[n - 2]].op->name, "nan_to_zero") == 0)
+        ag->nz = nodes[--n - 1];   /* the softmax's NaN rows made 0: the template's NANZERO */
+    ag->sm = nodes[n - 2];
     const fg_node *mm1 = &g->nodes[ag->mm1], *sm = &g->nodes[ag->sm], *mm2 = &g->nodes[ag->mm2];
     if (mm1->op->kind != FG_OPK_MATMUL || sm->op->kind != FG_OPK_SOFTMAX || mm2->op->kind != FG_OPK_MATMUL)
         return refuse(why, whysz, "attention runs matmul, element-wise ops, softmax, matmul (nodes %s .. %s)",
@@ -121,7 +124,9 @@ static int at_geometry(const fg_graph *g, const int *nodes, int n, at_geom *ag, 
     ag->q = mm1->inputs[0];
     ag->k = mm1->inputs[1];
     ag->s = mm1->output;
-    if (mm2->inputs[0] != sm->output)
+    if (ag->nz >= 0 && g->nodes[ag->nz].inputs[0] != sm->output)
+        return refuse(why, whysz, "%s does not read the softmax %s", g->nodes[ag->nz].name, sm->name);
+    if (mm2->inputs[0] != (ag->nz >= 0 ? g->nodes[ag->nz].output : sm->output))
         return refuse(why, whysz, "%s does not read the softmax %s as its A operand", mm2->name, sm->name);
     ag->v = mm2->inputs[1];
     const fg_tensor *Q = &g->tensors[ag->q], *K = &g->tensors[ag->k], *V = &g->tensors[ag->v];
@@ -275,6 +280,7 @@ static fg_status emit_attention(fg_emitter *em)
     fg_em_set(em, "VS", "%d", ag.vs);
     fg_em_set(em, "QS", "%d", ag.qs);
     fg_em_set(em, "PAIR", "%d", ag.d2.N % 2 == 0);
+    fg_em_set(em, "NANZERO", "%d", ag.nz >= 0);
     /* the epilogue (scale, mask) runs at the scores' coordinates */
     em->epi_ot = &em->g->tensors[ag.s];
 
@@ -296,6 +302,13 @@ static fg_status emit_attention(fg_emitter *em)
     em->k->block[0] = threads;
     em->k->block[1] = em->k->block[2] = 1;
     return FG_OK;
+}
+
+/* fg_template.owned: the softmax, a nan_to_zero of it and P V. */
+static int owned_nodes(const fg_graph *g, const fg_group *grp)
+{
+    int n = grp->nnodes;
+    return n >= 4 && strcmp(g->nodes[grp->nodes[n - 2]].op->name, "nan_to_zero") == 0 ? 3 : 2;
 }
 
 /* Capability check (fg_template.check): matmul, element-wise ops, softmax
@@ -326,6 +339,7 @@ static void describe_attention(const fg_tcand *c, char *buf, size_t size)
 static const fg_template rows[] = {
     {.name = "attention", .family = "attention", .order = 36, FG_TEMPLATE_LIMITS,
      .kinds = 1u << FG_OPK_MATMUL, .dtypes = FG_DTYPES_HALF | (1u << FG_DTYPE_F32), .priority = 0, .owns_last = 2,
+     .owned = owned_nodes,
      .check = check_attention, .describe = describe_attention, .emit = emit_attention,
      .summary = "softmax(epilogue(Q K^T)) V in one kernel (FlashAttention-2 style: K / V tiles streamed, online "
                 "softmax in fp32, scores never stored; head dims <= 128); fp16/bf16 mma m16n8k16, exact fp32 SIMT"},

@@ -297,7 +297,7 @@ static fg_status epilogue_at(fg_emitter *em, const char *fname)
             int nd = grp->nodes[i];
             if (nd == em->main_node || nd == grp->anchor || fg_kind(em->g->nodes[nd].op->kind)->role == FG_ROLE_RESHAPE)
                 continue;   /* a re-indexing node is part of the template's index map (copy), not a stage */
-            if (em->tpl && i >= grp->nnodes - fg_template_base(em->tpl)->owns_last)
+            if (em->tpl && i >= grp->nnodes - fg_template_owned(em->tpl, em->g, grp))
                 continue;   /* the nodes after the epilogue (a softmax, P V): the template computes them */
             nstages++;
             st = emit_apply(em, nd, coords, &b);

@@ -97,6 +97,26 @@ static int param_name_taken(const fg_kernel *k, const char *name)
     return 0;
 }
 
+/* Whether s is a C++ keyword or alternative token (`and`, `not`, ...): a
+ * tensor so named cannot name a field of the parameter struct. */
+static int cxx_reserved(const char *s)
+{
+    static const char *const words[] = {
+        "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+        "char", "char16_t", "char32_t", "char8_t", "class", "co_await", "co_return", "co_yield", "compl", "concept",
+        "const", "const_cast", "consteval", "constexpr", "constinit", "continue", "decltype", "default", "delete",
+        "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+        "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+        "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+        "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
+        "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+        "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strcmp(s, words[i]) == 0)
+            return 1;
+    return 0;
+}
+
 static fg_kparam *add_param(fg_emitter *em, const char *base)
 {
     fg_kernel *k = em->k;
@@ -108,8 +128,8 @@ static fg_kparam *add_param(fg_emitter *em, const char *base)
     fg_kparam *kp = &k->params[k->nparams];
     memset(kp, 0, sizeof *kp);
     kp->tensor = -1;
-    snprintf(kp->name, sizeof kp->name, "%s", base);
-    for (int i = 2; param_name_taken(k, kp->name); i++)
+    snprintf(kp->name, sizeof kp->name, cxx_reserved(base) ? "%s_" : "%s", base);
+    for (int i = 2; param_name_taken(k, kp->name) || cxx_reserved(kp->name); i++)
         snprintf(kp->name, sizeof kp->name, "%.36s_%d", base, i);
     k->nparams++;
     return kp;

@@ -59,8 +59,8 @@ static int whole(const fg_tensor *t, const int64_t *st, const int64_t *sp, const
 static int const_ints(nctx *nc, int i, const char *name, int64_t *out, int max)
 {
     if (fg_onnx_nc_has_in(nc, i) && !fg_onnx_nc_const(nc, i))
-        return fg_onnx_nerr(nc, "input '%s' is computed; only constant %s are supported (a kernel would read "
-                            "them from an integer tensor: integer tensors are not supported yet)", name, name), -1;
+        return fg_onnx_nerr(nc, "input '%s' is computed; only constant %s are supported (output shapes are "
+                            "fixed at load time)", name, name), -1;
     return fg_onnx_nc_ints_in(nc, i, name, 0, out, max);
 }
 

@@ -99,6 +99,10 @@ typedef struct fg_template {
     int owns_last;                 /* the group's last owns_last nodes are computed by the template
                                       (gemm_softmax's softmax: 1; attention's softmax and P V: 2), not
                                       epilogue stages */
+    /* The count of last nodes the template computes in group grp of g when
+     * it depends on the group (attention: 3 with a nan_to_zero of the
+     * softmax), or NULL: owns_last. */
+    int (*owned)(const fg_graph *g, const struct fg_group *grp);
     fg_template_check_fn check;    /* the family's own constraints, or NULL */
     /* The default tile / split choice for an accepted candidate as one line
      * for --explain ("" when there is nothing to say), or NULL. */
@@ -164,6 +168,12 @@ const char *fg_template_source_text(const fg_template *t, const char *name);
 
 /* The built-in a template renders with: t->base, or t itself. */
 static inline const fg_template *fg_template_base(const fg_template *t) { return t->base ? t->base : t; }
+/* The last nodes of group grp that template t computes (fg_template.owned). */
+static inline int fg_template_owned(const fg_template *t, const fg_graph *g, const struct fg_group *grp)
+{
+    const fg_template *b = fg_template_base(t);
+    return b->owned ? b->owned(g, grp) : b->owns_last;
+}
 
 /* Template by name (built-ins first, then the context's registered ones), or NULL. */
 const fg_template *fg_template_find(const fg_context *ctx, const char *name);

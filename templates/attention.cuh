@@ -18,7 +18,9 @@
 //   - O += P V.
 // The last store is O / l: a row whose scores are all -inf has l = 0 and
 // O = 0, so it is NaN, as the unfused softmax (0 / 0) makes it; a NaN or a
-// +inf score makes its row NaN the same way.
+// +inf score makes its row NaN the same way.  With NANZERO (the rule took a
+// nan_to_zero of the softmax: PyTorch's export of SDPA writes one) such a
+// row stores 0 instead.
 //   TC (fp16 / bf16): Q's fragments in registers (loaded once), S and P V
 //   with mma m16n8k16 (fp32 accumulation), P converted to the storage type
 //   in registers (S's C fragments of keys 16 j .. 16 j + 15 are P's A
@@ -276,7 +278,22 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
     l1 += fg_shfl_xor(l1, 1);
     l0 += fg_shfl_xor(l0, 2);
     l1 += fg_shfl_xor(l1, 2);
+{{#NANZERO}}
+    // nan_to_zero after the softmax: a row whose softmax is NaN (l is 0 or
+    // NaN: every score -inf, or a NaN / +inf score) stores 0
+    const bool z0 = !(l0 > 0.0f), z1 = !(l1 > 0.0f);
+    FG_UNROLL
+    for (int nj = 0; nj < NJ; nj++) {
+        if (z0)
+            o[nj][0] = o[nj][1] = 0.0f;
+        if (z1)
+            o[nj][2] = o[nj][3] = 0.0f;
+    }
+    const float inv0 = z0 ? 0.0f : 1.0f / l0, inv1 = z1 ? 0.0f : 1.0f / l1;
+{{/NANZERO}}
+{{^NANZERO}}
     const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+{{/NANZERO}}
     {{T}} *Y = p.{{Y}} + bt * SQ * DV;
     FG_UNROLL
     for (int nj = 0; nj < NJ; nj++) {

@@ -933,6 +933,25 @@ static const ncase cases[] = {
      "  - { name: sm, op: softmax, inputs: [mk] }\n"
      "  - { name: y, op: matmul, inputs: [sm, v] }\n"
      "outputs: [y]\n"},
+    /* torch.export's SDPA: Where(IsNaN(p), 0, p) after the softmax, rewritten
+     * to nan_to_zero and run in the attention kernel; rows whose mask is
+     * all -inf (log 0) have a NaN softmax and give 0 */
+    {"matmul", "attention_nan_rows_to_zero_4x13x17x32", "pointwise_chain,pointwise_chain,attention", {TOL}, NULL,
+     "inputs: [{ name: q, shape: [4, 13, 32] }, { name: k, shape: [4, 17, 32] },\n"
+     "         { name: v, shape: [4, 17, 16] }, { name: mrow, shape: [4, 13, 1] }]\n"
+     "weights: [{ name: z, shape: [1], values: [0.0] }, { name: s, shape: [1], values: [0.25] }]\n"
+     "nodes:\n"
+     "  - { name: ninf, op: log, inputs: [z] }\n"
+     "  - { name: off, op: cmp_greater, inputs: [mrow, s] }\n"
+     "  - { name: mask, op: where, inputs: [off, ninf, z] }\n"
+     "  - { name: qk, op: matmul, inputs: [q, k], attrs: { trans_b: true } }\n"
+     "  - { name: sc, op: mul, inputs: [qk, s] }\n"
+     "  - { name: mk, op: add, inputs: [sc, mask] }\n"
+     "  - { name: sm, op: softmax, inputs: [mk] }\n"
+     "  - { name: isn, op: is_nan, inputs: [sm] }\n"
+     "  - { name: nz, op: where, inputs: [isn, z, sm] }\n"
+     "  - { name: y, op: matmul, inputs: [nz, v] }\n"
+     "outputs: [y]\n"},
     {"matmul", "attention_transpose_div_3x9x70x32", "-,attention", {TOL}, NULL,
      "inputs: [{ name: q, shape: [3, 9, 32] }, { name: k, shape: [3, 70, 32] }, { name: v, shape: [3, 70, 32] }]\n"
      "weights: [{ name: s, shape: [1], uniform: [4, 6] }]\n"
