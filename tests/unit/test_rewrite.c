@@ -59,6 +59,7 @@ static const char *HEADER =
     "  - { name: c_sqrt2, shape: [1], values: [1.4142135] }\n"
     "  - { name: c_isqrt2, shape: [1], values: [0.70710678] }\n"
     "  - { name: c_one, shape: [1], values: [1.0] }\n"
+    "  - { name: c_zero, shape: [1], values: [0.0] }\n"
     "  - { name: c_half, shape: [1], values: [0.5] }\n"
     "  - { name: c_three, shape: [1], values: [3.0] }\n"
     "  - { name: c_six, shape: [1], values: [6.0] }\n"
@@ -111,6 +112,7 @@ typedef struct rw_case {
 
 static const rw_case CASES[] = {
     {"silu", PW("sg", "sigmoid", "x") PW("y", "mul", "sg, x") "outputs: [y]\n", "silu", 1},
+    {"nan_to_zero", PW("n", "is_nan", "x") PW("y", "where", "n, c_zero, x") "outputs: [y]\n", "nan_to_zero", 1},
     {"gelu_erf_div_a", ERF_DIV("x") TAIL_A("x") "outputs: [y]\n", "gelu", 4},
     {"gelu_erf_div_b", ERF_DIV("x") TAIL_B("x") "outputs: [y]\n", "gelu", 4},
     {"gelu_erf_div_c", ERF_DIV("x") TAIL_C("x") "outputs: [y]\n", "gelu", 4},

@@ -48,6 +48,7 @@ static const char *HEADER =
     "  - { name: q.g, shape: [8], init: positive }\n  - { name: q.b, shape: [8] }\n"
     "  - { name: q.m, shape: [8] }\n  - { name: q.v, shape: [8], init: positive }\n"
     "  - { name: m, shape: [8, 6] }\n  - { name: mb, shape: [6] }\n"
+    "  - { name: gi, shape: [3], dtype: int64, values: [0, 4, 2] }\n"
     "  - { name: r.g, shape: [6], init: positive }\n  - { name: r.b, shape: [6] }\n"
     "  - { name: r.m, shape: [6] }\n  - { name: r.v, shape: [6], init: positive }\n"
     "nodes:\n";
@@ -171,6 +172,10 @@ static const fuse_case CASES[] = {
      PW("act", "relu", "t") "outputs: [act]\n", "conv_transpose_act:t,act",
      "  - { name: t, op: conv_transpose2d, inputs: [x, w, b], attrs: { stride: [2, 2] } }\n"
      PW("act", "relu", "t") "outputs: [act, t]\n", "-:t", "t's output is a graph output"},
+    {"gather_pointwise",
+     "  - { name: g, op: gather, inputs: [a, gi] }\n" PW("act", "relu", "g") "outputs: [act]\n", "gather_pointwise:g,act",
+     "  - { name: g, op: gather, inputs: [a, gi] }\n" PW("act", "relu", "g") "outputs: [act, g]\n", "-:g",
+     "g's output is a graph output"},
     {"resize_pointwise",
      "  - { name: r, op: resize, inputs: [x], attrs: { mode: linear, scale_h: 2.0, scale_w: 2.0 } }\n"
      PW("s", "sigmoid", "r") PW("act", "relu", "s") "outputs: [act]\n", "resize_pointwise:r,s,act",
