@@ -1069,10 +1069,7 @@ static int op_cast_like(nctx *nc)
     value *t = in_value(nc, 1);
     if (!t)
         return nerr(nc, "input 1 is missing"), -1;
-    static const int onnx_of[] = {FG_ONNX_DTYPE_FLOAT, FG_ONNX_DTYPE_FLOAT16, FG_ONNX_DTYPE_BFLOAT16,
-                                  FG_ONNX_DTYPE_INT64, FG_ONNX_DTYPE_INT32, FG_ONNX_DTYPE_BOOL};
-    FG_STATIC_ASSERT(FG_COUNTOF(onnx_of) == FG_DTYPE_COUNT, "onnx_of out of sync with fg_dtype");
-    int to = t->kind == V_CONST ? nc->L->consts[t->idx].dtype : onnx_of[T(nc, t->idx)->dtype];
+    int to = t->kind == V_CONST ? nc->L->consts[t->idx].dtype : fg_onnx_dtype_of(T(nc, t->idx)->dtype);
     return cast_to(nc, to);
 }
 
@@ -1844,6 +1841,7 @@ void fg_onnx_fold_node(loader *L, int i, const Onnx__NodeProto *n)
         } else {
             ins[j].rank = L->g->tensors[v->idx].rank;
             ins[j].shape = L->g->tensors[v->idx].shape;
+            ins[j].dtype = fg_onnx_dtype_of(L->g->tensors[v->idx].dtype);
             quiet |= ins[j].rank < 0;   /* downstream of an error already reported */
         }
     }

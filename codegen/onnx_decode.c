@@ -112,6 +112,14 @@ int fg_onnx_depth_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p, cons
 /* ---- tensors ---------------------------------------------------------------- */
 
 /* fusegen dtype of an ONNX float type; -1 for others. */
+int fg_onnx_dtype_of(fg_dtype t)
+{
+    static const int onnx_of[] = {FG_ONNX_DTYPE_FLOAT, FG_ONNX_DTYPE_FLOAT16, FG_ONNX_DTYPE_BFLOAT16,
+                                  FG_ONNX_DTYPE_INT64, FG_ONNX_DTYPE_INT32, FG_ONNX_DTYPE_BOOL};
+    FG_STATIC_ASSERT(FG_COUNTOF(onnx_of) == FG_DTYPE_COUNT, "onnx_of out of sync with fg_dtype");
+    return (unsigned)t < FG_DTYPE_COUNT ? onnx_of[t] : 0;
+}
+
 int fg_onnx_dtype_fg(int dt)
 {
     return dt == FG_ONNX_DTYPE_FLOAT     ? FG_DTYPE_F32

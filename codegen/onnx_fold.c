@@ -1011,14 +1011,13 @@ static int f_cast(fctx *c, val *out)
 }
 
 /* CastLike(input, target_type): Cast to the element type of input 1, which
- * may be computed (only its type is read).  A computed tensor is float,
- * float16 or bfloat16 (graph inputs are); the constant is made FLOAT and
- * rounds to the graph's type when it becomes a weight, as Cast would. */
+ * may be computed (only its type is read). */
 static int f_castlike(fctx *c, val *out)
 {
     if (!has_input(c, 1))
         return ferr(c, "input 1 (target_type) is missing");
-    return cast_to(c, c->ins[1].k ? c->ins[1].k->dtype : FG_ONNX_DTYPE_FLOAT, out);
+    int to = c->ins[1].k ? c->ins[1].k->dtype : c->ins[1].dtype;
+    return cast_to(c, to ? to : FG_ONNX_DTYPE_FLOAT, out);
 }
 
 /* Input 0 cast to ONNX type to. */

@@ -63,6 +63,7 @@ typedef struct fg_onnx_fold_in {
     const fg_onnx_const *k;
     int rank;
     const int64_t *shape;
+    int dtype;                 /* a computed input's ONNX element type (0: unknown) */
 } fg_onnx_fold_in;
 
 /* Most outputs a folded node defines. */

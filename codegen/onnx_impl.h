@@ -106,6 +106,8 @@ int fg_onnx_new_weight(loader *L, const char *onnx_name, const char *hint, fg_dt
 int fg_onnx_depth_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end, int depth);
 /* fusegen dtype of an ONNX float type; -1 for others. */
 int fg_onnx_dtype_fg(int dt);
+/* The ONNX data type of fusegen dtype t (0 for none). */
+int fg_onnx_dtype_of(fg_dtype t);
 /* Decodes TensorProto t into a new constant named name (what: for
  * messages); returns its index or -1 (errors reported). */
 int fg_onnx_decode_tensor(loader *L, const Onnx__TensorProto *t, const char *name, const char *what);

@@ -337,8 +337,11 @@ def run_case(case):
             r["reason"] = "no test data sets"
             return r
         for k, (ins, outs) in enumerate(datasets):
-            ins = [np.asarray(a) if isinstance(a, np.generic) else a for a in ins]
-            outs = [np.asarray(a) if isinstance(a, np.generic) else a for a in outs]
+            # numpy scalars as arrays; TensorProto data (the cast cases) through numpy_helper
+            ins = [np.asarray(a) if isinstance(a, np.generic) else
+                   nh.to_array(a) if isinstance(a, onnx.TensorProto) else a for a in ins]
+            outs = [np.asarray(a) if isinstance(a, np.generic) else
+                    nh.to_array(a) if isinstance(a, onnx.TensorProto) else a for a in outs]
             if any(not isinstance(a, np.ndarray) for a in ins + outs):
                 r["reason"] = "data set %d holds sequences or optionals, which the runner does not feed" % k
                 return r
