@@ -15,7 +15,9 @@
  * could run on tensor cores (fp16 or bf16; fp32 with precision tf32) and is
  * not NHWC, the plan's copy stores every rank-4 intermediate and weight NHWC,
  * as cuDNN and TensorRT convert NCHW networks to channels-last for their
- * tensor-core kernels.  The first convolution then reads the NCHW graph input
+ * tensor-core kernels -- but for the operands and results of matmul and
+ * gather nodes, whose templates address matrices row-major (a vision
+ * transformer's 4-D attention scores stay so).  The first convolution then reads the NCHW graph input
  * through conv2d_tc's gather path, and a group writing an NCHW graph output
  * takes a template that stores NCHW.
  *
@@ -60,13 +62,26 @@ void fg_layout_assign(const fg_context *ctx, fg_graph *g, int *acts, int *weight
         want = tc_conv_not_nhwc(g, &g->nodes[n]);
     if (!want)
         return;
+    /* a matmul's and a gather's operands and results stay row-major: their
+     * templates address matrices in logical order (attention's 4-D scores) */
+    unsigned char *rowmajor = fg_xcalloc((size_t)g->ntensors + 1, 1);
+    for (int n = 0; n < g->nnodes; n++) {
+        const fg_node *nd = &g->nodes[n];
+        if (nd->op->kind != FG_OPK_MATMUL && nd->op->kind != FG_OPK_GATHER)
+            continue;
+        rowmajor[nd->output] = 1;
+        for (int i = 0; i < nd->ninputs; i++)
+            if (nd->inputs[i] >= 0)
+                rowmajor[nd->inputs[i]] = 1;
+    }
     for (int t = 0; t < g->ntensors; t++) {
         fg_tensor *tt = &g->tensors[t];
-        if (tt->rank != 4 || tt->layout == FG_LAYOUT_NHWC || tt->is_input || tt->is_output)
+        if (tt->rank != 4 || tt->layout == FG_LAYOUT_NHWC || tt->is_input || tt->is_output || rowmajor[t])
             continue;
         tt->layout = FG_LAYOUT_NHWC;
         ++*(tt->is_weight ? weights : acts);
     }
+    free(rowmajor);
 }
 
 int fg_layout_kmajor_b(const fg_context *ctx, fg_graph *g)
