@@ -644,7 +644,8 @@ static const ncase cases[] = {
     /* bool results of comparisons and predicates, the logic ops, Where and
      * the casts (to int toward zero, to bool nonzero, back to float) */
     {"pointwise", "pw_bool_logic_where_casts",
-     "pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain", {TOL}, NULL,
+     "pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,pointwise_chain,"
+     "pointwise_chain", {TOL}, NULL,
      "inputs: [{ name: x, shape: [2, 3, 7] }, { name: z, shape: [2, 3, 7] }, { name: m, shape: [3, 7], dtype: bool }]\n"
      "weights: [{ name: k, shape: [1], values: [5.0] }]\n"
      "nodes:\n"
@@ -660,7 +661,9 @@ static const ncase cases[] = {
      "  - { name: xi, op: cast_int, inputs: [xs], attrs: { to: int64 } }\n"
      "  - { name: xf, op: cast, inputs: [xi], attrs: { to: fp32 } }\n"
      "  - { name: zb, op: cast_bool, inputs: [z] }\n"
-     "outputs: [w, xf, zb]\n"},
+     "  - { name: lg, op: log, inputs: [z] }\n"
+     "  - { name: nzz, op: nan_to_zero, inputs: [lg] }\n"
+     "outputs: [w, xf, zb, nzz]\n"},
     {"single", "maxpool_3x3_s2_p1", "-", {TOL}, NULL,
      "inputs: [{ name: x, shape: [1, 5, 13, 13] }]\n"
      "nodes:\n"
