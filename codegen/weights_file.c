@@ -151,6 +151,18 @@ static int read_at(int fd, uint64_t off, void *buf, size_t n, char *why, size_t 
 
 static size_t dtype_bytes(fg_dtype t) { return fg_dtype_size(t); }
 
+/* The NumPy name of the element type an .npy file of dtype t holds. */
+static const char *npy_type_name(fg_dtype t)
+{
+    switch (t) {
+    case FG_DTYPE_F16: return "float16";
+    case FG_DTYPE_I64: return "int64";
+    case FG_DTYPE_I32: return "int32";
+    case FG_DTYPE_BOOL: return "bool";
+    default: return "float32";
+    }
+}
+
 /* Index of the first of n integers of type t at raw beyond 2^24 in
  * magnitude (not exact in the float a tensor holds), or -1. */
 static int64_t int_range_bad(fg_dtype t, const unsigned char *raw, int64_t n)
@@ -468,7 +480,7 @@ int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, si
     char sb[160];
     if (have < need) {
         fail(why, whysz, "truncated: shape %s of %s needs %llu bytes of data, the file has %llu",
-             shape_text(shape, rank, sb, sizeof sb), fg_dtype_name(out->dtype),
+             shape_text(shape, rank, sb, sizeof sb), npy_type_name(out->dtype),
              (unsigned long long)need, (unsigned long long)have);
         goto done;
     }

@@ -137,11 +137,26 @@ static void test_npy_dtypes(void **state)
     assert_int_equal(fg_npy_write(p, FG_NPY_F64, 1, (int64_t[]){1}, dv, why, sizeof why), 0);
     npy_refused(p, 100, "dtype '<f8' (float64) is not supported");
     free(p);
-    /* other dtypes */
-    char *pi = write_npy(dir, "i.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", "\0\0\0\0\0\0\0\0", 8);
-    npy_refused(pi, 100, "'<i4' (int32) is not supported");
+    /* integers and bools: read as their float values; beyond 2^24 refused */
+    fg_file_tensor it;
+    char *pi = write_npy(dir, "i.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }",
+                         "\xfd\xff\xff\xff\x07\0\0\0", 8);
+    assert_int_equal(fg_npy_read(pi, 100, &it, why, sizeof why), 0);
+    assert_int_equal(it.dtype, FG_DTYPE_I32);
+    assert_true(it.data[0] == -3.0f && it.data[1] == 7.0f);
+    free(it.data);
     char *pb = write_npy(dir, "b.npy", 1, "{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", "\1\0", 2);
-    npy_refused(pb, 100, "(bool)");
+    assert_int_equal(fg_npy_read(pb, 100, &it, why, sizeof why), 0);
+    assert_int_equal(it.dtype, FG_DTYPE_BOOL);
+    assert_true(it.data[0] == 1.0f && it.data[1] == 0.0f);
+    free(it.data);
+    char *pl = write_npy(dir, "l.npy", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }",
+                         "\x01\0\0\x01\0\0\0\0", 8);
+    npy_refused(pl, 100, "element 0 is beyond 2^24");
+    free(pl);
+    char *pu = write_npy(dir, "u.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", "\1\0", 2);
+    npy_refused(pu, 100, "'|u1' (uint8) is not supported");
+    free(pu);
     char *pvv = write_npy(dir, "v.npy", 1, "{'descr': '<V2', 'fortran_order': False, 'shape': (1,), }", "\0\0", 2);
     npy_refused(pvv, 100, "bfloat16");
     free(ple), free(pbe), free(pv2), free(pi), free(pb), free(pvv);
