@@ -87,7 +87,8 @@ static void check_success(const uint8_t *d, size_t size, const fg_file_tensor *t
     }
     if (hlen > size - start)
         FZ_FAIL("fg_npy_read accepted a header of %zu bytes in a file of %zu", hlen, size);
-    if (t->dtype != FG_DTYPE_F32 && t->dtype != FG_DTYPE_F16)
+    int isint = t->dtype == FG_DTYPE_I64 || t->dtype == FG_DTYPE_I32, isbool = t->dtype == FG_DTYPE_BOOL;
+    if (t->dtype != FG_DTYPE_F32 && t->dtype != FG_DTYPE_F16 && !isint && !isbool)
         FZ_FAIL("fg_npy_read returned dtype %d", (int)t->dtype);
     if (t->rank < 1 || t->rank > FG_MAX_RANK)
         FZ_FAIL("fg_npy_read returned rank %d", t->rank);
@@ -99,27 +100,37 @@ static void check_success(const uint8_t *d, size_t size, const fg_file_tensor *t
         if (numel > MAX_NUMEL)
             FZ_FAIL("fg_npy_read returned more than %d elements", MAX_NUMEL);
     }
-    size_t esz = t->dtype == FG_DTYPE_F32 ? 4 : 2;
+    size_t esz = fg_dtype_size(t->dtype);
     if (size - start - hlen != (size_t)numel * esz)
         FZ_FAIL("fg_npy_read accepted %zu data bytes for %lld elements of %zu bytes", size - start - hlen,
                 (long long)numel, esz);
-    /* The dtype string: the one place a header may hold '<f', '>f' or '=f'. */
+    /* The dtype string: the one place a header may hold '<f4', '>i8', '|b1', ... */
     int order = 0;
-    char want = t->dtype == FG_DTYPE_F32 ? '4' : '2';
+    char kind = isbool ? 'b' : isint ? 'i' : 'f', want = (char)('0' + (int)esz);
     for (size_t i = start; i + 2 < start + hlen; i++)
-        if ((d[i] == '<' || d[i] == '>' || d[i] == '=') && d[i + 1] == 'f' && d[i + 2] == want)
+        if ((d[i] == '<' || d[i] == '>' || d[i] == '=' || (isbool && d[i] == '|')) && d[i + 1] == kind &&
+            d[i + 2] == want)
             order = d[i];
     if (!order)
-        FZ_FAIL("fg_npy_read returned dtype %s but the header names no such type",
-                t->dtype == FG_DTYPE_F32 ? "float32" : "float16");
+        FZ_FAIL("fg_npy_read returned dtype %s but the header names no such type", fg_dtype_name(t->dtype));
     int big = order == '>';   /* this harness runs on little-endian hosts ('=' is little) */
     const uint8_t *p = d + start + hlen;
     for (int64_t i = 0; i < numel; i++, p += esz) {
-        uint8_t b[4];
+        uint8_t b[8];
         for (size_t k = 0; k < esz; k++)
             b[k] = big ? p[esz - 1 - k] : p[k];
         float want_v;
-        if (esz == 4) {
+        if (isbool) {
+            want_v = b[0] != 0;
+        } else if (isint) {
+            uint64_t u = 0;
+            for (size_t k = 0; k < esz; k++)
+                u |= (uint64_t)b[k] << (8 * k);
+            int64_t v = esz == 8 ? (int64_t)u : (int64_t)(int32_t)(uint32_t)u;
+            if (v > (1 << 24) || v < -(1 << 24))
+                FZ_FAIL("element %lld: fg_npy_read accepted %lld, beyond 2^24", (long long)i, (long long)v);
+            want_v = (float)v;
+        } else if (esz == 4) {
             memcpy(&want_v, b, 4);
         } else {
             want_v = half_value((uint16_t)(b[0] | b[1] << 8));
