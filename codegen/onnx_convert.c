@@ -1424,13 +1424,12 @@ static int op_concat(nctx *nc)
     return acc;
 }
 
-/* Sum: a chain of adds (numpy broadcasting), which the pointwise rules fuse. */
-static int op_sum(nctx *nc)
+/* The n inputs of a variadic node added in a chain (numpy broadcasting),
+ * a computed input first so that fusion rules see it as the chain; the
+ * last add is the node's output when out, else an intermediate.  The sum,
+ * or -1 (reported). */
+static int add_chain(nctx *nc, int n, int out)
 {
-    int n, r = variadic_start(nc, &n);
-    if (r <= 0)
-        return r;
-    /* a computed input first, so that fusion rules see it as the chain */
     int first = 0;
     while (in_const(nc, first))
         first++;
@@ -1443,9 +1442,16 @@ static int op_sum(nctx *nc)
             return -1;
         char suffix[32];
         snprintf(suffix, sizeof suffix, "_add%d", done);
-        acc = ++done < n ? emit(nc, "add", ins, 2, NULL, 0, 0, suffix) : emit_out(nc, "add", ins, 2, NULL, 0);
+        acc = ++done < n || !out ? emit(nc, "add", ins, 2, NULL, 0, 0, suffix) : emit_out(nc, "add", ins, 2, NULL, 0);
     }
     return acc;
+}
+
+/* Sum: a chain of adds, which the pointwise rules fuse. */
+static int op_sum(nctx *nc)
+{
+    int n, r = variadic_start(nc, &n);
+    return r <= 0 ? r : add_chain(nc, n, 1);
 }
 
 /* Mean: the Sum's chain of adds (an intermediate) times 1 / n, which the
@@ -1455,20 +1461,7 @@ static int op_mean(nctx *nc)
     int n, r = variadic_start(nc, &n);
     if (r <= 0)
         return r;
-    int first = 0;
-    while (in_const(nc, first))
-        first++;
-    int acc = in_tensor(nc, first);
-    for (int i = 0, done = 1; i < n && acc >= 0; i++) {
-        if (i == first)
-            continue;
-        int ins[2] = {acc, in_tensor(nc, i)};
-        if (ins[1] < 0)
-            return -1;
-        char suffix[32];
-        snprintf(suffix, sizeof suffix, "_add%d", done++);
-        acc = emit(nc, "add", ins, 2, NULL, 0, 0, suffix);
-    }
+    int acc = add_chain(nc, n, 0);
     return acc < 0 ? -1 : scale_out(nc, acc, 1.0 / n);
 }
 

@@ -105,10 +105,13 @@ struct fg_exec *tu_compile_emu(fg_context *ctx, const fg_plan *p)
     return e;
 }
 
-void tu_exec_vs_reference(fg_context *ctx, const fg_graph *g, struct fg_exec *e, uint64_t seed, double tol)
+/* Binds e's inputs to the values in ref rounded to their dtypes (ref keeps
+ * the rounded values) and its outputs to poisoned buffers, runs e on the
+ * host, then the reference of g over ref.  Returns the bindings (inputs
+ * first; free with free_bindings) and sets *nin, *nio. */
+static fg_binding *run_bound(fg_context *ctx, const fg_graph *g, struct fg_exec *e, double **ref, int *nin_out,
+                             int *nio_out)
 {
-    double **ref = fg_xcalloc((size_t)g->ntensors + 1, sizeof *ref);
-    fg_reference_random_inputs(g, seed, ref);
     int nin = fg_exec_input_count(e), nout = fg_exec_output_count(e), nio = nin + nout;
     fg_binding *b = fg_xcalloc((size_t)nio + 1, sizeof *b);
     for (int i = 0; i < nio; i++) {
@@ -130,6 +133,24 @@ void tu_exec_vs_reference(fg_context *ctx, const fg_graph *g, struct fg_exec *e,
         tu_dump_errors(ctx);
     assert_int_equal(st, FG_OK);
     assert_int_equal(fg_reference_run(ctx, g, ref), FG_OK);
+    *nin_out = nin;
+    *nio_out = nio;
+    return b;
+}
+
+static void free_bindings(fg_binding *b, int nio)
+{
+    for (int i = 0; i < nio; i++)
+        free(b[i].data);
+    free(b);
+}
+
+void tu_exec_vs_reference(fg_context *ctx, const fg_graph *g, struct fg_exec *e, uint64_t seed, double tol)
+{
+    double **ref = fg_xcalloc((size_t)g->ntensors + 1, sizeof *ref);
+    fg_reference_random_inputs(g, seed, ref);
+    int nin, nio;
+    fg_binding *b = run_bound(ctx, g, e, ref, &nin, &nio);
     for (int i = nin; i < nio; i++) {
         int t = fg_graph_find_tensor(g, b[i].name);
         int64_t n = fg_tensor_numel(&g->tensors[t]);
@@ -140,9 +161,7 @@ void tu_exec_vs_reference(fg_context *ctx, const fg_graph *g, struct fg_exec *e,
         assert_true(rel <= tol);   /* false for NaN too */
         free(got);
     }
-    for (int i = 0; i < nio; i++)
-        free(b[i].data);
-    free(b);
+    free_bindings(b, nio);
     fg_reference_free(g, ref);
     free(ref);
 }
@@ -435,28 +454,9 @@ void tu_exec_compare(fg_context *ctx, const fg_graph *g, struct fg_exec *e, tu_p
     fg_reference_random_inputs(g, s, ref);
     if (poke)
         poke(g, ref);
-    int nin = fg_exec_input_count(e), nout = fg_exec_output_count(e), nio = nin + nout;
-    assert_int_equal(nout, 1);
-    fg_binding *b = fg_xcalloc((size_t)nio + 1, sizeof *b);
-    for (int i = 0; i < nio; i++) {
-        fg_tensor_info info;
-        assert_int_equal(i < nin ? fg_exec_input_info(e, i, &info) : fg_exec_output_info(e, i - nin, &info), FG_OK);
-        b[i] = (fg_binding){info.name, fg_xmalloc(info.bytes ? info.bytes : 1)};
-        int t = fg_graph_find_tensor(g, info.name);
-        assert_true(t >= 0);
-        if (i < nin) {
-            for (int64_t k = 0; k < fg_tensor_numel(&g->tensors[t]); k++)
-                ref[t][k] = fg_round_to_dtype(ref[t][k], info.dtype);
-            fg_tensor_pack(&g->tensors[t], info.layout, ref[t], b[i].data);
-        } else {
-            memset(b[i].data, 0xFF, info.bytes);   /* NaN in every dtype */
-        }
-    }
-    fg_status st = fg_exec_run_host(e, b, nio);
-    if (st)
-        tu_dump_errors(ctx);
-    assert_int_equal(st, FG_OK);
-    assert_int_equal(fg_reference_run(ctx, g, ref), FG_OK);
+    int nin, nio;
+    fg_binding *b = run_bound(ctx, g, e, ref, &nin, &nio);
+    assert_int_equal(nio - nin, 1);
     int t = fg_graph_find_tensor(g, b[nin].name);
     int64_t n = fg_tensor_numel(&g->tensors[t]);
     double *got = fg_xmalloc((size_t)n * sizeof *got), num = 0, den = 0;
@@ -478,9 +478,7 @@ void tu_exec_compare(fg_context *ctx, const fg_graph *g, struct fg_exec *e, tu_p
     }
     res->rel = den > 0 ? sqrt(num / den) : sqrt(num);
     free(got);
-    for (int i = 0; i < nio; i++)
-        free(b[i].data);
-    free(b);
+    free_bindings(b, nio);
     fg_reference_free(g, ref);
     free(ref);
 }
