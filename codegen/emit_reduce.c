@@ -18,10 +18,13 @@
 #include "template.h"
 
 /* The text of each reduction: INIT, MAP(v, m), COMBINE(a, b), FINISH(acc, m,
- * LEN); SHIFT: a first pass for the row's max m. */
+ * LEN); SHIFT: a first pass for the row's max m.  The index reductions
+ * instead give BETTER(v, best): element v replaces the best so far (NaN
+ * first, as numpy's argmax; >= and <= take the last index). */
 static const struct {
     const char *init, *map, *combine, *finish;
     int shift;
+    const char *better;
 } red_text[] = {
     [FG_RED_SUM] = {"0.0f", "v", "a + b", "acc", 0},
     [FG_RED_MEAN] = {"0.0f", "v", "a + b", "acc / (float)LEN", 0},
@@ -33,6 +36,10 @@ static const struct {
     [FG_RED_L2] = {"0.0f", "v * v", "a + b", "sqrtf(acc)", 0},
     [FG_RED_LOG_SUM] = {"0.0f", "v", "a + b", "logf(acc)", 0},
     [FG_RED_LOG_SUM_EXP] = {"0.0f", "expf(v - m)", "a + b", "m + logf(acc)", 1},
+    [FG_RED_ARGMAX] = {"0.0f", "v", "a", "acc", 0, "v > best || (v != v && best == best)"},
+    [FG_RED_ARGMIN] = {"0.0f", "v", "a", "acc", 0, "v < best || (v != v && best == best)"},
+    [FG_RED_ARGMAX_LAST] = {"0.0f", "v", "a", "acc", 0, "v >= best || v != v"},
+    [FG_RED_ARGMIN_LAST] = {"0.0f", "v", "a", "acc", 0, "v <= best || v != v"},
 };
 FG_STATIC_ASSERT(FG_COUNTOF(red_text) == FG_RED_COUNT, "red_text out of sync with fg_reduction");
 
@@ -131,8 +138,12 @@ static fg_status emit_reduce(fg_emitter *em)
      * one; a thread per output when the rows are short, or when the reduced
      * axes are outer ones and there are outputs enough to fill the GPU
      * (neighbouring outputs then read neighbouring elements). */
+    /* The index reductions: a thread per output, in index order. */
+    const fg_reduction rd = fg_node_reduction(nd);
+    const int arg = fg_reduction_is_arg(rd);
     int contiguous = nr == 0 || red[nr - 1].stride == 1;
-    int64_t group = d.len <= 8 || (!contiguous && (d.rows >= 8192 || d.len <= 64)) ? 1 : d.len <= 2048 ? 32 : 0;
+    int64_t group = arg || d.len <= 8 || (!contiguous && (d.rows >= 8192 || d.len <= 64)) ? 1
+                    : d.len <= 2048 ? 32 : 0;
     int64_t def = group == 0 ? (d.len >= 8192 ? 512 : 256) : 256, threads;
     if (group != 0) {   /* no more threads than the outputs need */
         int64_t need = (d.rows * group + 31) / 32 * 32;
@@ -143,7 +154,6 @@ static fg_status emit_reduce(fg_emitter *em)
         return st;
     if (group == 0 || group > threads)
         group = threads;
-    const fg_reduction rd = fg_node_reduction(nd);
     fg_em_tensor(em, em->out, 1);
     fg_buf load = {0}, store = {0}, base = {0}, off = {0};
     st = fg_em_lin_load_body(em, xt, &load);
@@ -168,6 +178,8 @@ static fg_status emit_reduce(fg_emitter *em)
         fg_em_set(em, "MAP", "%s", red_text[rd].map);
         fg_em_set(em, "COMBINE", "%s", red_text[rd].combine);
         fg_em_set(em, "FINISH", "%s", red_text[rd].finish);
+        fg_em_set(em, "ARG", "%d", arg);
+        fg_em_set(em, "BETTER", "%s", arg ? red_text[rd].better : "false");
         fg_buf_printf(&em->notes, "//   reduce:    %s of %" PRId64 " elements into each of %" PRId64 " outputs, %" PRId64
                       " lane%s per output\n", fg_reduction_name(rd), d.len, d.rows, group, group == 1 ? "" : "s");
         em->template_file = "reduce.cuh";
@@ -200,8 +212,9 @@ static int check_reduce(const fg_tcand *c, char *why, size_t whysz)
 
 static const fg_template rows[] = {
     {.name = "reduce", .family = "reduce", .order = 80, FG_TEMPLATE_LIMITS, .kinds = 1u << FG_OPK_REDUCE,
-     .dtypes = FG_DTYPES_FLOAT, .tiles = fg_tile_threads, .check = check_reduce, .emit = emit_reduce,
-     .summary = "reduction over any axes (sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp): a "
-                "thread, a warp or a block per output"},
+     .dtypes = FG_DTYPES_ANY, .tiles = fg_tile_threads, .check = check_reduce, .emit = emit_reduce,
+     .summary = "reduction over any axes (sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp; "
+                "argmax, argmin): a thread, a warp or a block per output, fp32 accumulation (integers exact to "
+                "2^24)"},
 };
 FG_TEMPLATE_FAMILY(reduce, rows);

@@ -147,6 +147,10 @@ typedef struct fg_tensor {
                                       weight's values are data[i] * scale[slice of i]
                                       (read them with fg_tensor_values); owned */
     int scale_axis;
+    int model_rank0;               /* a graph input or output the model declares rank 0: stored as
+                                      [1], reported as rank 0 (fg_exec_*_info) */
+    int model_float64;             /* a graph input or output the model declares float64: fp32
+                                      here, converted at the boundary by the bindings */
     fg_loc loc;
 } fg_tensor;
 

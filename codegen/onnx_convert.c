@@ -1539,6 +1539,26 @@ static int op_reduce_l2(nctx *nc) { return reduce_op(nc, "reduce_l2", 18); }
 static int op_reduce_log_sum(nctx *nc) { return reduce_op(nc, "reduce_log_sum", 18); }
 static int op_reduce_log_sum_exp(nctx *nc) { return reduce_op(nc, "reduce_log_sum_exp", 18); }
 
+/* ArgMax / ArgMin (int64 result): `axis` (default 0, negative from the end),
+ * keepdims (default 1), select_last_index (the _last ops). */
+static int arg_op(nctx *nc, const char *opname)
+{
+    int x = x_in(nc);
+    if (x < 0)
+        return -1;
+    int rank = T(nc, x)->rank;
+    int64_t axis = attr_int(nc, "axis", 0), a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank)
+        return nerr(nc, "axis %lld is out of range for rank %d", (long long)axis, rank), -1;
+    char name[32];
+    snprintf(name, sizeof name, "%s%s", opname, attr_int(nc, "select_last_index", 0) ? "_last" : "");
+    aset as[2] = {{"axes", a_intsn(&a, 1)}, {"keepdims", a_bool(attr_int(nc, "keepdims", 1) != 0)}};
+    return emit_out(nc, name, &x, 1, as, 2);
+}
+
+static int op_argmax(nctx *nc) { return arg_op(nc, "argmax"); }
+static int op_argmin(nctx *nc) { return arg_op(nc, "argmin"); }
+
 /* ---- LayerNormalization, RMSNormalization -------------------------------------- */
 
 /* LayerNormalization (opset 17; rms: RMSNormalization, opset 23) as one
@@ -1718,6 +1738,8 @@ static const fg_onnx_op onnx_ops[] = {
     {"Slice", fg_onnx_op_slice, "starts ends axes", 1, 5, 1},
     {"Split", fg_onnx_op_split, "axis split num_outputs", 1, 2, 1},
     {"Gather", fg_onnx_op_gather, "axis", 2, 2, 1},
+    {"ArgMax", op_argmax, "axis keepdims select_last_index", 1, 1, 1},
+    {"ArgMin", op_argmin, "axis keepdims select_last_index", 1, 1, 1},
     {"GatherND", fg_onnx_op_gather_nd, "batch_dims", 2, 2, 1},
     {"Expand", fg_onnx_op_expand, "", 2, 2, 1},
     {"Tile", fg_onnx_op_tile, "", 2, 2, 1},

@@ -235,10 +235,11 @@ static void load_inputs(loader *L, const Onnx__GraphProto *gp, int *used_dims)
             continue;
         }
         const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
-        int et = tt->has_elem_type ? tt->elem_type : 0, dt = fg_onnx_dtype_fg(et);
+        int et = tt->has_elem_type ? tt->elem_type : 0;
+        int dt = et == FG_ONNX_DTYPE_DOUBLE ? FG_DTYPE_F32 : fg_onnx_dtype_fg(et);
         if (dt < 0) {
-            fg_onnx_lerr(L, "graph input '%s' has element type %s; inputs must be float, float16, bfloat16, int64, "
-                         "int32 or bool",
+            fg_onnx_lerr(L, "graph input '%s' has element type %s; inputs must be float, double, float16, bfloat16, "
+                         "int64, int32 or bool",
                          fg_onnx_esc(nm, b1, sizeof b1), fg_onnx_dtype_name(et));
             continue;
         }
@@ -259,6 +260,8 @@ static void load_inputs(loader *L, const Onnx__GraphProto *gp, int *used_dims)
         t.loc = L->loc;
         t.rank = tt->shape->n_dim ? (int)tt->shape->n_dim : 1;
         t.shape[0] = 1;
+        t.model_rank0 = tt->shape->n_dim == 0;
+        t.model_float64 = et == FG_ONNX_DTYPE_DOUBLE;
         int ok = 1;
         int64_t numel = 1;
         for (size_t d = 0; d < tt->shape->n_dim && ok; d++) {
@@ -324,9 +327,9 @@ static void load_outputs(loader *L, const Onnx__GraphProto *gp)
         const Onnx__TypeProto *ty = gp->output[i]->type;
         int et = ty && ty->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && ty->tensor_type &&
                          ty->tensor_type->has_elem_type ? ty->tensor_type->elem_type : 0;
-        if (et && fg_onnx_dtype_fg(et) < 0) {
-            fg_onnx_lerr(L, "graph output '%s' has element type %s; outputs must be float, float16, bfloat16, int64, "
-                         "int32 or bool",
+        if (et && et != FG_ONNX_DTYPE_DOUBLE && fg_onnx_dtype_fg(et) < 0) {
+            fg_onnx_lerr(L, "graph output '%s' has element type %s; outputs must be float, double, float16, "
+                         "bfloat16, int64, int32 or bool",
                          fg_onnx_esc(nm, b1, sizeof b1), fg_onnx_dtype_name(et));
             continue;
         }
@@ -345,7 +348,13 @@ static void load_outputs(loader *L, const Onnx__GraphProto *gp)
         }
         if (t < 0)
             continue;
-        L->g->tensors[t].is_output = 1;
+        fg_tensor *out = &L->g->tensors[t];
+        out->is_output = 1;
+        /* what the model declares: rank 0 (a shape with no dimension) and float64 (computed in fp32
+         * here: an fp32 result is what the graph's Cast to double became) */
+        const Onnx__TensorShapeProto *sh = et ? ty->tensor_type->shape : NULL;
+        out->model_rank0 = sh && sh->n_dim == 0 && fg_tensor_numel(out) == 1;
+        out->model_float64 = et == FG_ONNX_DTYPE_DOUBLE && out->dtype == FG_DTYPE_F32;
         fg_onnx_vset(&L->values, nm, V_TENSOR, t);
         *FG_PUSH(L->g->outputs, L->g->noutputs, cap) = t;
     }

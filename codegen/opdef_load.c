@@ -334,8 +334,9 @@ static void parse_onnx(fg_context *ctx, fg_opdef *op, const fg_ynode *v, fg_loc 
 static void parse_dtype(fg_context *ctx, fg_opdef *op, const fg_ynode *v, fg_loc keyloc, int kind_ok)
 {
     const char *s;
-    if (kind_ok && !(fg_kind(op->kind)->traits & FG_KIND_EXPR) && op->kind != FG_OPK_POINTWISE) {
-        fg_diag_error(ctx, FG_ERR_INPUT, keyloc, "`dtype` is only for element-wise ops");
+    int reduce = kind_ok && op->kind == FG_OPK_REDUCE;   /* a fixed dtype only (argmax: int64) */
+    if (kind_ok && !reduce && !(fg_kind(op->kind)->traits & FG_KIND_EXPR) && op->kind != FG_OPK_POINTWISE) {
+        fg_diag_error(ctx, FG_ERR_INPUT, keyloc, "`dtype` is only for element-wise and reduce ops");
         return;
     }
     if (!fg_yget_str(ctx, v, "dtype", &s))
@@ -345,6 +346,11 @@ static void parse_dtype(fg_context *ctx, fg_opdef *op, const fg_ynode *v, fg_loc
             op->dtype_fixed = t;
             return;
         }
+    if (reduce) {
+        fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "`dtype` of a reduce op must be a dtype (fp32, fp16, bf16, int64, "
+                      "int32, bool), got '%.80s'", s);
+        return;
+    }
     for (int i = 0; i < op->ninputs; i++)
         if (strcmp(s, op->inputs[i].name) == 0) {
             op->dtype_input = i;

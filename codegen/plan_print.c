@@ -24,6 +24,25 @@ void fg_plan_get_stats(const fg_plan *p, fg_plan_stats *s)
 }
 
 /* "12.3 MiB", "4.0 KiB", "512 B". */
+/* The model's declarations that the graph's inputs and outputs keep only at
+ * the boundary: float64 (fp32 inside, converted by the bindings) and rank 0
+ * (one element stored as [1], reported as rank 0). */
+static void print_boundary(const fg_graph *g, FILE *out)
+{
+    for (int k = 0; k < 2; k++) {
+        const int *io = k ? g->outputs : g->inputs;
+        for (int i = 0; i < (k ? g->noutputs : g->ninputs); i++) {
+            const fg_tensor *t = &g->tensors[io[i]];
+            if (t->model_float64)
+                fprintf(out, "boundary: %s '%s' is float64 in the model, fp32 here (the bindings convert %s)\n",
+                        k ? "output" : "input", fg_tensor_user_name(t), k ? "the result to float64" : "its data");
+            if (t->model_rank0)
+                fprintf(out, "boundary: %s '%s' is rank 0 in the model (stored as [1], reported as rank 0)\n",
+                        k ? "output" : "input", fg_tensor_user_name(t));
+        }
+    }
+}
+
 static void format_bytes(int64_t n, char out[32])
 {
     if (n >= 1024 * 1024)
@@ -126,6 +145,7 @@ void fg_plan_print(const fg_context *ctx, const fg_plan *p, const fg_plan_print_
         if (p->kmajor_b)
             fprintf(out, "layout: %d matmul weights stored [N, K] (trans_b) for tf32 wgmma, which reads B K-major "
                     "(FUSEGEN_KEEP_LAYOUT=1 keeps them [K, N])\n", p->kmajor_b);
+        print_boundary(p->graph, out);
         /* rewrites applied (notes "rewrite NAME (...): ..."), then near misses */
         int nrw = 0;
         for (int i = 0; i < p->nnotes; i++)

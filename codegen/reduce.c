@@ -11,10 +11,13 @@
 #include "util.h"
 
 const char *const fg_reduction_names[] = {"sum", "mean", "max", "min", "prod", "sum_square", "l1", "l2",
-                                         "log_sum", "log_sum_exp", NULL};
+                                         "log_sum", "log_sum_exp", "argmax", "argmin", "argmax_last",
+                                         "argmin_last", NULL};
 FG_STATIC_ASSERT(FG_COUNTOF(fg_reduction_names) == FG_RED_COUNT + 1, "reduction names out of sync with fg_reduction");
 
 const char *fg_reduction_name(fg_reduction r) { return (unsigned)r < FG_RED_COUNT ? fg_reduction_names[r] : "?"; }
+
+int fg_reduction_is_arg(fg_reduction r) { return r >= FG_RED_ARGMAX && r <= FG_RED_ARGMIN_LAST; }
 
 int fg_reduction_find(const char *name)
 {
@@ -78,7 +81,7 @@ fg_status fg_infer_reduce(fg_infer *s)
     }
     s->out->rank = d.yrank;
     memcpy(s->out->shape, d.yshape, sizeof(int64_t) * (size_t)d.yrank);
-    s->out->dtype = x->dtype;
+    s->out->dtype = s->n->op->dtype_fixed >= 0 ? (fg_dtype)s->n->op->dtype_fixed : x->dtype;
     s->out->layout = x->rank == 4 && d.yrank == 4 ? x->layout : FG_LAYOUT_NCHW;
     return FG_OK;
 }

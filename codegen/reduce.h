@@ -35,6 +35,11 @@ typedef enum fg_reduction {
     FG_RED_LOG_SUM,      /* log(sum x) */
     FG_RED_LOG_SUM_EXP,  /* log(sum exp(x)), computed as m + log(sum exp(x - m)) with m the row's max
                             (0 when the max is infinite) */
+    FG_RED_ARGMAX,       /* the index k (0 .. len - 1, over the reduced axes in index order) of the
+                            first max; a NaN counts as the max (its first occurrence) */
+    FG_RED_ARGMIN,       /* the same for the min */
+    FG_RED_ARGMAX_LAST,  /* argmax, the last index of the max (ONNX select_last_index) */
+    FG_RED_ARGMIN_LAST,  /* argmin, the last index */
     FG_RED_COUNT
 } fg_reduction;
 
@@ -46,6 +51,9 @@ extern const char *const fg_reduction_names[];
 const char *fg_reduction_name(fg_reduction r);
 /* Reduction by name, or -1. */
 int fg_reduction_find(const char *name);
+/* Nonzero for the reductions that give an index (argmax, argmin and their
+ * _last forms). */
+int fg_reduction_is_arg(fg_reduction r);
 /* The reduction of a reduce node's op (FG_RED_SUM when its op names none). */
 fg_reduction fg_node_reduction(const fg_node *n);
 

@@ -54,6 +54,7 @@ typedef struct fg_rw_attr {
     struct {
         int bind;                  /* attribute variable index, or -1: the literal value */
         double value;
+        const char *str;           /* a string attribute's literal (quoted in YAML; interned), or NULL */
     } el[FG_MAX_INTS];
     fg_loc loc;
 } fg_rw_attr;

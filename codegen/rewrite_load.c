@@ -221,13 +221,20 @@ static int attr_var(fg_context *ctx, fg_rewrite *rw, const char *name, int list,
     return rw->nbinds++;
 }
 
-/* One element of an attribute pattern: a number or bool literal, or an
- * attribute variable (list: it stands for a whole ints list). */
-static int parse_attr_el(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, int list, int *bind, double *value)
+/* One element of an attribute pattern: a number or bool literal, a quoted
+ * string literal of a string attribute (is_string; *str), or an attribute
+ * variable (list: it stands for a whole ints list). */
+static int parse_attr_el(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, int list, int is_string, int *bind,
+                         double *value, const char **str)
 {
     int64_t i;
     int b;
     *bind = -1;
+    *str = NULL;
+    if (is_string && v->kind == FG_YNODE_SCALAR && v->style != FG_YSTYLE_PLAIN) {
+        *str = fg_intern(ctx, v->str);
+        return 1;
+    }
     if (v->kind == FG_YNODE_SCALAR && v->style == FG_YSTYLE_PLAIN && fg_yscalar_bool(v, &b)) {
         *value = b;
         return 1;
@@ -299,10 +306,11 @@ static void parse_step_attrs(fg_context *ctx, fg_rewrite *rw, fg_rw_step *s, con
             }
             pa->n = av->n;
             for (int e = 0; e < av->n && ok; e++)
-                ok = parse_attr_el(ctx, rw, av->items[e], 0, &pa->el[e].bind, &pa->el[e].value);
+                ok = parse_attr_el(ctx, rw, av->items[e], 0, 0, &pa->el[e].bind, &pa->el[e].value, &pa->el[e].str);
         } else {
             pa->n = -1;
-            ok = parse_attr_el(ctx, rw, av, type == FG_ATTR_INTS, &pa->el[0].bind, &pa->el[0].value);
+            ok = parse_attr_el(ctx, rw, av, type == FG_ATTR_INTS, type == FG_ATTR_STRING, &pa->el[0].bind,
+                               &pa->el[0].value, &pa->el[0].str);
             if (ok && type == FG_ATTR_INTS && pa->el[0].bind < 0) {
                 fg_diag_error(ctx, FG_ERR_INPUT, av->loc, "attribute '%s' is an ints list: give a list ([1, A]) or "
                               "a variable", name);

@@ -95,22 +95,28 @@ static int step_has_op(const fg_rw_step *s, const fg_opdef *op, int *opi)
     return 0;
 }
 
-/* Two attribute values are equal: ints lists element by element, anything
- * else as numbers. */
+/* Two attribute values are equal: ints lists element by element, strings
+ * as strings, anything else as numbers. */
 static int attr_equal(const fg_attr_value *a, const fg_attr_value *b)
 {
-    if ((a->type == FG_ATTR_INTS) != (b->type == FG_ATTR_INTS))
+    if ((a->type == FG_ATTR_INTS) != (b->type == FG_ATTR_INTS) ||
+        (a->type == FG_ATTR_STRING) != (b->type == FG_ATTR_STRING))
         return 0;
     if (a->type == FG_ATTR_INTS)
         return a->n == b->n && memcmp(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n) == 0;
+    if (a->type == FG_ATTR_STRING)
+        return a->s && b->s && strcmp(a->s, b->s) == 0;
     return fg_attr_number(a) == fg_attr_number(b);
 }
 
-/* Value v matches literal or variable (binding it on first use). */
-static int attr_el_holds(rw_match *M, int bind, double lit, const fg_attr_value *v)
+/* Value v matches literal (a number, or the string str) or variable
+ * (binding it on first use). */
+static int attr_el_holds(rw_match *M, int bind, double lit, const char *str, const fg_attr_value *v)
 {
+    if (bind < 0 && str)
+        return v->type == FG_ATTR_STRING && v->s && strcmp(v->s, str) == 0;
     if (bind < 0)
-        return v->type != FG_ATTR_INTS && fg_attr_number(v) == lit;
+        return v->type != FG_ATTR_INTS && v->type != FG_ATTR_STRING && fg_attr_number(v) == lit;
     if (M->bset[bind])
         return attr_equal(&M->bval[bind], v);
     M->bset[bind] = 1;
@@ -127,7 +133,7 @@ static int attrs_hold(rw_match *M, const fg_rw_step *st, const fg_node *nd)
         if (!v)
             return 0;
         if (pa->n < 0) {
-            if (!attr_el_holds(M, pa->el[0].bind, pa->el[0].value, v))
+            if (!attr_el_holds(M, pa->el[0].bind, pa->el[0].value, pa->el[0].str, v))
                 return 0;
             continue;
         }
@@ -135,7 +141,7 @@ static int attrs_hold(rw_match *M, const fg_rw_step *st, const fg_node *nd)
             return 0;
         for (int e = 0; e < pa->n; e++) {
             fg_attr_value one = {.type = FG_ATTR_INT, .i = v->ints[e], .f = (double)v->ints[e]};
-            if (!attr_el_holds(M, pa->el[e].bind, pa->el[e].value, &one))
+            if (!attr_el_holds(M, pa->el[e].bind, pa->el[e].value, NULL, &one))
                 return 0;
         }
     }

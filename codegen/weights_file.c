@@ -185,11 +185,13 @@ static const char *shape_text(const int64_t *shape, int rank, char *buf, size_t 
     return buf;
 }
 
-/* Checks rank and dimensions (1..FG_MAX_RANK, each positive) and that the
- * element count is at most max_numel; sets *numel. */
-static int check_shape(const int64_t *shape, int rank, int64_t max_numel, int64_t *numel, char *why, size_t whysz)
+/* Checks rank and dimensions (1..FG_MAX_RANK, each positive; rank 0 too
+ * with scalar_ok) and that the element count is at most max_numel; sets
+ * *numel. */
+static int check_shape(const int64_t *shape, int rank, int64_t max_numel, int scalar_ok, int64_t *numel, char *why,
+                       size_t whysz)
 {
-    if (rank == 0)
+    if (rank == 0 && !scalar_ok)
         return fail(why, whysz, "is a scalar (shape []); a tensor has 1 to %d dimensions", FG_MAX_RANK);
     if (rank > FG_MAX_RANK)
         return fail(why, whysz, "has %d dimensions; a tensor has 1 to %d", rank, FG_MAX_RANK);
@@ -376,6 +378,9 @@ static const char *descr_words(const char *d)
     return "an unknown type";
 }
 
+enum { NPY_INPUT = 1 };
+static int npy_read_fd(int fd, int64_t max_numel, int flags, fg_file_tensor *out, char *why, size_t whysz);
+
 int fg_npy_read(const char *path, int64_t max_numel, fg_file_tensor *out, char *why, size_t whysz)
 {
     memset(out, 0, sizeof *out);
@@ -390,6 +395,26 @@ int fg_npy_read(const char *path, int64_t max_numel, fg_file_tensor *out, char *
 }
 
 int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, size_t whysz)
+{
+    return npy_read_fd(fd, max_numel, 0, out, why, whysz);
+}
+
+int fg_npy_read_input(const char *path, int64_t max_numel, fg_file_tensor *out, char *why, size_t whysz)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t size;
+    int fd = open_regular(path, &size, why, whysz);
+    if (fd < 0)
+        return -1;
+    fg_oom_defer_close(fd);
+    int rc = npy_read_fd(fd, max_numel, NPY_INPUT, out, why, whysz);
+    fg_oom_close(fd);
+    return rc;
+}
+
+/* fg_npy_read_fd, with flags NPY_INPUT for fg_npy_read_input's scalars and
+ * float64 files. */
+static int npy_read_fd(int fd, int64_t max_numel, int flags, fg_file_tensor *out, char *why, size_t whysz)
 {
     memset(out, 0, sizeof *out);
     uint64_t size;
@@ -460,6 +485,9 @@ int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, si
         out->dtype = FG_DTYPE_I32;
     } else if (!strcmp(descr, "|b1")) {
         out->dtype = FG_DTYPE_BOOL;
+    } else if (ordered && !strcmp(descr + 1, "f8") && (flags & NPY_INPUT)) {
+        out->dtype = FG_DTYPE_F32;   /* decoded from float64 below */
+        out->from_f64 = 1;
     } else {
         fail(why, whysz, "dtype '%s' (%s) is not supported: an .npy tensor must be float32, float16, int64, int32 or "
              "bool (bfloat16 tensors read float32 files)", shown(descr, sd), descr_words(descr));
@@ -474,9 +502,10 @@ int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, si
         fail(why, whysz, "has %d dimensions; a tensor has 1 to %d", rank, FG_MAX_RANK);
         goto done;
     }
-    if (check_shape(shape, rank, max_numel, &numel, why, whysz))
+    if (check_shape(shape, rank, max_numel, flags & NPY_INPUT, &numel, why, whysz))
         goto done;
-    uint64_t need = (uint64_t)numel * dtype_bytes(out->dtype), have = size - start - hlen;
+    size_t esz = out->from_f64 ? 8 : dtype_bytes(out->dtype);
+    uint64_t need = (uint64_t)numel * esz, have = size - start - hlen;
     char sb[160];
     if (have < need) {
         fail(why, whysz, "truncated: shape %s of %s needs %llu bytes of data, the file has %llu",
@@ -492,7 +521,7 @@ int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, si
     raw = fg_xmalloc((size_t)need ? (size_t)need : 1);
     if (read_at(fd, start + hlen, raw, (size_t)need, why, whysz))
         goto done;
-    to_host_order(raw, numel, (int)dtype_bytes(out->dtype), file_le);
+    to_host_order(raw, numel, (int)esz, file_le);
     int64_t bad = int_range_bad(out->dtype, raw, numel);
     if (bad >= 0) {
         fail(why, whysz, "element %lld is beyond 2^24 in magnitude: integer tensors are exact only up to 2^24",
@@ -500,7 +529,11 @@ int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, si
         goto done;
     }
     out->data = fg_xmalloc((size_t)numel * sizeof(float));
-    fg_file_decode(out->dtype, raw, out->data, numel);
+    if (out->from_f64)
+        for (int64_t i = 0; i < numel; i++)
+            out->data[i] = (float)((const double *)raw)[i];
+    else
+        fg_file_decode(out->dtype, raw, out->data, numel);
     out->rank = rank;
     memcpy(out->shape, shape, sizeof(int64_t) * (size_t)rank);
     rc = 0;
@@ -513,12 +546,12 @@ done:
 int fg_npy_write(const char *path, fg_npy_type type, int rank, const int64_t *shape, const void *data, char *why,
                  size_t whysz)
 {
-    static const char *const descr[] = {"<f4", "<f2", "<f8"};
-    static const int esz[] = {4, 2, 8};
-    if ((unsigned)type > FG_NPY_F64 || rank < 1 || rank > FG_MAX_RANK || !shape || !data)
+    static const char *const descr[] = {"<f4", "<f2", "<f8", "<i8", "<i4", "|b1"};
+    static const int esz[] = {4, 2, 8, 8, 4, 1};
+    if ((unsigned)type > FG_NPY_BOOL || rank < 0 || rank > FG_MAX_RANK || (rank && !shape) || !data)
         return fail(why, whysz, "invalid arguments");
     int64_t numel;
-    if (check_shape(shape, rank, INT64_MAX / 8, &numel, why, whysz))
+    if (check_shape(shape, rank, INT64_MAX / 8, 1, &numel, why, whysz))
         return -1;
     fg_buf h = {0};
     fg_buf_printf(&h, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr[type]);
@@ -735,7 +768,7 @@ int fg_safetensors_read(fg_safetensors *s, const char *name, int64_t max_numel, 
     for (int i = 0; i < rank; i++)
         shape[i] = (int64_t)json_integer_value(json_array_get(sh, (size_t)i));
     int64_t numel;
-    if (check_shape(shape, rank, max_numel, &numel, w2, sizeof w2))
+    if (check_shape(shape, rank, max_numel, 0, &numel, w2, sizeof w2))
         return fail(why, whysz, "tensor '%s' %s", shown(name, sn), w2);
     const json_t *off = json_object_get(e, "data_offsets");
     uint64_t b = (uint64_t)json_integer_value(json_array_get(off, 0)),

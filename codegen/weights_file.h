@@ -32,6 +32,7 @@ typedef struct fg_file_tensor {
     int rank;                       /* 1..FG_MAX_RANK */
     int64_t shape[FG_MAX_RANK];
     float *data;                    /* numel values, logical order (malloc'd; the caller frees) */
+    int from_f64;                   /* fg_npy_read_input: the file is float64 (dtype says F32) */
 } fg_file_tensor;
 
 /* Reads an .npy file (format versions 1.0, 2.0 and 3.0): C order, dtype
@@ -46,12 +47,18 @@ int fg_npy_read(const char *path, int64_t max_numel, fg_file_tensor *out, char *
  * open): what a loader that opened the file itself (safe_open.h) calls. */
 int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, size_t whysz);
 
-/* Element types fg_npy_write can write. */
-typedef enum fg_npy_type { FG_NPY_F32 = 0, FG_NPY_F16, FG_NPY_F64 } fg_npy_type;
+/* fg_npy_read for a graph input given on the command line: also a scalar
+ * (shape (), rank 0, one element) and float64 ('<f8', '>f8': values rounded
+ * to float, dtype FG_DTYPE_F32 with from_f64 set). */
+int fg_npy_read_input(const char *path, int64_t max_numel, fg_file_tensor *out, char *why, size_t whysz);
 
-/* Writes an .npy file (format 1.0, little-endian, C order) atomically: data
- * holds the elements in logical order as float, uint16_t fp16 bits or
- * double (host byte order). */
+/* Element types fg_npy_write can write. */
+typedef enum fg_npy_type { FG_NPY_F32 = 0, FG_NPY_F16, FG_NPY_F64, FG_NPY_I64, FG_NPY_I32, FG_NPY_BOOL } fg_npy_type;
+
+/* Writes an .npy file (format 1.0, little-endian, C order; rank 0 to
+ * FG_MAX_RANK) atomically: data holds the elements in logical order as
+ * float, uint16_t fp16 bits, double, int64_t, int32_t or uint8_t 0/1 (host
+ * byte order). */
 int fg_npy_write(const char *path, fg_npy_type type, int rank, const int64_t *shape, const void *data, char *why,
                  size_t whysz);
 

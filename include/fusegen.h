@@ -319,9 +319,12 @@ typedef struct fg_tensor_info {
     const char *name;
     fg_dtype dtype;
     fg_layout layout;        /* physical layout of rank-4 tensors */
-    int rank;
+    int rank;                /* 0 for a scalar the model declares rank 0 (one element) */
     int64_t shape[6];        /* logical shape, NCHW order for rank 4 */
     size_t bytes;            /* storage size */
+    int float64;             /* the model declares it float64: dtype is FG_DTYPE_F32, and a
+                                binding converts at the boundary (the Python package and
+                                `fusegen run` do) */
 } fg_tensor_info;
 
 /* Names a graph input or output and where its data lives: a CUDA device

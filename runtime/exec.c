@@ -848,9 +848,10 @@ static fg_status tensor_info(const fg_exec *e, int t, fg_tensor_info *info)
     info->name = fg_tensor_user_name(x);
     info->dtype = x->dtype;
     info->layout = x->layout;
-    info->rank = x->rank;
-    for (int i = 0; i < x->rank && i < 6; i++)
+    info->rank = x->model_rank0 ? 0 : x->rank;
+    for (int i = 0; i < info->rank && i < 6; i++)
         info->shape[i] = x->shape[i];
+    info->float64 = x->model_float64;
     size_t bytes = 0;
     tensor_bytes(x, &bytes);
     info->bytes = bytes;

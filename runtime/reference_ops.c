@@ -124,6 +124,29 @@ void fg_ref_reduce(const fg_graph *g, const fg_node *nd, double **vals, double *
                 o = o * x->shape[a] + (i / xs[a]) % x->shape[a];
         out[i] = o;
     }
+    if (fg_reduction_is_arg(rd)) {   /* the index over the reduced axes, in index order */
+        int is_max = rd == FG_RED_ARGMAX || rd == FG_RED_ARGMAX_LAST;
+        int last = rd == FG_RED_ARGMAX_LAST || rd == FG_RED_ARGMIN_LAST;
+        for (int64_t i = 0; i < total; i++) {
+            int64_t o = out[i], k = 0;
+            for (int a = 0; a < x->rank; a++)
+                if (d.mask & (1u << a))
+                    k = k * x->shape[a] + (i / xs[a]) % x->shape[a];
+            double v = xv[i], *mo = &m[o];
+            int take = !seen[o] || (isnan(v) ? last || !isnan(*mo)
+                                    : !isnan(*mo) && (is_max ? (last ? v >= *mo : v > *mo)
+                                                             : (last ? v <= *mo : v < *mo)));
+            if (take) {
+                *mo = v;
+                y[o] = (double)k;
+            }
+            seen[o] = 1;
+        }
+        free(m);
+        free(seen);
+        free(out);
+        return;
+    }
     for (int64_t i = 0; i < total; i++) {
         double v = xv[i], *mo = &m[out[i]];
         if (!seen[out[i]] || (!isnan(*mo) && (isnan(v) || (rd == FG_RED_MIN ? v < *mo : v > *mo))))

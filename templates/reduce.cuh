@@ -11,7 +11,9 @@
 // With SHIFT (log_sum_exp) a first pass finds the row's max m and the
 // elements map to exp(x - m), the result m + log(sum); an infinite max
 // shifts by 0, so that a row of -inf gives -inf and one with +inf gives +inf.
-// max and min propagate NaN (fg_maxf / fg_minf).
+// max and min propagate NaN (fg_maxf / fg_minf).  With ARG (argmax, argmin;
+// GROUP 1) each thread walks its row in index order and stores the index of
+// the element that BETTER last took.
 FG_DEVICE float fg_rd_load(const {{PARAMS}} &p, fg_i64 lin)
 {
 {{LOAD}}
@@ -52,7 +54,9 @@ FG_DEVICE float fg_rd_group(float v, float *red, bool is_max)
 FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
 {
 {{SHAPES}}
+{{^ARG}}
     FG_SHARED float red[32];
+{{/ARG}}
     const fg_i64 lane = fg_tid_x() % {{GROUP}};
     const fg_i64 per_block = fg_bdim_x() / {{GROUP}};
     for (fg_i64 r0 = (fg_i64)fg_bid_x() * per_block; r0 < ROWS; r0 += (fg_i64)fg_gdim_x() * per_block) {
@@ -62,6 +66,22 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         if (live) {
 {{BASE}}
         }
+{{#ARG}}
+        if (live) {
+            float best = fg_rd_load(p, base);
+            fg_i64 at = 0;
+            for (fg_i64 k = 1; k < LEN; k++) {
+{{OFF}}
+                const float v = fg_rd_load(p, base + off);
+                if ({{BETTER}}) {
+                    best = v;
+                    at = k;
+                }
+            }
+            fg_rd_store(p, r, (float)at);
+        }
+{{/ARG}}
+{{^ARG}}
         float m = 0.0f;
 {{#SHIFT}}
         m = fg_rd_load(p, base);
@@ -83,5 +103,6 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         acc = fg_rd_group(acc, red, false);
         if (live && lane == 0)
             fg_rd_store(p, r, {{FINISH}});
+{{/ARG}}
     }
 }

@@ -170,15 +170,18 @@ static int save_npy(const char *dir, const char *name, int rank, const int64_t *
     int64_t n = 1;
     for (int d = 0; d < rank; d++)
         n *= shape[d];
-    size_t es = type == FG_NPY_F64 ? 8 : type == FG_NPY_F32 ? 4 : 2;
-    void *buf = fg_xmalloc((size_t)(n ? n : 1) * es);
+    static const size_t esz[] = {[FG_NPY_F32] = 4, [FG_NPY_F16] = 2, [FG_NPY_F64] = 8,
+                                 [FG_NPY_I64] = 8, [FG_NPY_I32] = 4, [FG_NPY_BOOL] = 1};
+    void *buf = fg_xmalloc((size_t)(n ? n : 1) * esz[type]);
     for (int64_t k = 0; k < n; k++) {
-        if (type == FG_NPY_F64)
-            ((double *)buf)[k] = values[k];
-        else if (type == FG_NPY_F32)
-            ((float *)buf)[k] = (float)values[k];
-        else
-            ((uint16_t *)buf)[k] = fg_f32_to_f16((float)values[k]);
+        switch (type) {   /* integer results are whole numbers already (stored truncated) */
+        case FG_NPY_F64: ((double *)buf)[k] = values[k]; break;
+        case FG_NPY_F32: ((float *)buf)[k] = (float)values[k]; break;
+        case FG_NPY_F16: ((uint16_t *)buf)[k] = fg_f32_to_f16((float)values[k]); break;
+        case FG_NPY_I64: ((int64_t *)buf)[k] = (int64_t)values[k]; break;
+        case FG_NPY_I32: ((int32_t *)buf)[k] = (int32_t)values[k]; break;
+        case FG_NPY_BOOL: ((uint8_t *)buf)[k] = values[k] != 0; break;
+        }
     }
     char *path = fg_path_join(dir, file);
     int rc = fg_npy_write(path, type, rank, shape, buf, why, sizeof why);
@@ -201,19 +204,20 @@ static int make_dir(const char *dir)
 
 /* Reads --input NAME=FILE into ref[t] (logical order) for graph input t of
  * the compiled plan (info): the file's shape must be the input's logical
- * shape and its dtype the input's (float32 for fp32 and bf16 inputs, whose
- * values are rounded to bf16 like random ones; float16 for fp16).  Returns 0,
- * or 2 after a message. */
+ * shape (a scalar or [1] for a rank-0 input) and its dtype the input's
+ * (float32 for fp32 and bf16 inputs, whose values are rounded to bf16 like
+ * random ones; float16 for fp16; float64 or float32 for an input the model
+ * declares float64).  Returns 0, or 2 after a message. */
 static int read_input(const char *spec, const char *file, const fg_tensor_info *info, double *dst)
 {
     char why[400];
     fg_file_tensor ft;
-    if (fg_npy_read(file, (int64_t)1 << 31, &ft, why, sizeof why) != 0) {
+    if (fg_npy_read_input(file, (int64_t)1 << 31, &ft, why, sizeof why) != 0) {
         fprintf(stderr, "fusegen: --input %s: %s\n", spec, why);
         return 2;
     }
-    int same = ft.rank == info->rank;
-    for (int d = 0; same && d < ft.rank; d++)
+    int same = ft.rank == info->rank || (info->rank == 0 && ft.rank == 1 && ft.shape[0] == 1);
+    for (int d = 0; same && d < ft.rank && info->rank; d++)
         same = ft.shape[d] == info->shape[d];
     fg_dtype want = info->dtype == FG_DTYPE_BF16 ? FG_DTYPE_F32 : info->dtype;
     int rc = 0;
@@ -222,9 +226,10 @@ static int read_input(const char *spec, const char *file, const fg_tensor_info *
         fprintf(stderr, "fusegen: --input %s: the file holds shape %s but input '%s' has shape %s\n", spec,
                 fg_shape_str(ft.shape, ft.rank, a, sizeof a), info->name, fg_shape_str(info->shape, info->rank, b, sizeof b));
         rc = 2;
-    } else if (ft.dtype != want) {
+    } else if (ft.dtype != want || (ft.from_f64 && !info->float64)) {
         fprintf(stderr, "fusegen: --input %s: the file holds %s data but input '%s' is %s (give it %s data)\n", spec,
-                fg_dtype_name(ft.dtype), info->name, fg_dtype_name(info->dtype), fg_dtype_name(want));
+                ft.from_f64 ? "float64" : fg_dtype_name(ft.dtype), info->name, fg_dtype_name(info->dtype),
+                fg_dtype_name(want));
         rc = 2;
     } else {
         int64_t n = 1;
@@ -420,10 +425,24 @@ static fg_status time_runs(fg_exec *e, const fg_binding *b, int nio, long iters)
     return st;
 }
 
-/* Saves every graph output of e into dir as <name>.npy: the kernels'
- * results out[0..nout) when ref is NULL (logical order; fp16 as float16,
- * fp32 and bf16 as float32, exact), else the reference's (float64).
- * Returns 0, or 1 after a message. */
+/* The .npy type an output of this info is saved as: its own (fp16 as
+ * float16, fp32 and bf16 as float32, exact; int64, int32, bool), float64
+ * where the model declares it. */
+static fg_npy_type npy_type_of(const fg_tensor_info *info)
+{
+    switch (info->dtype) {
+    case FG_DTYPE_F16: return FG_NPY_F16;
+    case FG_DTYPE_I64: return FG_NPY_I64;
+    case FG_DTYPE_I32: return FG_NPY_I32;
+    case FG_DTYPE_BOOL: return FG_NPY_BOOL;
+    default: return info->float64 ? FG_NPY_F64 : FG_NPY_F32;
+    }
+}
+
+/* Saves every graph output of e into dir as <name>.npy, in the shape the
+ * model declares (rank 0 included): the kernels' results out[0..nout) when
+ * ref is NULL (logical order, as npy_type_of), else the reference's
+ * (float64).  Returns 0, or 1 after a message. */
 static int save_outputs(const fg_exec *e, const fg_graph *g, const char *dir, void *const *out, double *const *ref)
 {
     int nout = fg_exec_output_count(e);
@@ -435,8 +454,7 @@ static int save_outputs(const fg_exec *e, const fg_graph *g, const char *dir, vo
         fg_exec_output_info(e, i, &info);
         int t = fg_graph_find_tensor(g, info.name);
         if (ref) {
-            rc = save_npy(dir, info.name, g->tensors[t].rank, g->tensors[t].shape, ref[t], FG_NPY_F64, names,
-                          &nnames);
+            rc = save_npy(dir, info.name, info.rank, g->tensors[t].shape, ref[t], FG_NPY_F64, names, &nnames);
             continue;
         }
         fg_tensor pt = g->tensors[t];
@@ -444,8 +462,7 @@ static int save_outputs(const fg_exec *e, const fg_graph *g, const char *dir, vo
         int64_t n = fg_tensor_numel(&pt);
         double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof *v);
         fg_tensor_unpack(&pt, info.layout, out[i], v);
-        rc = save_npy(dir, info.name, pt.rank, pt.shape, v, info.dtype == FG_DTYPE_F16 ? FG_NPY_F16 : FG_NPY_F32,
-                      names, &nnames);
+        rc = save_npy(dir, info.name, info.rank, pt.shape, v, npy_type_of(&info), names, &nnames);
         free(v);
     }
     free(names);

@@ -109,19 +109,23 @@ def _code(table: Tuple[str, ...], value: str, what: str) -> int:
 @dataclass(frozen=True)
 class TensorInfo:
     """A graph input or output of an Executable: name, logical shape (NCHW
-    order for rank 4), dtype ("fp32", "fp16", "bf16"), physical layout of
-    rank-4 tensors ("NCHW" or "NHWC") and the storage size in bytes."""
+    order for rank 4; () for a tensor the model declares rank 0), dtype
+    ("fp32", "fp16", "bf16", "int64", "int32", "bool"), physical layout of
+    rank-4 tensors ("NCHW" or "NHWC"), the storage size in bytes, and
+    float64: the model declares it float64 (it is fp32 here; NumPy inputs
+    are converted, results come back float64)."""
     name: str
     shape: Tuple[int, ...]
     dtype: str
     layout: str
     nbytes: int
+    float64: bool = False
 
     @property
     def numpy_dtype(self) -> np.dtype:
         """The NumPy dtype results come back in (bf16: ml_dtypes.bfloat16
         where installed, else float32)."""
-        return A.numpy_dtype(_lib.DTYPES.index(self.dtype))
+        return np.dtype(np.float64) if self.float64 else A.numpy_dtype(_lib.DTYPES.index(self.dtype))
 
     @property
     def physical_shape(self) -> Tuple[int, ...]:
@@ -634,7 +638,7 @@ class Executable(_Owned):
         ti = _lib.TensorInfo()
         self.context._check(fn(self._ptr, i, C.byref(ti)))
         return TensorInfo(_s(ti.name) or "", tuple(int(ti.shape[k]) for k in range(ti.rank)),
-                          _lib.DTYPES[ti.dtype], _lib.LAYOUTS[ti.layout], int(ti.bytes))
+                          _lib.DTYPES[ti.dtype], _lib.LAYOUTS[ti.layout], int(ti.bytes), bool(ti.float64))
 
     def _release(self, ptr: C.c_void_p) -> None:
         if self._owned:
@@ -778,6 +782,8 @@ class Executable(_Owned):
             if lay == A.FG_NHWC and len(t.shape) == 4:
                 buf = A.convert_layout(lib, buf, A.FG_NHWC, A.FG_NCHW, t.shape).reshape(t.shape)
             val = A.to_float(lib, buf, dt)
+            if t.float64:
+                val = val.astype(np.float64)
             if dst is not None:
                 dst[...] = val
                 val = dst

@@ -70,7 +70,7 @@ class CompileOptions(C.Structure):
 
 class TensorInfo(C.Structure):
     _fields_ = [("name", C.c_char_p), ("dtype", C.c_int), ("layout", C.c_int), ("rank", C.c_int),
-                ("shape", C.c_int64 * 6), ("bytes", C.c_size_t)]
+                ("shape", C.c_int64 * 6), ("bytes", C.c_size_t), ("float64", C.c_int)]
 
 
 class Binding(C.Structure):

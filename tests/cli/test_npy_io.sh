@@ -80,7 +80,7 @@ expect 2 "the file holds shape [5] but input 'x' has shape [4]" "$T/g.yaml" --de
 npy "$T/h4.npy" '<f2' '(4,)' '\x00\x3c\x00\xc0\x00\x47\x00\x7e'
 expect 2 "the file holds fp16 data but input 'x' is fp32" "$T/g.yaml" --device emu --input "x=$T/h4.npy"
 npy "$T/d.npy" '<f8' '(4,)' '\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'
-expect 2 "dtype '<f8' (float64) is not supported" "$T/g.yaml" --device emu --input "x=$T/d.npy"
+expect 2 "the file holds float64 data but input 'x' is fp32" "$T/g.yaml" --device emu --input "x=$T/d.npy"
 npy "$T/t.npy" '<f4' '(4,)' '\x00\x00\x80\x3f'
 expect 2 "truncated" "$T/g.yaml" --device emu --input "x=$T/t.npy"
 expect 2 "the graph has no input 'y' (its inputs: x)" "$T/g.yaml" --device emu --input "y=$T/in.npy"

@@ -19,7 +19,7 @@ def poisoned(shape, dtype):
     """An output buffer with every byte 0xFF (NaN for floats, -1 for
     integers, an invalid bool), so that an element left unwritten shows."""
     a = np.empty(shape, dtype=dtype)
-    a.view(np.uint8)[...] = 0xFF
+    a.reshape(-1).view(np.uint8)[...] = 0xFF   # reshape(-1): a 0-d array's bytes too
     return a
 
 
@@ -37,7 +37,7 @@ class CompileOptions(C.Structure):
 
 class TensorInfo(C.Structure):
     _fields_ = [("name", C.c_char_p), ("dtype", C.c_int), ("layout", C.c_int), ("rank", C.c_int),
-                ("shape", C.c_int64 * 6), ("bytes", C.c_size_t)]
+                ("shape", C.c_int64 * 6), ("bytes", C.c_size_t), ("float64", C.c_int)]
 
 
 class Binding(C.Structure):
@@ -174,6 +174,15 @@ class GroupInfo(C.Structure):
 def _bind_extra(L):
     L.fg_plan_group_info.restype = C.c_int
     L.fg_plan_group_info.argtypes = [C.c_void_p, C.c_void_p, C.c_int, C.POINTER(GroupInfo)]
+
+
+def node_id(name):
+    """The identifier fusegen gives a node named name: bytes other than
+    letters, digits, `_` and `.` become `_`, a name not starting with a
+    letter or `_` gets `t_` (docs/onnx.md, "names"; a clash's `_2` suffix
+    aside)."""
+    s = "".join(c if c.isascii() and (c.isalnum() or c in "_.") else "_" for c in name)
+    return s if s[:1].isalpha() or s[:1] == "_" else "t_" + s
 
 
 def run_ordered(lib, g, arrays, device="emu"):

@@ -7,7 +7,7 @@
  * template attention; a Transpose giving K^T stays a copy kernel before it),
  * compiled for the emulator and run on seeded random inputs rounded to the
  * dtype, the output poisoned with NaN first.  The matrix: B*H 1 and 3 (as
- * one batch axis or as [B, H]), Sq / Sk 1, 7, 64, 77, 130, head dims 32, 64,
+ * one batch axis or as [B, H]), Sq / Sk 1, 7, 64, 77, 129, 130, head dims 32, 64,
  * 80, 128 (and a DV unlike D), fp32 / fp16 / bf16, scale by Mul, by Div and none,
  * K as trans_b, as a K^T tensor and through a Transpose node, no mask, a
  * padding mask [B, 1, 1, Sk] (one batch entirely masked: NaN rows, as the
@@ -80,11 +80,11 @@ static const at_case CASES[] = {
     {3, 0, 64, 64, 64, 64, 0, K_TRANS_B, M_CAUSAL, F32 | F16 | BF16},
     {1, 3, 77, 77, 80, 80, 0, K_NODE, M_PAD, F32 | F16},
     {3, 0, 130, 130, 128, 128, 1, K_TRANS_B, M_CAUSAL, F32 | F16 | BF16},
-    {1, 0, 130, 7, 64, 64, 0, K_TENSOR, M_NONE, F16 | BF16},
+    {1, 0, 129, 7, 64, 64, 0, K_TENSOR, M_NONE, F16 | BF16},
     {3, 1, 7, 130, 128, 128, 0, K_TRANS_B, M_PAD, F32 | BF16},
     {1, 3, 64, 77, 32, 32, 1, K_TRANS_B, M_PAD, F32 | F16},
     {3, 0, 77, 64, 80, 20, 1, K_NODE, M_NONE, F32 | F16},
-    {1, 1, 1, 130, 64, 64, 0, K_TRANS_B, M_PAD, F16},
+    {1, 1, 1, 129, 64, 64, 0, K_TRANS_B, M_PAD, F16},
     {3, 0, 33, 40, 64, 64, 2, K_TRANS_B, M_NONE, F32 | BF16},
     {2, 2, 20, 24, 48, 48, 2, K_NODE, M_PAD, F16},
 };

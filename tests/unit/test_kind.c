@@ -78,7 +78,7 @@ static void test_sets_and_texts(void **state)
     assert_string_equal(fg_kinds_text(fg_kinds_reducing(), " and ", small, sizeof small), "pool2d,");
     assert_string_equal(fg_kind_reductions_text(FG_OPK_POOL2D, b, sizeof b), "max or avg");
     assert_string_equal(fg_kind_reductions_text(FG_OPK_REDUCE, b, sizeof b),
-                        "one of sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp");
+                        "one of sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp, argmax, argmin, argmax_last, argmin_last");
     assert_true(fg_kind_reduction_ok(FG_OPK_REDUCE, "log_sum_exp"));
     assert_false(fg_kind_reduction_ok(FG_OPK_POOL2D, "sum"));
     assert_false(fg_kind_reduction_ok(FG_OPK_CONV2D, "max"));

@@ -842,6 +842,19 @@ static const ncase cases[] = {
      "  - { name: d, op: reduce_l2, inputs: [x], attrs: { axes: [0] } }\n"
      "  - { name: e, op: reduce_sum_square, inputs: [x], attrs: { axes: [1, 2] } }\n"
      "outputs: [a, b, c, d, e]\n"},
+    /* the index reductions (a thread per output, in index order; int64 results) over an inner,
+     * an outer and a long axis, and integer sums and maxima (int64 inputs, fp32 accumulation) */
+    {"reduce", "reduce_argmax_argmin_last_int64_sum", "-,-,-,-,-,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [3, 5, 4, 6] }, { name: z, shape: [2, 1500] },\n"
+     "         { name: ids, shape: [4, 9], dtype: int64 }]\n"
+     "nodes:\n"
+     "  - { name: a, op: argmax, inputs: [x], attrs: { axes: [3] } }\n"
+     "  - { name: b, op: argmin_last, inputs: [x], attrs: { axes: [1], keepdims: false } }\n"
+     "  - { name: c, op: argmax_last, inputs: [z], attrs: { axes: [1], keepdims: false } }\n"
+     "  - { name: d, op: argmin, inputs: [x], attrs: { axes: [0] } }\n"
+     "  - { name: s, op: reduce_sum, inputs: [ids], attrs: { axes: [1] } }\n"
+     "  - { name: m, op: reduce_max, inputs: [ids], attrs: { axes: [0], keepdims: false } }\n"
+     "outputs: [a, b, c, d, s, m]\n"},
     /* log_sum of exp(x) (a positive sum); log_sum_exp over rows of 4200 (a block per output) */
     {"reduce", "reduce_log_sum_exp_block_log_softmax", "pointwise_chain,-,-,-", {TOL}, NULL,
      "inputs: [{ name: x, shape: [2, 6, 5, 7] }, { name: z, shape: [3, 4200] }]\n"
@@ -965,6 +978,16 @@ static const ncase cases[] = {
      "  - { name: sm, op: softmax, inputs: [sc] }\n"
      "  - { name: y, op: matmul, inputs: [sm, v] }\n"
      "outputs: [y]\n"},
+    /* a pre-norm transformer's output projection: x + (h W + b), the sum read by a LayerNorm */
+    {"matmul", "mm_bias_residual_2x13x40x24_ln", "matmul_bias_residual,-", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 13, 24] }, { name: h, shape: [2, 13, 40] }]\n"
+     "weights: [{ name: w, shape: [40, 24] }, { name: b, shape: [24] }, { name: g, shape: [24], init: positive }]\n"
+     "nodes:\n"
+     "  - { name: p, op: matmul, inputs: [h, w] }\n"
+     "  - { name: pb, op: add, inputs: [p, b] }\n"
+     "  - { name: r, op: add, inputs: [x, pb] }\n"
+     "  - { name: n, op: layer_norm, inputs: [r, g] }\n"
+     "outputs: [r, n]\n"},
     {"matmul", "mm_gated_2x13x24x40_swiglu", "gemm_act,matmul_gated", {TOL}, NULL,
      "inputs: [{ name: x, shape: [2, 13, 24] }]\n"
      "weights: [{ name: wg, shape: [24, 40] }, { name: wu, shape: [24, 40] }, { name: bu, shape: [40] }]\n"

@@ -49,7 +49,9 @@ static const char graph_text[] =
     "  - { name: j, op: reduce_log_sum, inputs: [z], attrs: { axes: [0] } }\n"
     "  - { name: k, op: log_softmax, inputs: [x], attrs: { axis: 1 } }\n"
     "  - { name: l, op: softmax, inputs: [z], attrs: { axis: -1 } }\n"
-    "outputs: [a, b, c, d, e, f, g, h, i, j, k, l]\n";
+    "  - { name: m, op: argmax, inputs: [x], attrs: { axes: [1] } }\n"                 /* index: thread, in order */
+    "  - { name: n, op: argmin_last, inputs: [z], attrs: { axes: [1], keepdims: false } }\n"
+    "outputs: [a, b, c, d, e, f, g, h, i, j, k, l, m, n]\n";
 
 /* One of each lane mapping and log_softmax, compiled in every dtype and
  * layout (the full set above in fp32 NCHW only: NVRTC time). */
@@ -212,7 +214,7 @@ static void test_errors(void **state)
                        "r.yaml:1:1: error: reduce op 'r' has no `reduce` (one of sum, mean, max");
     expect_rules_error("op: r\nkind: reduce\nreduce: median\ninputs: [x]\n",
                        "r.yaml:3:9: error: reduce must be one of sum, mean, max, min, prod, sum_square, l1, l2, "
-                       "log_sum, log_sum_exp, got 'median'");
+                       "log_sum, log_sum_exp, argmax, argmin, argmax_last, argmin_last, got 'median'");
     expect_rules_error("op: r\nkind: softmax\nreduce: max\ninputs: [x]\n",
                        "`reduce` is only for pool2d, global_pool and reduce ops");
 }

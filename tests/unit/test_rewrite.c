@@ -166,6 +166,16 @@ static const rw_case CASES[] = {
     {"rms_norm_reciprocal", PW("p", "pow", "x, c_two") PWA("v", "reduce_mean", "p", "axes: [3]")
      PW("e", "add", "v, c_eps") PW("sq", "sqrt", "e") PW("r", "reciprocal", "sq") PW("h", "mul", "r, x")
      PW("y", "mul", "h, ln_g") "outputs: [y]\n", "layer_norm", 6},
+    /* the statistics in fp32 between two casts (an fp16 model's LlamaRMSNorm; here the graph is fp32,
+     * the casts are to fp32) */
+    {"rms_norm_cast_div", PWA("c", "cast", "x", "to: fp32") PW("p", "pow", "c, c_two")
+     PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "c_eps, v") PW("sq", "sqrt", "e")
+     PW("r", "div", "c_one, sq") PW("h", "mul", "c, r") PWA("b", "cast", "h", "to: fp32") PW("y", "mul", "ln_g, b")
+     "outputs: [y]\n", "layer_norm", 8},
+    {"rms_norm_cast_reciprocal", PWA("c", "cast", "x", "to: fp32") PW("p", "pow", "c, c_two")
+     PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "v, c_eps") PW("sq", "sqrt", "e")
+     PW("r", "reciprocal", "sq") PW("h", "mul", "r, c") PWA("b", "cast", "h", "to: fp32") PW("y", "mul", "b, ln_g")
+     "outputs: [y]\n", "layer_norm", 8},
 };
 
 static fg_graph *parse_nodes(fg_context *ctx, const char *nodes)

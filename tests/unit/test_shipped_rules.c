@@ -195,6 +195,13 @@ static const fuse_case CASES[] = {
      "  - { name: mm, op: matmul, inputs: [a, m] }\n" PW("add", "add", "mm, mb") PW("mul", "mul", "add, mb")
      "outputs: [mul, add]\n",
      "matmul_bias_act:mm,add", "add's output is a graph output"},
+    {"matmul_bias_residual",
+     "  - { name: mm, op: matmul, inputs: [a, m] }\n" PW("add", "add", "mm, mb") PW("res", "add", "mb, add")
+     "outputs: [res]\n",
+     "matmul_bias_residual:mm,add,res",
+     "  - { name: mm, op: matmul, inputs: [a, m] }\n" PW("add", "add", "mm, mb") PW("res", "add", "mb, add")
+     "outputs: [res, add]\n",
+     "matmul_bias_act:mm,add", "add's output is a graph output"},
 };
 
 /* The loader refuses `training: true` (no kernel computes batch

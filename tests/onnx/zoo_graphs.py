@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""zoo_graphs.py -- exported models of today without torch: the graphs of
+tests/onnx/model_zoo.py's exports, kept in the tree without their weights,
+run against onnxruntime.
+
+The model zoo needs torch, torchvision, timm and transformers (several GB),
+which CI does not install.  This script keeps what CI can check:
+
+  --make     (needs torch and the rest; run by hand when the exporters or
+             the zoo change) exports the models of SET below through
+             model_zoo.export, and writes tests/onnx/zoo/<model>.<exporter>
+             [.fp16].onnx with every floating initializer of more than 64
+             elements replaced by its statistics (its data cleared; the
+             tensor's doc_string holds "fusegen-regen <mean> <std>"), and
+             tests/onnx/zoo/index.json: per file the inputs (name, dtype,
+             shape; integer inputs -- token ids, masks -- verbatim), the
+             ONNX op counts and the kernels fusegen planned at --make time.
+  (default)  for every file in the index: regenerates the cleared
+             initializers from a seed (normal(mean, std) per tensor, so
+             norms' ones and biases' zeros come back as such), draws the
+             float inputs from the seed, runs onnxruntime and fusegen (CPU
+             emulation), and checks
+               - every output within rel L2 1e-4 (fp32) / 1e-2 (fp16);
+               - the plan has no more kernels than at --make time;
+               - one `attention` kernel per Softmax of the model (every
+                 attention block is one kernel), at least one `layernorm`
+                 kernel per LayerNormalization node, and no residual Add a
+                 LayerNormalization reads is a kernel of its own (it is
+                 the norm's skip input, or the epilogue of the GEMM before
+                 it where its sum is also the next block's residual).
+
+Environment: FUSEGEN_LIB (libfusegen.so; default build/libfusegen.so).
+Arguments: REGEX (only files whose name matches), -v.  Exit 77 (skipped)
+without onnx, onnxruntime or numpy.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+
+try:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper as nh
+except ImportError as e:  # pragma: no cover
+    print("skipped: %s (pip install onnx onnxruntime numpy)" % e)
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+ZOO = os.path.join(HERE, "zoo")
+sys.path.insert(0, HERE)
+import fgapi  # noqa: E402
+
+# (model, exporter, fp16): the text models with and without a mask, a vision
+# transformer, dense prediction, today's CNNs (small enough for CI's time).
+SET = [
+    ("bert", "dynamo", False), ("bert_masked", "torchscript", False), ("distilbert", "dynamo", False),
+    ("gpt2", "torchscript", False), ("vit_hf", "dynamo", False), ("llama_masked", "dynamo", False),
+    ("whisper_encoder", "dynamo", False), ("t5_encoder", "torchscript", False),
+    ("bert", "dynamo", True), ("llama_masked", "dynamo", True),
+    ("unet", "dynamo", False), ("yolo_block", "torchscript", False), ("shufflenet_v2_x0_5", "dynamo", False),
+    ("convnext_tiny", "dynamo", False), ("deeplabv3_mobilenet_v3_large", "dynamo", False),
+]
+KEEP_NUMEL = 64
+TAG = "fusegen-regen"
+FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
+
+
+def strip(model):
+    """Clears the data of model's large floating initializers in place,
+    keeping their statistics in doc_string, and drops what only describes
+    the export (node metadata: the exporter's stack traces; value_info)."""
+    for n in model.graph.node:
+        del n.metadata_props[:]
+        n.doc_string = ""
+    del model.graph.value_info[:]
+    del model.metadata_props[:]
+    for t in model.graph.initializer:
+        if t.data_type not in FLOATS or int(np.prod(t.dims)) <= KEEP_NUMEL or t.doc_string.startswith(TAG):
+            continue
+        a = nh.to_array(t).astype(np.float64)
+        t.ClearField("raw_data")
+        t.ClearField("float_data")
+        t.ClearField("int32_data")
+        t.doc_string = "%s %.9g %.9g" % (TAG, a.mean(), a.std())
+
+
+def regenerate(model, seed):
+    """Fills the cleared initializers of model in place from seed."""
+    rs = np.random.RandomState(seed)
+    for t in model.graph.initializer:
+        if not t.doc_string.startswith(TAG):
+            continue
+        mean, std = (float(v) for v in t.doc_string.split()[1:3])
+        a = rs.normal(mean, std, size=tuple(t.dims)) if std > 0 else np.full(tuple(t.dims), mean)
+        dt = np.float16 if t.data_type == onnx.TensorProto.FLOAT16 else np.float32
+        t.CopyFrom(nh.from_array(a.astype(dt), t.name))
+
+
+def make(only):
+    import model_zoo
+    os.makedirs(ZOO, exist_ok=True)
+    index = {}
+    lib = fgapi.Lib(os.environ.get("FUSEGEN_LIB", os.path.join(ROOT, "build", "libfusegen.so")))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, ex, half in SET:
+            fname = "%s.%s%s.onnx" % (name, ex, ".fp16" if half else "")
+            if not re.search(only, fname):
+                continue
+            path = os.path.join(tmp, fname)
+            arrays = model_zoo.export(name, ex, path, half)
+            m = onnx.load(path)
+            strip(m)
+            onnx.save(m, os.path.join(ZOO, fname))
+            g = lib.load(path)
+            kernels, nodes = fgapi.plan_counts(lib, g)
+            ins = []
+            for vi, a in zip(m.graph.input, arrays):
+                d = {"name": vi.name, "dtype": str(a.dtype), "shape": list(a.shape)}
+                if a.dtype.kind in "iub":
+                    d["values"] = a.astype(np.int64).ravel().tolist()
+                ins.append(d)
+            ops = {}
+            for n in m.graph.node:
+                ops[n.op_type] = ops.get(n.op_type, 0) + 1
+            index[fname] = {"model": name, "exporter": ex, "fp16": half, "inputs": ins, "ops": ops,
+                            "kernels": kernels, "bytes": os.path.getsize(os.path.join(ZOO, fname))}
+            print("%-45s %7d bytes, %d kernels" % (fname, index[fname]["bytes"], kernels), flush=True)
+    old = {}
+    if os.path.exists(os.path.join(ZOO, "index.json")):
+        with open(os.path.join(ZOO, "index.json")) as fh:
+            old = json.load(fh)
+    old.update(index)
+    with open(os.path.join(ZOO, "index.json"), "w") as fh:
+        json.dump(old, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    return 0
+
+
+def group_templates(lib, g):
+    """[(template, [node names])] of g's plan, in group order."""
+    L = lib.L
+    if not getattr(L, "_fg_extra", False):
+        fgapi._bind_extra(L)
+        L._fg_extra = True
+    p = fgapi.C.c_void_p()
+    lib.check(L.fg_plan_build(lib.ctx, g, fgapi.C.byref(p)))
+    try:
+        out = []
+        for i in range(L.fg_plan_group_count(p)):
+            gi = fgapi.GroupInfo()
+            lib.check(L.fg_plan_group_info(lib.ctx, p, i, fgapi.C.byref(gi)))
+            out.append(((gi.template_name or b"").decode(), (gi.output or b"").decode(),
+                        [gi.nodes[k].decode() for k in range(min(gi.nnodes, fgapi.GROUP_INFO_MAX_NODES))]))
+        return out
+    finally:
+        L.fg_plan_free(p)
+
+
+def check_one(lib, fname, ent, tmp, verbose):
+    m = onnx.load(os.path.join(ZOO, fname))
+    regenerate(m, 1234)
+    path = os.path.join(tmp, fname)
+    onnx.save(m, path)
+    rs = np.random.RandomState(4321)
+    arrays = []
+    for d in ent["inputs"]:
+        if "values" in d:
+            arrays.append(np.array(d["values"], dtype=d["dtype"]).reshape(d["shape"]))
+        else:
+            arrays.append(rs.randn(*d["shape"]).astype(d["dtype"]))
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), arrays)})
+    g = lib.load(path)
+    problems = []
+    groups = group_templates(lib, g)
+    outs, nk, _ = fgapi.run_ordered(lib, g, arrays)
+    worst = 0.0
+    for o, r in zip(outs, ref):
+        r = np.asarray(r, dtype=np.float64).ravel()
+        d = np.linalg.norm(o.astype(np.float64).ravel() - r) / max(np.linalg.norm(r), 1e-30)
+        worst = max(worst, d if np.isfinite(d) else float("inf"))
+    limit = 1e-2 if ent["fp16"] else 1e-4
+    if not worst <= limit:
+        problems.append("rel L2 %.2e > %.0e" % (worst, limit))
+    if nk > ent["kernels"]:
+        problems.append("%d kernels, %d at --make time" % (nk, ent["kernels"]))
+    nattn = sum(t == "attention" for t, _, _ in groups)
+    nsoft = ent["ops"].get("Softmax", 0)
+    if nattn != nsoft:
+        problems.append("%d attention kernels for %d Softmax nodes" % (nattn, nsoft))
+    nln = sum(t == "layernorm" for t, _, _ in groups)
+    if ent["ops"].get("LayerNormalization", 0) and nln < ent["ops"]["LayerNormalization"]:
+        problems.append("%d layernorm kernels for %d LayerNormalization nodes" % (nln, ent["ops"]["LayerNormalization"]))
+    # a residual Add that a LayerNormalization reads is no kernel of its own: the norm's skip
+    # input (post-norm: the rewrite takes it into the layer_norm node) or the epilogue of the
+    # kernel before it (pre-norm, where the sum is also the next block's residual)
+    producer = {o: n for n in m.graph.node for o in n.output}
+    anchors = {fgapi.node_id(nodes[0]) for t, _, nodes in groups if nodes}
+    for n in m.graph.node:
+        p = producer.get(n.input[0]) if n.op_type == "LayerNormalization" else None
+        if p is not None and p.op_type == "Add" and fgapi.node_id(p.name) in anchors:
+            problems.append("the residual add %s before %s is a kernel of its own" % (p.name, n.name))
+    lib.free_graph(g)
+    return worst, nk, nattn, nln, problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--make", action="store_true")
+    ap.add_argument("only", nargs="?", default=".")
+    ap.add_argument("-v", action="store_true")
+    a = ap.parse_args()
+    if a.make:
+        return make(a.only)
+    with open(os.path.join(ZOO, "index.json")) as fh:
+        index = json.load(fh)
+    lib = fgapi.Lib(os.environ.get("FUSEGEN_LIB", os.path.join(ROOT, "build", "libfusegen.so")))
+    bad = 0
+    with tempfile.TemporaryDirectory(prefix="fusegen-zoo-graphs-") as tmp:
+        for fname in sorted(index):
+            if not re.search(a.only, fname):
+                continue
+            t0 = time.time()
+            try:
+                worst, nk, nattn, nln, problems = check_one(lib, fname, index[fname], tmp, a.v)
+            except fgapi.FusegenError as e:
+                worst, nk, nattn, nln, problems = float("nan"), 0, 0, 0, ["fusegen: %s" % (e.args[1:] or e,)]
+            bad += bool(problems)
+            print("%-4s %-45s rel L2 %.2e  %3d kernels (%d attention, %d layernorm)  %5.1f s%s" % (
+                "FAIL" if problems else "ok", fname, worst, nk, nattn, nln, time.time() - t0,
+                "  " + "; ".join(problems) if problems else ""), flush=True)
+    print("zoo graphs: %d problem(s)" % bad)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
