@@ -111,6 +111,18 @@ static int64_t attr_int(nctx *nc, const char *name, int64_t def)
     return a ? a->i : def;
 }
 
+/* The node's `axis` attribute (def when absent) normalized for rank (a
+ * negative axis counts from the end) into *a: 0, or -1 after a located
+ * error when it is out of range. */
+static int axis_attr(nctx *nc, int rank, int64_t def, int64_t *a)
+{
+    int64_t axis = attr_int(nc, "axis", def);
+    *a = axis < 0 ? axis + rank : axis;
+    if (*a < 0 || *a >= rank)
+        return nerr(nc, "axis %lld is out of range for rank %d", (long long)axis, rank), -1;
+    return 0;
+}
+
 static double attr_float(nctx *nc, const char *name, double def)
 {
     const Onnx__AttributeProto *a = attr_typed(nc, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, "a float");
@@ -1359,9 +1371,9 @@ static int softmax_like(nctx *nc, const char *opname, const char *what)
         return nerr(nc, "a %s of a constant is not supported (fold constants first)", what), -1;
     const fg_tensor *xt = T(nc, x);
     int legacy = nc->L->opset < 13;
-    int64_t axis = attr_int(nc, "axis", legacy ? 1 : -1), a = axis < 0 ? axis + xt->rank : axis;
-    if (a < 0 || a >= xt->rank)
-        return nerr(nc, "axis %lld is out of range for rank %d", (long long)axis, xt->rank), -1;
+    int64_t a;
+    if (axis_attr(nc, xt->rank, legacy ? 1 : -1, &a) < 0)
+        return -1;
     aset as[2] = {{"axis", a_int(a)}, {"naxes", a_int(legacy ? 0 : 1)}};
     return emit_out(nc, opname, &x, 1, as, 2);
 }
@@ -1401,9 +1413,9 @@ static int op_concat(nctx *nc)
     if (x0 < 0)
         return -1;
     int rank = T(nc, x0)->rank;
-    int64_t axis = attr_int(nc, "axis", 0), a = axis < 0 ? axis + rank : axis;
-    if (a < 0 || a >= rank)
-        return nerr(nc, "axis %lld is out of range for rank %d", (long long)axis, rank), -1;
+    int64_t a;
+    if (axis_attr(nc, rank, 0, &a) < 0)
+        return -1;
     aset as = {"axis", a_int(a)};
     int acc = x0, next = 1, part = 0;
     while (next < n) {
@@ -1546,10 +1558,9 @@ static int arg_op(nctx *nc, const char *opname)
     int x = x_in(nc);
     if (x < 0)
         return -1;
-    int rank = T(nc, x)->rank;
-    int64_t axis = attr_int(nc, "axis", 0), a = axis < 0 ? axis + rank : axis;
-    if (a < 0 || a >= rank)
-        return nerr(nc, "axis %lld is out of range for rank %d", (long long)axis, rank), -1;
+    int64_t a;
+    if (axis_attr(nc, T(nc, x)->rank, 0, &a) < 0)
+        return -1;
     char name[32];
     snprintf(name, sizeof name, "%s%s", opname, attr_int(nc, "select_last_index", 0) ? "_last" : "");
     aset as[2] = {{"axes", a_intsn(&a, 1)}, {"keepdims", a_bool(attr_int(nc, "keepdims", 1) != 0)}};
@@ -1580,9 +1591,9 @@ static int norm_like(nctx *nc, int rms)
     if (stash != 1)
         return nerr(nc, "stash_type %lld is not supported: statistics are computed in float (stash_type 1)",
                     (long long)stash), -1;
-    int64_t axis = attr_int(nc, "axis", -1), r = T(nc, x)->rank, a = axis < 0 ? axis + r : axis;
-    if (a < 0 || a >= r)
-        return nerr(nc, "axis %lld is out of range for rank %lld", (long long)axis, (long long)r), -1;
+    int64_t a, r = T(nc, x)->rank;
+    if (axis_attr(nc, (int)r, -1, &a) < 0)
+        return -1;
     int ins[3] = {x, in_tensor(nc, 1), !rms && has_in(nc, 2) ? in_tensor(nc, 2) : -1};
     if (ins[1] < 0 || (!rms && has_in(nc, 2) && ins[2] < 0))
         return nc->bad ? -1 : (nerr(nc, "scale is missing"), -1);
@@ -1613,6 +1624,7 @@ int fg_onnx_nc_tensor(nctx *nc, int i) { return in_tensor(nc, i); }
 const fg_tensor *fg_onnx_nc_T(const nctx *nc, int t) { return T(nc, t); }
 int fg_onnx_nc_out_used(const nctx *nc, int i) { return out_used(nc, i); }
 int64_t fg_onnx_nc_attr_int(nctx *nc, const char *name, int64_t def) { return attr_int(nc, name, def); }
+int fg_onnx_nc_axis(nctx *nc, int rank, int64_t def, int64_t *axis) { return axis_attr(nc, rank, def, axis); }
 double fg_onnx_nc_attr_float(nctx *nc, const char *name, double def) { return attr_float(nc, name, def); }
 const char *fg_onnx_nc_attr_str(nctx *nc, const char *name, const char *def, char *buf, size_t size)
 {

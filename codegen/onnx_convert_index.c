@@ -144,12 +144,9 @@ int fg_onnx_op_split(nctx *nc)
         return -1;
     const fg_tensor *t = fg_onnx_nc_T(nc, x);
     int r = t->rank, nout = (int)n->n_output;
-    int64_t axis = fg_onnx_nc_attr_int(nc, "axis", 0), sizes[64];
-    if (axis < 0)
-        axis += r;
-    if (axis < 0 || axis >= r)
-        return fg_onnx_nerr(nc, "axis %lld is out of range for rank %d", (long long)fg_onnx_nc_attr_int(nc, "axis", 0),
-                            r), -1;
+    int64_t axis, sizes[64];
+    if (fg_onnx_nc_axis(nc, r, 0, &axis) < 0)
+        return -1;
     if (nout < 1 || nout > 64)
         return fg_onnx_nerr(nc, "has %d outputs; 1 to 64 are supported", nout), -1;
     int ns = fg_onnx_nc_opset(nc) < 13 ? fg_onnx_nc_attr_ints(nc, "split", 0, 64, sizes)
@@ -246,12 +243,9 @@ int fg_onnx_op_gather(nctx *nc)
         return -1;
     const fg_tensor *t = fg_onnx_nc_T(nc, x);
     int r = t->rank, q = ik->rank;
-    int64_t axis = fg_onnx_nc_attr_int(nc, "axis", 0);
-    if (axis < 0)
-        axis += r;
-    if (axis < 0 || axis >= r)
-        return fg_onnx_nerr(nc, "axis %lld is out of range for rank %d", (long long)fg_onnx_nc_attr_int(nc, "axis", 0),
-                            r), -1;
+    int64_t axis;
+    if (fg_onnx_nc_axis(nc, r, 0, &axis) < 0)
+        return -1;
     if (r - 1 + q > FG_MAX_RANK)
         return fg_onnx_nerr(nc, "the output would have rank %d; at most %d is supported", r - 1 + q, FG_MAX_RANK), -1;
     int64_t n = ik->numel, dim = t->shape[axis], idx[4096];

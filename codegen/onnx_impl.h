@@ -182,6 +182,9 @@ int fg_onnx_nc_out_used(const fg_onnx_nctx *nc, int i);
 /* Attribute readers (absent: def; of another type: reported, def); ints:
  * exactly want values (1..max when want is 0), the count, 0 absent, -1 bad. */
 int64_t fg_onnx_nc_attr_int(fg_onnx_nctx *nc, const char *name, int64_t def);
+/* The `axis` attribute (def when absent) normalized for rank into *axis: 0,
+ * or -1 after a located error when it is out of range. */
+int fg_onnx_nc_axis(fg_onnx_nctx *nc, int rank, int64_t def, int64_t *axis);
 double fg_onnx_nc_attr_float(fg_onnx_nctx *nc, const char *name, double def);
 const char *fg_onnx_nc_attr_str(fg_onnx_nctx *nc, const char *name, const char *def, char *buf, size_t size);
 int fg_onnx_nc_attr_ints(fg_onnx_nctx *nc, const char *name, int want, int max, int64_t *out);

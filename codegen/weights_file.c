@@ -381,7 +381,9 @@ static const char *descr_words(const char *d)
 enum { NPY_INPUT = 1 };
 static int npy_read_fd(int fd, int64_t max_numel, int flags, fg_file_tensor *out, char *why, size_t whysz);
 
-int fg_npy_read(const char *path, int64_t max_numel, fg_file_tensor *out, char *why, size_t whysz)
+/* Opens path once and reads it with npy_read_fd(flags). */
+static int npy_read_path(const char *path, int64_t max_numel, int flags, fg_file_tensor *out, char *why,
+                         size_t whysz)
 {
     memset(out, 0, sizeof *out);
     uint64_t size;
@@ -389,9 +391,14 @@ int fg_npy_read(const char *path, int64_t max_numel, fg_file_tensor *out, char *
     if (fd < 0)
         return -1;
     fg_oom_defer_close(fd);   /* closed if reading unwinds (oom.h) */
-    int rc = fg_npy_read_fd(fd, max_numel, out, why, whysz);
+    int rc = npy_read_fd(fd, max_numel, flags, out, why, whysz);
     fg_oom_close(fd);
     return rc;
+}
+
+int fg_npy_read(const char *path, int64_t max_numel, fg_file_tensor *out, char *why, size_t whysz)
+{
+    return npy_read_path(path, max_numel, 0, out, why, whysz);
 }
 
 int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, size_t whysz)
@@ -401,15 +408,7 @@ int fg_npy_read_fd(int fd, int64_t max_numel, fg_file_tensor *out, char *why, si
 
 int fg_npy_read_input(const char *path, int64_t max_numel, fg_file_tensor *out, char *why, size_t whysz)
 {
-    memset(out, 0, sizeof *out);
-    uint64_t size;
-    int fd = open_regular(path, &size, why, whysz);
-    if (fd < 0)
-        return -1;
-    fg_oom_defer_close(fd);
-    int rc = npy_read_fd(fd, max_numel, NPY_INPUT, out, why, whysz);
-    fg_oom_close(fd);
-    return rc;
+    return npy_read_path(path, max_numel, NPY_INPUT, out, why, whysz);
 }
 
 /* fg_npy_read_fd, with flags NPY_INPUT for fg_npy_read_input's scalars and
