@@ -42,8 +42,13 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 def _tv(name, size=64, **kw):
     def make():
+        import torch
         import torchvision.models as tvm
-        return getattr(tvm, name)(weights=None, **kw)
+        m = getattr(tvm, name)(weights=None, **kw)
+        for mod in m.modules():   # torchvision's ViT starts its head at zero: an all-zero output compares nothing
+            if isinstance(mod, torch.nn.Linear) and not mod.weight.any():
+                torch.nn.init.normal_(mod.weight, std=0.02)
+        return m
     return make, lambda torch: (torch.randn(1, 3, size, size),)
 
 
