@@ -269,6 +269,7 @@ static fg_status emit_conv2d_tc(fg_emitter *em)
         return st;
     fg_dtype dt = y->dtype;
     fg_em_set(em, "T", "%s", fg_em_ctype(dt));
+    fg_em_set(em, "PACK", "%s", dt == FG_DTYPE_BF16 ? "fg_pack_bf162" : "fg_pack_half2");   /* gathered chunks */
     fg_em_set(em, "MMA", "%s", dt == FG_DTYPE_F32 ? "fg_mma_1688_tf32"
                              : dt == FG_DTYPE_F16 ? "fg_mma_16816_f16" : "fg_mma_16816_bf16");
     fg_em_set(em, "TF32", "%d", dt == FG_DTYPE_F32);
@@ -299,8 +300,8 @@ static fg_status emit_conv2d_tc(fg_emitter *em)
                   "(%" PRId64 " of %" PRId64 " k tiles each), %s%s\n", tile->bm, tile->bn, 4 * epc, TC_STAGES, threads,
                   tile->warps_m, tile->warps_n, splits, kt_split, sh.KT,
                   dt == FG_DTYPE_F32 ? "mma m16n8k8 tf32" : "mma m16n8k16",
-                  sh.x_nchw ? ", element gather (x is NCHW)"
-                  : sh.gather ? ", element gather (C not a multiple of 16 bytes)" : "");
+                  sh.x_nchw ? ", element gather (x is NCHW), loads a tile ahead"
+                  : sh.gather ? ", element gather (C not a multiple of 16 bytes), loads a tile ahead" : "");
     em->template_file = "conv2d_tc.cuh";
     em->threads = threads;
     em->k->grid[0] = gm;

@@ -8,7 +8,8 @@
 // When C is a multiple of EPC (8 fp16 / bf16 elements, 4 fp32) A and B are
 // read in place, 16 bytes (EPC channels of one tap) at a time; otherwise
 // (GATHER: a network's first layer, C = 3, or an NCHW input, X_NCHW)
-// element by element (load_tile).
+// element by element into registers, all loads of a tile issued together
+// one tile ahead of its use (gather_issue / gather_store).
 //
 // A block computes a BM x BN output tile with WARPS_M x WARPS_N warps; a
 // warp computes a WM x WN patch as MI x NI mma fragments with fp32
@@ -73,57 +74,78 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
         b_row[j] = p.{{WGT}} + (b_ok[j] ? (fg_i64)k * RSC : 0);
     }
 
-    // Issues the copies of reduction tile kt into stage `dst`.
-    auto load_tile = [&](int dst, int kt) {
-        const int kk = kt * BK + q * EPC;
 {{#GATHER}}
-        // C is not a multiple of EPC: a chunk's EPC reduction indices may lie
-        // in different filter taps and are not 16-byte aligned, so each
-        // element is loaded on its own (zero past the image, M, K and RSC)
-        // and stored to shared memory at once; the stage is complete at the
-        // fg_sync that precedes its use, like the cp.async stages.  The tap
-        // (r, s) and channel c of index kk + e are stepped along e, and the
-        // e loop is not unrolled (unrolled, its EPC x A_ITERS loads make
-        // ptxas spill).
-        {
-            int c = kk % (int)C, rs = kk / (int)C;
-            int s = rs % (int)S, r = rs / (int)S;
-            FG_UNROLL_BY(1)
-            for (int e = 0; e < EPC; e++) {
-                const bool ke_ok = kk + e < RSC;
-                FG_UNROLL
-                for (int i = 0; i < A_ITERS; i++) {
-                    const int row = tid / 4 + i * (THREADS / 4);
-                    const int ih = a_ih0[i] + r * (int)DH, iw = a_iw0[i] + s * (int)DW;
-                    const bool ok = ke_ok && a_ok[i] && ih >= 0 && ih < H && iw >= 0 && iw < W;
+    // C is not a multiple of EPC (or x is NCHW): a chunk's EPC reduction
+    // indices may lie in different filter taps and are not 16-byte aligned,
+    // so they are gathered element by element, in two steps.  gather_issue
+    // loads all of this thread's A_ITERS x EPC and B_ITERS x EPC elements of
+    // tile kt into registers (zero past the image, M, K and RSC): the loop is
+    // unrolled, the tap (r, s) and channel c of each index are computed
+    // directly (no chain through the previous index), so every load is
+    // independent and they are all in flight together.  gather_store writes
+    // them to stage `dst`, one 16-byte shared store per chunk.  The main loop
+    // issues tile it + STAGES - 1 before the mma steps of tile it and stores
+    // it after them, so the loads' latency is under the tensor-core work.
+    {{T}} ga[A_ITERS][EPC], gb[B_ITERS][EPC];
+    auto gather_issue = [&](int kt) {
+        const int kk = kt * BK + q * EPC;
+        FG_UNROLL
+        for (int e = 0; e < EPC; e++) {
+            const int ke = kk + e;
+            const bool ke_ok = ke < RSC;
+            const int c = ke % (int)C, rs = ke / (int)C;
+            const int s = rs % (int)S, r = rs / (int)S;
+            FG_UNROLL
+            for (int i = 0; i < A_ITERS; i++) {
+                const int ih = a_ih0[i] + r * (int)DH, iw = a_iw0[i] + s * (int)DW;
+                const bool ok = ke_ok && a_ok[i] && ih >= 0 && ih < H && iw >= 0 && iw < W;
 {{^X_NCHW}}
-                    (({{T}} *)&a_s[(dst * BM + row) * 4 + (q ^ ((row >> 1) & 3))])[e] =
-                        ok ? a_img[i][(ih * (int)W + iw) * (int)C + c] : {{T}}{};
+                ga[i][e] = ok ? a_img[i][(ih * (int)W + iw) * (int)C + c] : {{T}}{};
 {{/X_NCHW}}
 {{#X_NCHW}}
-                    (({{T}} *)&a_s[(dst * BM + row) * 4 + (q ^ ((row >> 1) & 3))])[e] =
-                        ok ? a_img[i][(c * (int)H + ih) * (int)W + iw] : {{T}}{};   // x is NCHW
+                ga[i][e] = ok ? a_img[i][(c * (int)H + ih) * (int)W + iw] : {{T}}{};   // x is NCHW
 {{/X_NCHW}}
-                }
-                if (++c == (int)C) {
-                    c = 0;
-                    if (++s == (int)S) {
-                        s = 0;
-                        r++;
-                    }
-                }
             }
+            FG_UNROLL
+            for (int j = 0; j < B_ITERS; j++)
+                gb[j][e] = b_ok[j] && ke_ok ? b_row[j][ke] : {{T}}{};
+        }
+    };
+    // One chunk of EPC gathered elements as four 32-bit words.
+    auto gather_chunk = [&](const {{T}} *v) {
+        fg_chunk16 ch;
+        FG_UNROLL
+        for (int w = 0; w < 4; w++)
+{{#TF32}}
+            ch.w[w] = fg_f2tf32(v[w]);
+{{/TF32}}
+{{^TF32}}
+            ch.w[w] = {{PACK}}(v[2 * w], v[2 * w + 1]);
+{{/TF32}}
+        return ch;
+    };
+    auto gather_store = [&](int dst) {
+        FG_UNROLL
+        for (int i = 0; i < A_ITERS; i++) {
+            const int row = tid / 4 + i * (THREADS / 4);
+            a_s[(dst * BM + row) * 4 + (q ^ ((row >> 1) & 3))] = gather_chunk(ga[i]);
         }
         FG_UNROLL
         for (int j = 0; j < B_ITERS; j++) {
             const int row = tid / 4 + j * (THREADS / 4);
-            {{T}} *const dst_e = ({{T}} *)&b_s[(dst * BN + row) * 4 + (q ^ ((row >> 1) & 3))];
-            FG_UNROLL
-            for (int e = 0; e < EPC; e++)
-                dst_e[e] = b_ok[j] && kk + e < RSC ? b_row[j][kk + e] : {{T}}{};
+            b_s[(dst * BN + row) * 4 + (q ^ ((row >> 1) & 3))] = gather_chunk(gb[j]);
         }
+    };
+
+{{/GATHER}}
+    // Issues the copies of reduction tile kt into stage `dst`.
+    auto load_tile = [&](int dst, int kt) {
+{{#GATHER}}
+        gather_issue(kt);
+        gather_store(dst);
 {{/GATHER}}
 {{^GATHER}}
+        const int kk = kt * BK + q * EPC;
         const bool kk_ok = kk < RSC;
         const int c = kk % (int)C, rs = kk / (int)C;
         const int s = rs % (int)S, r = rs / (int)S;
@@ -168,8 +190,15 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
     for (int it = 0; it < NT; it++) {
         fg_cp_async_wait_group<STAGES - 2>();   // this thread's copies of tile it have landed
         fg_sync();                              // everyone's have; free_stage is read by nobody
+{{#GATHER}}
+        const bool ahead = it + STAGES - 1 < NT;
+        if (ahead)
+            gather_issue(kt0 + it + STAGES - 1);   // stored after this tile's mma steps
+{{/GATHER}}
+{{^GATHER}}
         if (it + STAGES - 1 < NT)
             load_tile(free_stage, kt0 + it + STAGES - 1);
+{{/GATHER}}
         fg_cp_async_commit();                   // possibly empty: the group count stays in step
         FG_UNROLL
         for (int ks = 0; ks < 2; ks++) {        // two mma k steps of 32 bytes
@@ -213,6 +242,10 @@ FG_KERNEL({{KERNEL}}, {{PARAMS}}, {{THREADS}})
                 for (int ni = 0; ni < NI; ni++)
                     {{MMA}}(acc[mi][ni], af[mi], bf[ni], acc[mi][ni]);
         }
+{{#GATHER}}
+        if (ahead)
+            gather_store(free_stage);           // read at iteration it + STAGES - 1, after two fg_syncs
+{{/GATHER}}
         free_stage = stage;
         stage = stage == STAGES - 1 ? 0 : stage + 1;
     }

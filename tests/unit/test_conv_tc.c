@@ -2,8 +2,9 @@
  * test_conv_tc.c -- the tensor-core implicit-GEMM convolution (template
  * conv2d_tc): which convolutions it takes and why it refuses the others, and
  * its numerics in emulation against the host reference of the unfused graph
- * on odd shapes (N 1 and 2; C 8, 16, 24, 32, 40; K 8, 13, 24, 72, 136; H, W
- * 1, 7, 13, 14; 1x1 and 3x3; stride 1 and 2; padding 0, 1, 2; dilation 2)
+ * on odd shapes (N 1, 2 and 3; C 8, 16, 24, 32, 40, and gathered C 1, 3, 5,
+ * 6; K 8, 13, 24, 72, 136; H, W 1, 7, 11, 13, 14, 19; 1x1, 3x3, 5x5, 7x7;
+ * stride 1 and 2; padding 0, 1, 2; dilation 2)
  * with the shipped epilogues (bias + relu / silu / hardswish, BN folded,
  * residual add), fp16, bf16 and fp32 with precision tf32, every block tile
  * and split-K (the default choice at batch 1 and a batch-32-like shape, and
@@ -108,6 +109,14 @@ static const tc_case cases[] = {
      "  - { name: c, op: conv2d, inputs: [x, w], attrs: { stride: [2, 2], padding: [3, 3] } }\n"
      "  - { name: bn, op: batch_norm, inputs: [c, g, be, mu, v] }\n"
      "  - { name: y, op: relu, inputs: [bn] }\n"
+     "outputs: [y]\n"},
+    /* C = 5, odd H and W, 4 k tiles: the gather's loads issued a tile ahead wrap the 3 stages */
+    {"n3_c5_k24_11x13_5x5_s2_p2_bias_relu", "conv_act",
+     "inputs: [{ name: x, shape: [3, 5, 11, 13] }]\n"
+     "weights: [{ name: w, shape: [24, 5, 5, 5] }, { name: b, shape: [24] }]\n"
+     "nodes:\n"
+     "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { stride: [2, 2], padding: [2, 2] } }\n"
+     "  - { name: y, op: relu, inputs: [c] }\n"
      "outputs: [y]\n"},
     {"n1_c6_k13_9x11_3x3_p2_d2_bias_relu", "conv_act",
      "inputs: [{ name: x, shape: [1, 6, 9, 11] }]\n"
@@ -404,6 +413,8 @@ static void test_every_tile(void **state)
         assert_int_equal(st, FG_OK);
         const tc_case *c = find_case("n2_c32_k136_14x14_3x3_p1_bias_relu");
         check_case(ctx, c, 1);
+        if (tiles[i][2] <= 3)   /* the gathered C = 5 case has 4 k tiles (fp16) */
+            check_case(ctx, find_case("n3_c5_k24_11x13_5x5_s2_p2_bias_relu"), 1);
         tc_result r;
         run_case(ctx, c, FG_DTYPE_F16, 1, NULL, &r);
         char want[64];

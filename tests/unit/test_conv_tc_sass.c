@@ -7,7 +7,9 @@
  * In fp32 the mma must be the tf32 one (HMMA.1688.F32.TF32).  Those kernels
  * are compiled by NVRTC for sm_80 and sm_90 (no warnings), and each cubin's
  * SASS (nvdisasm) must hold tensor-core mma (HMMA), ldmatrix (LDSM) and
- * cp.async (LDGSTS; not the gathered stem), and no local memory: no
+ * cp.async (LDGSTS; not the gathered stem, whose element loads of a tile
+ * must all be in flight together -- one run of LDG with no branch or shared
+ * store between them -- and land in 16-byte shared stores), and no local memory: no
  * LDL / STL, and cuobjdump -res-usage reports STACK:0 and LOCAL:0.  A table
  * of the instruction counts and resources is printed.
  *
@@ -41,6 +43,45 @@ static char *signature(const fg_kernel *k, const char *rule)
     for (const char *s = strstr(k->source, "\n    const fg_i64 "); s; s = strstr(s + 1, "\n    const fg_i64 "))
         fg_buf_putn(&b, s, strcspn(s + 1, "\n") + 1);
     return fg_buf_take(&b);
+}
+
+/* The longest run of global loads (LDG) in SASS text with no branch, shared
+ * store or barrier between them: the loads a thread has in flight together
+ * before it waits for any of them. */
+static int longest_load_run(const char *sass)
+{
+    int run = 0, best = 0;
+    for (const char *l = sass; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        size_t n = strcspn(l, "\n");
+        char line[256];
+        snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), l);
+        if (strstr(line, " LDG.") || strstr(line, "\tLDG."))
+            best = ++run > best ? run : best;
+        else if (strstr(line, "BRA") || strstr(line, "STS") || strstr(line, "BAR.") || strstr(line, "EXIT"))
+            run = 0;
+    }
+    return best;
+}
+
+/* Occurrences of opcode op in SASS text. */
+static int count_op(const char *sass, const char *op)
+{
+    int n = 0;
+    for (const char *t = sass ? strstr(sass, op) : NULL; t; t = strstr(t + 1, op))
+        n++;
+    return n;
+}
+
+/* A gathered kernel's loads of one reduction tile: (BM + BN) rows of 4 chunks
+ * over the block's threads, EPC elements each (the tile line's numbers). */
+static int gather_loads_per_tile(const fg_kernel *k, int epc)
+{
+    const char *tl = strstr(k->source, "//   tile:");
+    int bm = 0, bn = 0, bk = 0, stages = 0, threads = 0;
+    if (!tl || sscanf(tl + strlen("//   tile:"), " %d x %d x %d, %d stages, %d threads", &bm, &bn, &bk, &stages,
+                      &threads) != 5 || threads <= 0)
+        return -1;
+    return (bm + bn) * 4 / threads * epc;
 }
 
 /* ResNet-50 in dtype dt, NHWC, with precision prec: the SASS of its conv2d_tc kernels. */
@@ -136,8 +177,21 @@ static void check_resnet50_sass(fg_dtype dt, fg_precision prec)
             int tf32_ok = dt != FG_DTYPE_F32 || (strstr(sass, "HMMA.1688.F32.TF32") && !strstr(sass, "HMMA.16816"));
             printf("%s: %-28s %-20s %4d %6d %5d %5d %6d %4d %4d %5d %5d\n", archs[a], ks[i].name, tile, ru.registers,
                    ru.shared, mx.hmma, mx.ldsm, mx.ldgsts, mx.ldl, mx.stl, mx.ldg128, mx.stg128);
-            /* cp.async moves 16 bytes: a gathered stem (C = 3) has none */
+            /* cp.async moves 16 bytes: a gathered stem (C = 3) has none; its gather
+             * issues all of a tile's element loads together (no loop of dependent
+             * loads and stores) and stores each chunk with one 16-byte shared store */
             int gather = strstr(ks[i].source, "element gather") != NULL;
+            if (gather) {
+                int want = gather_loads_per_tile(&ks[i], dt == FG_DTYPE_F32 ? 4 : 8);
+                int run = longest_load_run(sass), sts128 = count_op(sass, "STS.128"), sts16 = count_op(sass, "STS.U16");
+                printf("%s: %s gathers: %d loads in flight together (a tile's %d), %d STS.128, %d STS.U16\n", archs[a],
+                       ks[i].name, run, want, sts128, sts16);
+                if (want <= 0 || run < want || sts128 == 0 || sts16 != 0) {
+                    fprintf(stderr, "%s (%s): serial gather (load run %d < %d, STS.128 %d, STS.U16 %d)\n", ks[i].name,
+                            archs[a], run, want, sts128, sts16);
+                    failures++;
+                }
+            }
             /* every convolution here has K a multiple of 8 and an epilogue input (the
              * folded BN's bias; the residual of conv_bn_add_act): the quad-transposed
              * epilogue reads them with 16-byte loads and stores 16 bytes a lane */
