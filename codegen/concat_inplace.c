@@ -465,5 +465,8 @@ void fg_concat_views_free(fg_concat_views *v)
     for (int i = 0; i < v->nlines; i++)
         free(v->lines[i]);
     free(v->lines);
+    for (int i = 0; i < v->nalias_lines; i++)
+        free(v->alias_lines[i]);
+    free(v->alias_lines);
     free(v);
 }

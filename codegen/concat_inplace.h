@@ -45,6 +45,9 @@ typedef struct fg_concat_views {
     int nlines, lines_cap;
     int nviews;           /* tensors written in place */
     int eliminated;       /* concat nodes left without a kernel */
+    int naliases;         /* flatten / reshape outputs aliasing their input (reshape_alias.h), slot -1 */
+    char **alias_lines;   /* --explain: one line per lone flatten / reshape */
+    int nalias_lines, alias_cap;
 } fg_concat_views;
 
 /* Decides which concat inputs of plan p are written in place (the rules

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "concat_inplace.h"
+#include "reshape_alias.h"
 #include "context.h"
 #include "expr.h"
 #include "fold.h"
@@ -1089,6 +1090,8 @@ fg_status fg_plan_make(fg_context *ctx, const fg_graph *g, fg_plan **out)
     /* Concat elimination: producers that write into their slice of a
      * concat's output, and concats left with nothing to copy (concat_inplace.h). */
     st = fg_concat_inplace_plan(ctx, p);
+    if (st == FG_OK)   /* lone flatten / reshape of row-major data: an alias (reshape_alias.h) */
+        st = fg_reshape_alias_plan(ctx, p);
     /* every group's hooks, on the finished plan; every error reported */
     fg_status hst = FG_OK;
     for (int gi = 0; gi < p->ngroups && st == FG_OK; gi++) {

@@ -168,6 +168,12 @@ void fg_plan_print(const fg_context *ctx, const fg_plan *p, const fg_plan_print_
             for (int i = 0; i < p->views->nlines; i++)
                 fprintf(out, "  %s\n", p->views->lines[i]);
         }
+        /* flatten / reshape without a kernel (reshape_alias.h) */
+        if (p->views && p->views->nalias_lines) {
+            fprintf(out, "reshapes: %d without a kernel\n", p->views->naliases);
+            for (int i = 0; i < p->views->nalias_lines; i++)
+                fprintf(out, "  %s\n", p->views->alias_lines[i]);
+        }
         /* template choices where there was a choice: one considered alone
          * and accepted needs no line */
         int header = 0;

@@ -49,6 +49,23 @@ static int count_in(const char *s, size_t len, const char *text)
     return n;
 }
 
+/* The extra time per k tile of an element-gathering main loop (conv2d_tc's
+ * "element gather" tile line) beyond the mma step: a gather that loads a
+ * tile ahead ("loads a tile ahead") has one round of loads in flight under
+ * the mma steps, so the step is at least a round; one that loads and stores
+ * element by element in a loop waits a round per element of a chunk (BK / 4)
+ * plus one for the weights, none of it overlapped. */
+static double gather_step_us(const char *src, int bk, double step)
+{
+    const char *t = src ? strstr(src, "//   tile:") : NULL;
+    size_t len = t ? strcspn(t, "\n") : 0;
+    if (!count_in(t, len, "element gather"))
+        return step;
+    if (count_in(t, len, "loads a tile ahead"))
+        return fmax(step, MEM_LATENCY_US);
+    return step + (bk / 4 + 1) * MEM_LATENCY_US;
+}
+
 /* Global loads one epilogue thread issues per output element: scalar loads
  * count 1, a 16-byte load (fg_load8) and a load constant over 8 elements
  * 1/8 each. */
@@ -109,7 +126,7 @@ void fg_latency_estimate(const fg_device_model *m, const fg_kernel *k, fg_kernel
     if (tiled) {
         /* the k-tile chain: per wave of blocks, the fill and each k tile's least step */
         r->est_ktiles = (int)kt_split;
-        double step = wgmma ? K_STEP_US_HGMMA : K_STEP_US_HMMA;
+        double step = gather_step_us(src, bk, wgmma ? K_STEP_US_HGMMA : K_STEP_US_HMMA);
         if (k && k->persistent)   /* a block fills its ring once and walks its tiles' k tiles back to back */
             r->est_chain_us = FILL_US + waves * (double)kt_split * step;
         else
