@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "concat_inplace.h"
 #include "plan.h"
 #include "testutil.h"
 
@@ -474,7 +475,9 @@ static void test_optional_and_single_ops(void **state)
     assert_string_equal(group_with(p, "pool1")->template_name, "pool2d");
     assert_int_equal(group_with(p, "pool1")->anchor, fg_graph_find_node(p->graph, "pool1"));
     assert_string_equal(group_with(p, "gp")->template_name, "pool2d");
-    assert_string_equal(group_with(p, "fl")->template_name, "pointwise");
+    /* fl flattens bn1 (NCHW: row-major): an alias of the conv's output, no kernel */
+    assert_int_equal(p->node_group[fg_graph_find_node(p->graph, "fl")], -1);
+    assert_int_equal(p->views->parent[fg_graph_find_tensor(p->graph, "fl")], fg_graph_find_tensor(p->graph, "bn1"));
     assert_string_equal(group_with(p, "fc")->template_name, "gemv");   /* exact fp32, M 1 */
     assert_int_equal(group_with(p, "fc")->nepi, 0);
     fg_plan_free(p);
