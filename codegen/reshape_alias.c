@@ -32,6 +32,7 @@
 
 #include "concat_inplace.h"
 #include "diag.h"
+#include "expr.h"
 #include "kind.h"
 #include "util.h"
 
@@ -142,6 +143,8 @@ fg_status fg_reshape_alias_plan(fg_context *ctx, fg_plan *p)
                 *FG_PUSH(v->alias_lines, v->nalias_lines, v->alias_cap) = fg_buf_take(&b);
                 remap[gi] = -1;
                 free(p->groups[gi].choice);
+                for (int k = 0; k < p->groups[gi].nepi; k++)
+                    fg_expr_free(p->groups[gi].epi[k].expr);
                 continue;
             }
             fg_buf_printf(&b, "copied because %s", why);

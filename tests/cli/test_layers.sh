@@ -27,7 +27,7 @@ LEAF="util oom oom_guard diag arch num* embedded safe_open"
 IR="context env graph expr kind shape axes reduce where precision layernorm"
 LOADERS="yaml_doc rules_dir opdef_load rule_load rewrite_load template_load graph_load onnx_* weights_file input_file weight_set hook hook_lib hook_sandbox"
 REGISTRY="template fold_names"
-PLANNER="plan fold rewrite_pass layout_assign concat_inplace plan_print plan_text group_info"
+PLANNER="plan fold rewrite_pass layout_assign concat_inplace reshape_alias plan_print plan_text group_info"
 EMIT="emit emit_name emit_render emit_epilogue emit_epilogue_vec emit_index index_map"
 FAMILIES="emit_*"                 # every emit_* file that is not in EMIT
 # layer: the layers it never calls
