@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "cuda_driver.h"
+#include "concat_inplace.h"
 #include "emit.h"
 #include "emu.h"
 #include "jit.h"
@@ -1438,6 +1439,12 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
             }
             int t = kp->tensor;
             assert_true(t >= 0 && t < pg->ntensors);
+            /* a view (an aliased flatten / reshape, a concat input in place): its root's buffer */
+            int64_t view_off = 0, step = 0;
+            for (int par, depth = 0; (par = fg_concat_view_parent(p, t, &step)) >= 0 && depth < pg->ntensors; depth++) {
+                view_off += step;
+                t = par;
+            }
             const fg_tensor *tt = &pg->tensors[t];
             nbuf *b = &bufs[t];
             if (!b->base) {
@@ -1465,7 +1472,8 @@ static void run_variant(fg_context *ctx, const ncase *c, fg_dtype dt, fg_layout 
                     nbuf_upload(ctx, b);
                 }
             }
-            args[j] = use_cuda ? (uint64_t)(b->dev + GUARD) : (uint64_t)(uintptr_t)b->data;
+            args[j] = use_cuda ? (uint64_t)(b->dev + GUARD + (size_t)view_off)
+                               : (uint64_t)(uintptr_t)((char *)b->data + view_off);
         }
         if (use_cuda) {
             void *kargs[1] = {args};   /* one struct argument made of 8-byte slots */
