@@ -15,9 +15,9 @@
  * weights are stored [K, R, S, C], which is the GEMM's B with the reduction
  * index (r, s, c) contiguous, the same order as an input pixel's channels.
  *
- * The block tile and split-K are chosen per shape (tc_choose): the largest
- * tile that still fills the target SMs, else a tile with the reduction split
- * so that tiles x splits does (or comes closest); a rule's `params:` hook may override
+ * The block tile and split-K are chosen per shape (tc_choose) by the blocks
+ * they launch (tile_choice.h: whole waves on the target's SMs, smaller tiles
+ * before split-K partials); a rule's `params:` hook may override
  * tile_m, tile_n and split_k.  The planner shows the default in --explain
  * (describe_conv2d_tc), the kernel's header comment the one it uses.
  */
@@ -28,6 +28,7 @@
 
 #include "emit_impl.h"
 #include "template.h"
+#include "tile_choice.h"
 
 /* Block tiles, largest first: BM x BN outputs, WARPS_M x WARPS_N warps.  Each
  * warp's patch is a multiple of 16 x 16 (m16 fragments, pairs of n8
@@ -44,12 +45,12 @@ static const tc_tile tc_tiles[] = {
     {64, 128, 2, 2},
     {64, 64, 2, 2},
     {32, 64, 2, 2},
+    {32, 32, 2, 1},
 };
 
 #define TC_ROW_BYTES 64       /* one reduction tile row: four 16-byte chunks */
 #define TC_STAGES 3
-/* the SMs to fill (an H200 has 132); blocks wanted before a larger tile is preferred */
-#define TC_TARGET_SMS 132
+#define TC_TARGET_SMS FG_TARGET_SMS   /* the SMs to fill (an H200 has 132) */
 #define TC_MAX_SPLITS 16      /* split-K: at most this many slices of the reduction */
 #define TC_MIN_KT_SPLIT 4     /* and at least this many k tiles in each (the pipeline's depth + 1) */
 
@@ -64,54 +65,40 @@ typedef struct tc_shape {
     int64_t KT;          /* reduction tiles of 4 chunks */
     int gather;          /* C is not a multiple of a chunk's elements, or x is NCHW: operands loaded element by element */
     int x_nchw;          /* x is NCHW (a graph's input): gathered a channel plane apart */
+    int eb;              /* bytes an element */
+    int64_t x_elems;     /* the input's elements */
 } tc_shape;
 
-/* The default tile and split for shape s.  The largest tile of at least 64
- * rows that is not mostly empty and gives TC_TARGET_SMS blocks by itself;
- * else, for each tile, the split that brings blocks x splits to the target
- * (each split keeping TC_MIN_KT_SPLIT k tiles, at most TC_MAX_SPLITS), and
- * the tile that reaches the target computing the fewest padded outputs
- * (ties: the larger tile), or, when none reaches it, the one with the most
- * blocks x splits (ties: fewer padded outputs, then the larger). */
+/* The default tile and split for shape s, by the blocks they launch
+ * (tile_choice.h): each tile (not mostly empty: BM 128 needs M > 64, BN 128
+ * K > 64) with each split (each keeping TC_MIN_KT_SPLIT k tiles, at most
+ * TC_MAX_SPLITS) is priced on FG_TARGET_SMS SMs -- whole waves of math and
+ * of the k-tile chain, the partials' traffic and reduction -- and the
+ * cheapest wins (ties: fewer splits, less padding, the larger tile). */
 static void tc_choose(const tc_shape *s, const tc_tile **tile, int *splits)
 {
-    const int n = (int)FG_COUNTOF(tc_tiles);
-    const tc_tile *best = NULL;
-    int64_t best_area = 0, best_total = 0, best_splits = 1;
-    int best_reach = 0;
-    int64_t most = s->KT / TC_MIN_KT_SPLIT;
-    if (most > TC_MAX_SPLITS)
-        most = TC_MAX_SPLITS;
-    if (most < 1)
-        most = 1;
+    enum { n = (int)FG_COUNTOF(tc_tiles) };
+    fg_tc_cand cands[n];
+    int skip[n];
     for (int i = 0; i < n; i++) {
         const tc_tile *t = &tc_tiles[i];
-        if ((t->bm > 64 && s->M <= 64) || (t->bn > 64 && s->K <= 64))
-            continue;
-        int64_t gm = (s->M + t->bm - 1) / t->bm, gn = (s->K + t->bn - 1) / t->bn, blocks = gm * gn;
-        if (blocks >= TC_TARGET_SMS && t->bm >= 64) {
-            *tile = t;
-            *splits = 1;
-            return;
-        }
-        int64_t sp = (TC_TARGET_SMS + blocks - 1) / blocks;
-        if (sp > most)
-            sp = most;
-        int64_t total = blocks * sp, area = gm * t->bm * gn * t->bn;   /* padding included */
-        int reach = total >= TC_TARGET_SMS;
-        int better = !best || (reach && !best_reach) ||
-                     (reach == best_reach && (reach ? area < best_area
-                                                    : total > best_total || (total == best_total && area < best_area)));
-        if (better) {
-            best = t;
-            best_area = area;
-            best_total = total;
-            best_splits = sp;
-            best_reach = reach;
-        }
+        int threads = 32 * t->warps_m * t->warps_n, smem = TC_STAGES * (t->bm + t->bn) * TC_ROW_BYTES;
+        int regs = 64 + t->bm * t->bn / 256;   /* about what ptxas gives these tiles */
+        int bps = 2048 / threads;
+        if (65536 / (regs * threads) < bps)
+            bps = 65536 / (regs * threads);
+        if (228 * 1024 / (smem + 1024) < bps)
+            bps = 228 * 1024 / (smem + 1024);
+        cands[i] = (fg_tc_cand){t->bm, t->bn, bps};
+        skip[i] = (t->bm > 64 && s->M <= 64) || (t->bn > 64 && s->K <= 64);
     }
-    *tile = best;
-    *splits = (int)best_splits;
+    int epc = s->eb == 4 ? 4 : 8;
+    fg_tc_problem p = {.M = s->M, .N = s->K, .batch = 1, .KT = s->KT, .bk = 4 * epc, .eb = s->eb,
+                       .bytes = (double)s->eb * (double)(s->x_elems + s->K * s->RSC + s->M * s->K),
+                       .min_kt = TC_MIN_KT_SPLIT, .max_splits = TC_MAX_SPLITS};
+    fg_tc_choice c = fg_tc_choose(&p, cands, n, skip, FG_TARGET_SMS);
+    *tile = &tc_tiles[c.tile];
+    *splits = c.splits;
 }
 
 /* k tiles per split and the splits that then exist (none empty). */
@@ -176,6 +163,8 @@ static int tc_supported(const fg_graph *g, int anchor, int out, char *why, size_
     s->x_nchw = x->layout != FG_LAYOUT_NHWC;
     s->gather = C % epc != 0 || s->x_nchw;
     s->KT = (s->RSC + 4 * epc - 1) / (4 * epc);
+    s->eb = o->dtype == FG_DTYPE_F32 ? 4 : 2;
+    s->x_elems = N * H * W * C;
     return 1;
 }
 
@@ -233,7 +222,7 @@ static fg_status emit_conv2d_tc(fg_emitter *em)
             tile = &tc_tiles[i];
     if (!tile)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: tile_m = %" PRId64 ", tile_n = %" PRId64
-                           " (want 128 x 128, 128 x 64, 64 x 128, 64 x 64 or 32 x 64)", v[0], v[1]);
+                           " (want 128 x 128, 128 x 64, 64 x 128, 64 x 64, 32 x 64 or 32 x 32)", v[0], v[1]);
     if (v[2] > sh.KT)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: split_k = %" PRId64 " (want 1 to %" PRId64
                            ", the reduction's %" PRId64 " k tiles, at most 64)", v[2], sh.KT < 64 ? sh.KT : 64,
@@ -315,7 +304,7 @@ static fg_status emit_conv2d_tc(fg_emitter *em)
 /* tile_m x tile_n is one of tc_tiles, which the emitter checks */
 static const fg_tile_key tiles[] = {
     {.name = "tile_m", .min = 32, .max = 128},
-    {.name = "tile_n", .min = 64, .max = 128},
+    {.name = "tile_n", .min = 32, .max = 128},
     {.name = "split_k", .min = 1, .max = 64},
     {0},
 };

@@ -18,6 +18,7 @@
 #include "kind.h"
 #include "shape.h"
 #include "template.h"
+#include "tile_choice.h"
 
 /* ---- geometry shared by the checks and the emitter ----------------------- */
 
@@ -108,7 +109,7 @@ static const tc_tile tc_tiles[] = {
 
 #define TC_ROW_BYTES 64             /* a reduction tile: 64 bytes of k (32 fp16 / bf16, 16 tf32) */
 #define TC_SMEM_LIMIT (48 * 1024)   /* static shared memory */
-#define TC_TARGET_SMS 132           /* blocks wanted: one per SM of an H100 / H200 */
+#define TC_TARGET_SMS FG_TARGET_SMS /* blocks wanted: one per SM of an H100 / H200 */
 #define TC_MAX_SPLITS 16            /* split-K: at most this many slices of the reduction */
 #define TC_MIN_KT_SPLIT 4           /* and at least this many k tiles in each */
 
@@ -152,28 +153,36 @@ static const tc_tile *tc_default_tile(const tc_shape *s)
     return last;
 }
 
-/* The default with split-K: the tile that computes least padding (ties: the
- * larger), its reduction split so that blocks x splits reaches
- * TC_TARGET_SMS, each split keeping TC_MIN_KT_SPLIT k tiles. */
-static void tc_split_choice(const tc_shape *s, const tc_tile **tile, int *splits)
+/* The default with split-K, by the blocks it launches (tile_choice.h):
+ * every tile that is not mostly empty (as tc_default_tile) with every split
+ * (each keeping TC_MIN_KT_SPLIT k tiles, at most TC_MAX_SPLITS) priced on
+ * FG_TARGET_SMS SMs -- whole waves of math and of the k-tile chain, the
+ * partials' traffic and reduction -- and the cheapest wins (ties: fewer
+ * splits, less padding, the larger tile). */
+static void tc_split_choice(const tc_shape *s, int eb, const tc_tile **tile, int *splits)
 {
-    const tc_tile *best = NULL;
-    int64_t best_area = 0;
-    for (size_t i = 0; i < FG_COUNTOF(tc_tiles); i++) {
+    enum { n = (int)FG_COUNTOF(tc_tiles) };
+    fg_tc_cand cands[n];
+    int skip[n];
+    for (int i = 0; i < n; i++) {
         const tc_tile *t = &tc_tiles[i];
-        int64_t area = ((s->M + t->bm - 1) / t->bm) * t->bm * ((s->N + t->bn - 1) / t->bn) * t->bn;
-        if (!best || area < best_area) {
-            best = t;
-            best_area = area;
-        }
+        int threads = 32 * t->warps_m * t->warps_n, smem = tc_smem(t, tc_smem(t, 4) <= TC_SMEM_LIMIT ? 4 : 3);
+        int regs = 64 + t->bm * t->bn / 256;   /* about what ptxas gives these tiles */
+        int bps = 2048 / threads;
+        if (65536 / (regs * threads) < bps)
+            bps = 65536 / (regs * threads);
+        if (228 * 1024 / (smem + 1024) < bps)
+            bps = 228 * 1024 / (smem + 1024);
+        cands[i] = (fg_tc_cand){t->bm, t->bn, bps};
+        skip[i] = (t->bm > 2 * s->M && t->bm > 32) || (t->bn > 2 * s->N && t->bn > 32) || (t->bm < 32 && s->M > 16);
     }
-    int64_t want = (TC_TARGET_SMS + tc_blocks(best, s) - 1) / tc_blocks(best, s), most = s->KT / TC_MIN_KT_SPLIT;
-    if (want > most)
-        want = most;
-    if (want > TC_MAX_SPLITS)
-        want = TC_MAX_SPLITS;
-    *tile = best;
-    *splits = want < 1 ? 1 : (int)want;
+    fg_tc_problem p = {.M = s->M, .N = s->N, .batch = s->batch, .KT = s->KT, .bk = TC_ROW_BYTES / eb, .eb = eb,
+                       .bytes = (double)eb * (double)((s->M * s->batch + s->N) * s->KT * (TC_ROW_BYTES / eb) +
+                                                       s->M * s->N * s->batch),
+                       .min_kt = TC_MIN_KT_SPLIT, .max_splits = TC_MAX_SPLITS};
+    fg_tc_choice c = fg_tc_choose(&p, cands, n, skip, FG_TARGET_SMS);
+    *tile = &tc_tiles[c.tile];
+    *splits = c.splits;
 }
 
 /* k tiles per split, and the splits that then exist (none empty). */
@@ -211,7 +220,7 @@ static fg_status render_gemm_tc(fg_emitter *em, const gemm_geom *gg, int splitk)
     const tc_tile *tile;
     int splits = 1;
     if (splitk)
-        tc_split_choice(&sh, &tile, &splits);
+        tc_split_choice(&sh, tf32 ? 4 : 2, &tile, &splits);
     else
         tile = tc_default_tile(&sh);
     const char *keys[] = {"tile_m", "tile_n", "stages", "split_k"};
@@ -560,7 +569,7 @@ static void describe_gemm_tc_splitk(const fg_tcand *c, char *buf, size_t size)
     const tc_tile *t;
     int splits, used;
     int64_t kts;
-    tc_split_choice(&s, &t, &splits);
+    tc_split_choice(&s, dt == FG_DTYPE_F32 ? 4 : 2, &t, &splits);
     tc_split_shape(s.KT, splits, &kts, &used);
     snprintf(buf, size, "tile %d x %d, split-K %d (M %" PRId64 ", N %" PRId64 ", K %" PRId64 ", batch %" PRId64
              ": %" PRId64 " tiles x %d = %" PRId64 " blocks for %d SMs; fixed-order reduction)", t->bm, t->bn, used,

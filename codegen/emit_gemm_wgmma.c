@@ -36,14 +36,47 @@
 #include "kind.h"
 #include "shape.h"
 #include "template.h"
+#include "tile_choice.h"
 
 #define WG_BM 128             /* rows of a block tile: two consumer warpgroups of 64 */
 #define WG_ROW 128            /* bytes of k per stage and row: one 128B swizzle row (64 fp16 / bf16, 32 tf32) */
 #define WG_STAGES 4           /* depth of the ring */
 #define WG_THREADS 384        /* a producer warpgroup and two consumer warpgroups */
-#define WG_TARGET_SMS 132     /* an H100 / H200 */
+#define WG_TARGET_SMS FG_TARGET_SMS   /* an H100 / H200 */
 #define WG_MIN_TILES 66       /* half the SMs: a wgmma tile does about twice an mma.sync tile's work rate */
 #define WG_SMEM_MAX (227 * 1024)
+#define WG_SPLIT_MIN_FLOP 5e8 /* split-K only above this many FLOPs (below, launch and fill dominate) */
+#define WG_SPLIT_MIN_KT 4     /* k tiles each split keeps at least */
+#define WG_MAX_SPLITS 8       /* splits by default at most (the tile hook: 16) */
+
+/* The default split-K of a kernel with `tiles` tiles of 128 x bn over KT k
+ * tiles (flops in all; bps blocks an SM holds): 1 when the tiles fill the
+ * SMs, the FLOPs are under WG_SPLIT_MIN_FLOP or KT is too short; else, of
+ * the splits that give at least as many units (tile, split) as SMs, the one
+ * the latency model prices lowest (tile_choice.h: whole waves of k tiles,
+ * the partials and their reduction). */
+static int wg_default_splits(int64_t tiles, int bn, int64_t KT, double flops, int eb, int bps)
+{
+    if (tiles >= WG_TARGET_SMS || flops < WG_SPLIT_MIN_FLOP || KT < 2 * WG_SPLIT_MIN_KT)
+        return 1;
+    fg_tc_problem p = {.M = tiles * 128, .N = bn, .batch = 1, .KT = KT, .bk = 128 / eb, .eb = eb, .wgmma = 1};
+    fg_tc_cand t = {128, bn, bps};
+    int best = 1, last = 0;
+    double best_us = 0;
+    for (int s = 2; s <= WG_MAX_SPLITS && KT / s >= WG_SPLIT_MIN_KT; s++) {
+        int64_t kts = (KT + s - 1) / s;
+        int used = (int)((KT + kts - 1) / kts);
+        if (used == last || tiles * used < WG_TARGET_SMS)
+            continue;
+        last = used;
+        double us = fg_tc_estimate(&p, &t, used, WG_TARGET_SMS);
+        if (best == 1 || us < best_us * 0.99) {
+            best = used;
+            best_us = us;
+        }
+    }
+    return best;
+}
 
 /* What the kernel needs of a matmul, or 0 with the reason. */
 typedef struct wg_geom {
@@ -504,14 +537,22 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     if (!wg_anchor_geometry(em->g, a, em->out, &w, why, sizeof why))
         return fg_em_error(em, FG_ERR_UNSUPPORTED, "template %s cannot run %s '%s': %s", em->grp->template_name,
                            what, em->g->nodes[a].name, why);
-    const char *keys[] = {"tile_n", "stages"};
-    int64_t v[2] = {default_bn(&w), WG_STAGES};
-    fg_status st = fg_em_tile_params(em, keys, 2, v);
+    fg_dtype dt = em->ot->dtype;
+    const int eb = wg_eb(dt), bk = wg_bk(dt);
+    const int64_t KT = (w.d.K + bk - 1) / bk;
+    int bn0 = default_bn(&w);
+    const char *keys[] = {"tile_n", "stages", "split_k"};
+    int64_t v[3] = {bn0, WG_STAGES,
+                    wg_default_splits(wg_tiles(&w, bn0), bn0, KT, 2.0 * w.rows * w.d.N * w.d.K, eb, 1)};
+    fg_status st = fg_em_tile_params(em, keys, 3, v);
     if (st != FG_OK)
         return st;
     int bn = (int)v[0];
-    fg_dtype dt = em->ot->dtype;
-    const int eb = wg_eb(dt), bk = wg_bk(dt);
+    if (v[2] > KT)
+        return fg_em_error(em, FG_ERR_HOOK, "tile hook: split_k = %" PRId64 " (want 1 to %" PRId64
+                           ", the reduction's k tiles, at most 16)", v[2], KT < 16 ? KT : 16);
+    int64_t kt_split = (KT + v[2] - 1) / v[2];
+    int splits = (int)((KT + kt_split - 1) / kt_split);   /* none empty */
     int64_t stage_bytes = (int64_t)(WG_BM + bn) * WG_ROW;
     int nbar = w.taps ? 3 : 2;   /* mbarriers per stage: full, empty (, ready) */
     if (v[1] * stage_bytes + 1024 + 8 * nbar * v[1] > WG_SMEM_MAX)
@@ -596,7 +637,15 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     fg_em_set(em, "WGMMA", "%s", dt == FG_DTYPE_BF16 ? "fg_wgmma_bf16" : dt == FG_DTYPE_F32 ? "fg_wgmma_tf32"
                                                                                        : "fg_wgmma_f16");
     fg_em_set(em, "MAXNREG", "%d", bn == 256);
-    unsigned smem = (unsigned)(stages * stage_bytes + nbar * 8 * stages + 1024);   /* ring, barriers, realignment */
+    fg_em_set(em, "SPLITS", "%d", splits);
+    fg_em_set(em, "SPLIT", "%d", splits > 1);
+    fg_em_set(em, "NBAR", "%d", nbar);
+    if (splits > 1)
+        fg_em_set(em, "KT_SPLIT", "%" PRId64, kt_split);
+    else
+        fg_em_set(em, "KT_SPLIT", "%s", "KT");
+    /* ring, barriers (split-K: two meeting barriers and a flag per consumer warpgroup), realignment */
+    unsigned smem = (unsigned)(stages * stage_bytes + nbar * 8 * stages + (splits > 1 ? 48 : 0) + 1024);
     fg_em_set(em, "SMEM_BYTES", "%u", smem);
 
     /* persistent: blocks one SM holds at once by shared memory (228 KiB, 1 KiB reserved a block) and threads */
@@ -605,12 +654,27 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
         per_sm = 2048 / WG_THREADS;
     if (per_sm < 1)
         per_sm = 1;
-    int64_t tiles = wg_tiles(&w, bn);
+    int64_t tiles = wg_tiles(&w, bn), units = tiles * splits;
+    if (units >= ((int64_t)1 << 31) - 1)
+        return fg_em_error(em, FG_ERR_UNSUPPORTED, "%s '%s': %" PRId64 " tiles x split-K %d exceed the grid", what,
+                           em->g->nodes[a].name, tiles, splits);
+    char split_text[96] = "";
+    if (splits > 1)
+        snprintf(split_text, sizeof split_text, ", split-K %d (%" PRId64 " of %" PRId64 " k tiles each)", splits,
+                 kt_split, KT);
     fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages (%u bytes of shared memory), %d threads: a TMA "
-                  "producer warpgroup, two wgmma%s consumer warpgroups%s; sm_90a\n", WG_BM, bn, bk, stages, smem,
-                  WG_THREADS, dt == FG_DTYPE_F32 ? " tf32" : "", bn == 256 ? " (setmaxnreg 40 / 232)" : "");
-    fg_buf_printf(&em->notes, "//   schedule:  persistent over %" PRId64 " tiles (%" PRId64 " x %" PRId64 "): %u "
-                  "block(s) an SM, each looping over tiles\n", tiles, w.mtiles, (w.d.N + bn - 1) / bn, per_sm);
+                  "producer warpgroup, two wgmma%s consumer warpgroups%s; sm_90a%s\n", WG_BM, bn, bk, stages, smem,
+                  WG_THREADS, dt == FG_DTYPE_F32 ? " tf32" : "", bn == 256 ? " (setmaxnreg 40 / 232)" : "",
+                  split_text);
+    if (splits > 1)
+        fg_buf_printf(&em->notes, "//   schedule:  persistent over %" PRId64 " units (%" PRId64 " tiles (%" PRId64
+                      " x %" PRId64 ") x %d k splits, fixed-order reduction of the fp32 partials): %u block(s) an "
+                      "SM, each looping over units\n", units, tiles, w.mtiles, (w.d.N + bn - 1) / bn, splits, per_sm);
+    else
+        fg_buf_printf(&em->notes, "//   schedule:  persistent over %" PRId64 " tiles (%" PRId64 " x %" PRId64 "): %u "
+                      "block(s) an SM, each looping over tiles\n", tiles, w.mtiles, (w.d.N + bn - 1) / bn, per_sm);
+    /* split-K: per half tile (a consumer warpgroup's 64 rows) splits slots of 64 x BN floats and a counter */
+    fg_em_split_buffers(em, splits > 1 ? tiles * splits * WG_BM * bn * 4 : 0, tiles * 2);
     if (w.pix)
         fg_buf_printf(&em->notes, "//   operands:  A = tiles of %d x %d x %d output pixels (images x rows x columns), "
                       "each k tile one 4-D TMA box of x [N, H, W, C] stepping by the stride %" PRId64 "x%" PRId64
@@ -631,7 +695,7 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     em->threads = WG_THREADS;
     em->k->arch_specific = 1;
     em->k->smem = smem;
-    em->k->grid[0] = (unsigned)tiles;   /* < 2^31 (tiles_fit) */
+    em->k->grid[0] = (unsigned)units;   /* < 2^31 (checked above) */
     em->k->grid[1] = 1;
     em->k->grid[2] = 1;
     em->k->persistent = per_sm;
@@ -648,6 +712,7 @@ static const int64_t wg_tile_n[] = {64, 128, 256, 0};
 static const fg_tile_key tiles[] = {
     {.name = "tile_n", .min = 64, .max = 256, .values = wg_tile_n},
     {.name = "stages", .min = 3, .max = 5},
+    {.name = "split_k", .min = 1, .max = 16},
     {0},
 };
 

@@ -49,6 +49,16 @@
 // ahead into the next tile while the consumers store the last one: a stage
 // is released as soon as its wgmmas are done, the tile's last one after its
 // final wait.
+// Split-K (SPLIT, SPLITS > 1: few tiles for the SMs): the units of work are
+// (tile, split) pairs, unit u = tile * SPLITS + split, split z reducing k
+// tiles [z KT_SPLIT, (z + 1) KT_SPLIT); every role walks the units as it
+// walks tiles.  After its last wgmma a consumer warpgroup writes its 64 x BN
+// accumulators to slot z of its half tile in the workspace, fences, and
+// meets its warpgroup on an mbarrier; thread 0 bumps the half tile's
+// counter, and the warpgroup that sees SPLITS - 1 arrivals before it resets
+// the counter, adds the SPLITS slots in the order 0, 1, ... (the same sum
+// whatever order the units finished in; no float atomics) and alone runs
+// the epilogue; the others go on to their next unit.
 // The ring lives in dynamic shared memory (FG_SHARED_DYN: the launch's
 // fg_kernel.smem bytes on the device, a static array in emulation), from its
 // first 1024-byte aligned address (the 128B swizzle pattern's repeat).
@@ -57,6 +67,7 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
 {{SHAPES}}
     constexpr int BM = 128, BN = {{BN}}, EB = {{EB}}, BK = 128 / EB, STAGES = {{STAGES}};
     constexpr int A_BYTES = BM * BK * EB, B_BYTES = BN * BK * EB, STAGE_BYTES = A_BYTES + B_BYTES;
+    constexpr int SPLITS = {{SPLITS}};   // split-K: units (tile, split) per tile
     FG_SHARED_DYN(fg_smem, {{SMEM_BYTES}});
     // the ring starts at the first 1024-byte aligned shared address (the
     // descriptor's address field is the shared address >> 4)
@@ -66,12 +77,19 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
 {{#TAPS}}
     fg_mbar *const ready = empty + STAGES;
 {{/TAPS}}
+{{#SPLIT}}
+    fg_mbar *const met = full + {{NBAR}} * STAGES;   // per consumer warpgroup: its 128 threads wrote their slot
+    fg_mbar *const told = met + 2;                   // and thread 0 has read the counter
+    int *const last = (int *)(told + 2);             // whether the warpgroup reduces the half tile
+{{/SPLIT}}
 
     const int tid = (int)fg_tid_x();
     const int wg = tid / 128;
     const int KT = (int)((K + BK - 1) / BK);
     const int NT = (int)((N + BN - 1) / BN);    // column tiles; MT row tiles; tile t is row tile t / NT
     const int TILES = (int)MT * NT;             // < 2^31 (the emitter checks)
+    const int UNITS = TILES * SPLITS;           // (tile, split) pairs, < 2^31 (the emitter checks)
+    const int KT_SPLIT = {{KT_SPLIT}};          // k tiles per split (the last may have fewer)
 {{#PIX}}
     constexpr int TW = {{TW}}, TH = {{TH}}, TN = {{TN}};   // the pixel tile: TN x TH x TW = BM
 {{/PIX}}
@@ -83,6 +101,12 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
             fg_mbar_init(&ready[s], 96);  // one arrival per fixer thread
 {{/TAPS}}
         }
+{{#SPLIT}}
+        for (int c = 0; c < 2; c++) {
+            fg_mbar_init(&met[c], 128);
+            fg_mbar_init(&told[c], 1);
+        }
+{{/SPLIT}}
         fg_fence_mbar_init();
     }
     fg_sync();
@@ -97,9 +121,11 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
 {{/MAXNREG}}
         if (tid == 0) {
             int it = 0;
-            for (int tile = (int)fg_bid_x(); tile < TILES; tile += (int)fg_gdim_x()) {
+            for (int u = (int)fg_bid_x(); u < UNITS; u += (int)fg_gdim_x()) {
+                const int tile = u / SPLITS, k0 = u % SPLITS * KT_SPLIT;
+                const int k1 = k0 + KT_SPLIT < KT ? k0 + KT_SPLIT : KT;
 {{TILE_P}}
-                for (int kt = 0; kt < KT; kt++, it++) {
+                for (int kt = k0; kt < k1; kt++, it++) {
                     const int s = it % STAGES;
                     fg_mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);   // round 0 passes: a fresh barrier
                     unsigned char *const a_s = ring + s * STAGE_BYTES;
@@ -138,7 +164,9 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
             // ---- fixers: rows f and f + 96 of each stage's A tile ----
             const int f = tid - 32;
             int it = 0;
-            for (int tile = (int)fg_bid_x(); tile < TILES; tile += (int)fg_gdim_x()) {
+            for (int u = (int)fg_bid_x(); u < UNITS; u += (int)fg_gdim_x()) {
+                const int tile = u / SPLITS, k0 = u % SPLITS * KT_SPLIT;
+                const int k1 = k0 + KT_SPLIT < KT ? k0 + KT_SPLIT : KT;
                 const int m0 = tile / NT * BM;   // MR < 2^31 (the emitter checks)
                 int fh[2], fw[2];
                 bool fok[2];
@@ -149,7 +177,7 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
                     fh[j] = m / (int)W % (int)H;
                     fw[j] = m % (int)W;
                 }
-                for (int kt = 0; kt < KT; kt++, it++) {
+                for (int kt = k0; kt < k1; kt++, it++) {
                     const int s = it % STAGES;
                     fg_mbar_wait(&full[s], (it / STAGES) & 1);
                     const int tap = kt / (int)(C / BK);
@@ -185,9 +213,14 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
     for (int i = 0; i < BN / 2; i++)
         d[i] = 0.0f;
     int it = 0;
-    for (int tile = (int)fg_bid_x(); tile < TILES; tile += (int)fg_gdim_x()) {
+{{#SPLIT}}
+    int sp = 0;   // split-K meetings so far: the phase parity of met and told
+{{/SPLIT}}
+    for (int u = (int)fg_bid_x(); u < UNITS; u += (int)fg_gdim_x()) {
+        const int tile = u / SPLITS, k0 = u % SPLITS * KT_SPLIT;
+        const int k1 = k0 + KT_SPLIT < KT ? k0 + KT_SPLIT : KT;
 {{TILE_C}}
-        for (int kt = 0; kt < KT; kt++, it++) {
+        for (int kt = k0; kt < k1; kt++, it++) {
             const int s = it % STAGES;
             fg_mbar_wait(&full[s], (it / STAGES) & 1);
 {{#TAPS}}
@@ -207,16 +240,52 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
                 // N-major, 128B swizzle: 64-column boxes 64 * BK * 2 bytes apart (leading), 8 k rows 1024 (stride)
                 const fg_u64 db = fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK * EB, 1024);
 {{/TB}}
-                {{WGMMA}}<BN, {{TB}}>(d, da, db, kt > 0 || kk > 0);
+                {{WGMMA}}<BN, {{TB}}>(d, da, db, kt > k0 || kk > 0);
             }
             fg_wgmma_commit();
             fg_wgmma_wait<1>();                     // the previous stage's wgmmas are done
-            if (kt > 0 && tid % 128 == 0)
+            if (kt > k0 && tid % 128 == 0)
                 fg_mbar_arrive(&empty[(it - 1) % STAGES]);
         }
         fg_wgmma_wait<0>();
         if (tid % 128 == 0)   // the tile's last stage (the producer is already loading the next tile)
             fg_mbar_arrive(&empty[(it - 1) % STAGES]);
+{{#SPLIT}}
+
+        // ---- split-K: slot u % SPLITS of this warpgroup's half tile, each
+        // thread's accumulators at [i][tid % 128]; one counter per half tile ----
+        {
+            const int t = tid % 128;
+            float *const ws = (float *)p.{{WS}} + (fg_i64)(tile * 2 + c) * SPLITS * (64 * BN);
+            float *const slot = ws + (fg_i64)(u % SPLITS) * (64 * BN);
+            FG_UNROLL
+            for (int i = 0; i < BN / 2; i++)
+                slot[i * 128 + t] = d[i];
+            fg_threadfence();                    // the slot is visible before the count
+            fg_mbar_arrive(&met[c]);
+            fg_mbar_wait(&met[c], sp & 1);
+            if (t == 0) {
+                int *const count = p.{{WSC}} + tile * 2 + c;
+                const int arrived = fg_atomic_add_i32(count, 1);
+                last[c] = arrived == SPLITS - 1;
+                if (arrived == SPLITS - 1)
+                    *count = 0;                  // ready for the next launch
+                fg_mbar_arrive(&told[c]);
+            }
+            fg_mbar_wait(&told[c], sp & 1);
+            sp++;
+            if (!last[c])
+                continue;                        // another unit of this tile adds the slots
+            fg_threadfence();                    // see the other units' slots
+            FG_UNROLL
+            for (int i = 0; i < BN / 2; i++) {
+                float sum = ws[i * 128 + t];
+                for (int z = 1; z < SPLITS; z++)   // fixed order: split 0, 1, 2, ...
+                    sum += ws[(fg_i64)z * (64 * BN) + i * 128 + t];
+                d[i] = sum;
+            }
+        }
+{{/SPLIT}}
 
         // ---- epilogue from the accumulator fragments, stored 16 bytes at a time ----
         // A quad (lanes 4 i .. 4 i + 3) holds one row of the tile: lane q has the
