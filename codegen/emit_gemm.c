@@ -174,7 +174,9 @@ static void tc_split_choice(const tc_shape *s, int eb, const tc_tile **tile, int
         if (228 * 1024 / (smem + 1024) < bps)
             bps = 228 * 1024 / (smem + 1024);
         cands[i] = (fg_tc_cand){t->bm, t->bn, bps};
-        skip[i] = (t->bm > 2 * s->M && t->bm > 32) || (t->bn > 2 * s->N && t->bn > 32) || (t->bm < 32 && s->M > 16);
+        /* tc_default_tile's filter; for M <= 16 (a matrix-vector product) only the 16-row tile */
+        skip[i] = (t->bm > 2 * s->M && t->bm > 32) || (t->bn > 2 * s->N && t->bn > 32) || (t->bm < 32 && s->M > 16) ||
+                  (s->M <= 16 && t->bm > 16);
     }
     fg_tc_problem p = {.M = s->M, .N = s->N, .batch = s->batch, .KT = s->KT, .bk = TC_ROW_BYTES / eb, .eb = eb,
                        .bytes = (double)eb * (double)((s->M * s->batch + s->N) * s->KT * (TC_ROW_BYTES / eb) +

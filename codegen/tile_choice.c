@@ -49,6 +49,7 @@ fg_tc_choice fg_tc_choose(const fg_tc_problem *p, const fg_tc_cand *cands, int n
 {
     fg_tc_choice best = {-1, 1, 0, 0};
     double best_area = 0;
+    int best_reach = 0;
     int most = p->max_splits;
     if (p->min_kt > 0 && p->KT / p->min_kt < most)
         most = (int)(p->KT / p->min_kt);
@@ -68,12 +69,19 @@ fg_tc_choice fg_tc_choose(const fg_tc_problem *p, const fg_tc_cand *cands, int n
                 continue;
             last_used = used;
             double est = fg_tc_estimate(p, t, used, sms);
-            /* a choice must save 1% to beat a simpler one (fewer splits, less padding, larger) */
-            int better = best.tile < 0 || est < best.est_us * 0.99 ||
-                         (est <= best.est_us * 1.01 &&
-                          (used < best.splits || (used == best.splits && area < best_area)));
+            int64_t tiles = ((p->M + t->bm - 1) / t->bm) * ((p->N + t->bn - 1) / t->bn) * p->batch;
+            int reach = tiles * used >= sms;
+            /* filling the SMs comes first; then the modelled time, where a choice must save 1% to beat a
+             * simpler one (fewer splits, less padding, larger) */
+            int better = best.tile < 0 || (reach && !best_reach) ||
+                         (reach == best_reach &&
+                          (reach ? est < best.est_us * 0.99 || (est <= best.est_us * 1.01 &&
+                                                                 (used < best.splits ||
+                                                                  (used == best.splits && area < best_area)))
+                                 : tiles * used > best.blocks ||
+                                       (tiles * used == best.blocks && est < best.est_us)));
             if (better) {
-                int64_t tiles = ((p->M + t->bm - 1) / t->bm) * ((p->N + t->bn - 1) / t->bn) * p->batch;
+                best_reach = reach;
                 best.tile = i;
                 best.splits = used;
                 best.blocks = tiles * used;

@@ -158,7 +158,7 @@ static const tc_case cases[] = {
      "  - { name: c, op: conv2d, inputs: [x, w, b], attrs: { padding: [1, 1] } }\n"
      "  - { name: y, op: relu, inputs: [c] }\n"
      "outputs: [y]\n"},
-    /* batch 1, 7x7: two 32 x 64 tiles, so the reduction is split (fp16 4 ways, fp32 9) */
+    /* batch 1, 7x7: four 32 x 32 tiles, so the reduction is split (fp16 4 ways, fp32 9) */
     {"n1_c64_k64_7x7_3x3_p1_bias_silu_splitk", "conv_act",
      "inputs: [{ name: x, shape: [1, 64, 7, 7] }]\n"
      "weights: [{ name: w, shape: [64, 64, 3, 3] }, { name: b, shape: [64] }]\n"
@@ -394,7 +394,8 @@ static void test_every_tile(void **state)
 {
     (void)state;
     static const int tiles[][3] = {{64, 64, 1},  {64, 128, 1}, {128, 64, 1}, {128, 128, 1},
-                                   {32, 64, 1},  {64, 64, 3},  {32, 64, 2},  {128, 128, 9}};
+                                   {32, 64, 1},  {64, 64, 3},  {32, 64, 2},  {128, 128, 9},
+                                   {32, 32, 1},  {32, 32, 3}};
     for (size_t i = 0; i < sizeof tiles / sizeof *tiles; i++) {
         char *dir = tu_vocab_dir();
         char rules[512], lua[160];
@@ -478,13 +479,13 @@ static void test_split_k(void **state)
     tc_result r;
     run_case(ctx, c7, FG_DTYPE_F16, 1, NULL, &r);
     print_message("  default at 7x7 fp16: %s\n", r.tile);
-    assert_non_null(strstr(r.tile, "32 x 64 x 32, 3 stages, 128 threads (2 x 2 warps), split-K 4 (5 of 18 k tiles"));
+    assert_non_null(strstr(r.tile, "32 x 32 x 32, 3 stages, 64 threads (2 x 1 warps), split-K 4 (5 of 18 k tiles"));
     run_case(ctx, c7, FG_DTYPE_F32, 1, NULL, &r);
     print_message("  default at 7x7 fp32 tf32: %s\n", r.tile);
-    assert_non_null(strstr(r.tile, "32 x 64 x 16, 3 stages, 128 threads (2 x 2 warps), split-K 9 (4 of 36 k tiles"));
+    assert_non_null(strstr(r.tile, "32 x 32 x 16, 3 stages, 64 threads (2 x 1 warps), split-K 9 (4 of 36 k tiles"));
     assert_non_null(strstr(r.tile, "mma m16n8k8 tf32"));
     char *text = explain_text(ctx, c7, FG_DTYPE_F16);
-    if (!strstr(text, "conv2d_tc: tile 32 x 64, split-K 4 (M 49, N 64, K 576: 2 tiles x 4 = 8 blocks for 132 SMs)"))
+    if (!strstr(text, "conv2d_tc: tile 32 x 32, split-K 4 (M 49, N 64, K 576: 4 tiles x 4 = 16 blocks for 132 SMs)"))
         fail_msg("no tile choice in:\n%s", text);
     free(text);
     run_case(ctx, find_case("n32_c16_k24_3x3_3x3_p1_bn_relu"), FG_DTYPE_F16, 1, NULL, &r);

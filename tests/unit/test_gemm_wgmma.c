@@ -245,6 +245,30 @@ static const num_case num_cases[] = {
      "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_b: true } }\n"
      "  - { name: s, op: add, inputs: [mm, r] }\n  - { name: y, op: gelu, inputs: [s] }\noutputs: [y]\n",
      "tile_n = 256", "128 x 256 x 32"},
+    /* split-K by default: 81 tiles of 128 x 128 for 132 SMs, 11 k tiles split 6 + 5 */
+    {"splitk_default_f16_gelu_1031x680x1032", "fp16", MLP(1031, 680, 1032, gelu), NULL,
+     "split-K 2 (6 of 11 k tiles each)"},
+    /* split-K 3 by the tile hook (4 + 4 + 3), batched A and a residual read by the reducing warpgroup */
+    {"splitk3_bf16_hook_batched_residual", "bf16",
+     "inputs: [{ name: a, shape: [3, 347, 680] }, { name: r, shape: [3, 347, 1032] }]\n"
+     "weights: [{ name: w, shape: [680, 1032] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w] }\n"
+     "  - { name: s, op: add, inputs: [mm, r] }\n  - { name: y, op: gelu_tanh, inputs: [s] }\noutputs: [y]\n",
+     "split_k = 3", "split-K 3 (4 of 11 k tiles each)"},
+    /* BN 64 with split-K 4 (3 + 3 + 3 + 2), N 56: one partial column tile */
+    {"splitk4_f16_hook_bn64_8447x680x56", "fp16",
+     "inputs: [{ name: a, shape: [8447, 680] }]\n"
+     "weights: [{ name: w, shape: [56, 680] }, { name: b, shape: [56] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_b: true } }\n"
+     "  - { name: s, op: add, inputs: [mm, b] }\n  - { name: y, op: relu, inputs: [s] }\noutputs: [y]\n",
+     "split_k = 4", "split-K 4 (3 of 11 k tiles each)"},
+    /* tf32 split-K 5 by the hook: 22 k tiles of 32 as 5 + 5 + 5 + 5 + 2 */
+    {"splitk5_tf32_hook_nk_1031x680x1032", "tf32",
+     "inputs: [{ name: a, shape: [1031, 680] }]\n"
+     "weights: [{ name: w, shape: [1032, 680] }, { name: b, shape: [1032] }]\n"
+     "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_b: true } }\n"
+     "  - { name: s, op: add, inputs: [mm, b] }\n  - { name: y, op: gelu, inputs: [s] }\noutputs: [y]\n",
+     "split_k = 5", "split-K 5 (5 of 22 k tiles each)"},
 };
 
 static void run_case(const num_case *c)
@@ -321,6 +345,15 @@ static const mutation tf32_mutations[] = {
     {"tf32: operands issued as fp16", "fg_wgmma_tf32<", "fg_wgmma_f16<"},
 };
 
+/* Split-K (the default on 81 tiles with 11 k tiles): the reduction without
+ * slot 0, and a split's first k tile accumulating onto the previous unit's
+ * values, must fail. */
+static const mutation split_mutations[] = {
+    {"split-K unmutated", NULL, NULL},
+    {"split-K: slot 0 left out of the sum", "float sum = ws[i * 128 + t];", "float sum = 0.0f;"},
+    {"split-K: a split's first k tile accumulates", "(d, da, db, kt > k0 || kk > 0)", "(d, da, db, kt > 0 || kk > 0)"},
+};
+
 /* Plans body for sm_90 and runs its gemm_wgmma kernel mutated by m
  * (tu_mutated_rel_l2). */
 static double run_mutated(const char *dtype, const char *body, const mutation *m)
@@ -348,8 +381,9 @@ static void test_mutations(void **state)
     const struct { const char *dtype, *body; const mutation *m; size_t n; } sets[] = {
         {"fp16", body, mutations, sizeof mutations / sizeof *mutations},
         {"tf32", tf32_body, tf32_mutations, sizeof tf32_mutations / sizeof *tf32_mutations},
+        {"fp16", MLP(1031, 680, 1032, relu), split_mutations, sizeof split_mutations / sizeof *split_mutations},
     };
-    for (size_t si = 0; si < 2; si++)
+    for (size_t si = 0; si < sizeof sets / sizeof *sets; si++)
         for (size_t i = 0; i < sets[si].n; i++) {
             const mutation *m = &sets[si].m[i];
             double rel = run_mutated(sets[si].dtype, sets[si].body, m);

@@ -350,6 +350,16 @@ double tu_mutated_rel_l2(fg_context *ctx, const fg_plan *p, const fg_graph *src,
         uint64_t a = (uint64_t)(uintptr_t)bufs[j];
         memcpy((char *)args + off[j], &a, sizeof a);
     }
+    for (int j = 0; j < k.nparams; j++) {   /* split-K's slots (poisoned) and counters (zero) */
+        const fg_kparam *kp = &k.params[j];
+        if (kp->kind != FG_KPARAM_WORKSPACE && kp->kind != FG_KPARAM_COUNTERS)
+            continue;
+        bufs[j] = fg_xcalloc((size_t)kp->value + 16, 1);
+        if (kp->kind == FG_KPARAM_WORKSPACE)
+            memset(bufs[j], 0xff, (size_t)kp->value);
+        uint64_t a = (uint64_t)(uintptr_t)bufs[j];
+        memcpy((char *)args + off[j], &a, sizeof a);
+    }
     for (int j = 0; j < k.nparams; j++) {   /* the tensor maps over those buffers */
         const fg_kparam *kp = &k.params[j];
         if (kp->kind != FG_KPARAM_TMAP)
