@@ -415,7 +415,15 @@ static void describe_wgmma(const fg_tcand *c, char *buf, size_t size)
     int bn = default_bn(&w);
     fg_dtype dt = c->g->tensors[c->g->nodes[c->anchor].output].dtype;
     int bk = wg_bk(dt);
-    const char *mma = dt == FG_DTYPE_F32 ? "TMA + wgmma tf32" : "TMA + wgmma";
+    int64_t KT = (w.d.K + bk - 1) / bk;
+    int splits = wg_default_splits(wg_tiles(&w, bn), bn, KT, 2.0 * w.rows * w.d.N * w.d.K, wg_eb(dt), 1);
+    char mma[96];
+    int64_t kts = (KT + splits - 1) / splits;
+    if (splits > 1)
+        snprintf(mma, sizeof mma, "%s, split-K %d (%" PRId64 " of %" PRId64 " k tiles each)",
+                 dt == FG_DTYPE_F32 ? "TMA + wgmma tf32" : "TMA + wgmma", splits, kts, KT);
+    else
+        snprintf(mma, sizeof mma, "%s", dt == FG_DTYPE_F32 ? "TMA + wgmma tf32" : "TMA + wgmma");
     if (w.conv) {
         char how[160];
         if (w.pix)

@@ -219,6 +219,11 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
     for (int u = (int)fg_bid_x(); u < UNITS; u += (int)fg_gdim_x()) {
         const int tile = u / SPLITS, k0 = u % SPLITS * KT_SPLIT;
         const int k1 = k0 + KT_SPLIT < KT ? k0 + KT_SPLIT : KT;
+{{#SPLIT}}
+        FG_UNROLL
+        for (int i = 0; i < BN / 2; i++)   // the last unit's sums are dead: no copies of them across units
+            d[i] = 0.0f;
+{{/SPLIT}}
 {{TILE_C}}
         for (int kt = k0; kt < k1; kt++, it++) {
             const int s = it % STAGES;
@@ -278,12 +283,17 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
                 continue;                        // another unit of this tile adds the slots
             fg_threadfence();                    // see the other units' slots
             FG_UNROLL
-            for (int i = 0; i < BN / 2; i++) {
-                float sum = ws[i * 128 + t];
-                for (int z = 1; z < SPLITS; z++)   // fixed order: split 0, 1, 2, ...
-                    sum += ws[(fg_i64)z * (64 * BN) + i * 128 + t];
-                d[i] = sum;
-            }
+            for (int i = 0; i < BN / 2; i++)
+                d[i] = ws[i * 128 + t];
+            // fixed order: split 0, 1, 2, ...; 16 accumulators at a time (fewer loads in flight, no spills)
+            FG_UNROLL
+            for (int g = 0; g < BN / 2; g += 16)
+                for (int z = 1; z < SPLITS; z++) {
+                    const float *const sz = ws + (fg_i64)z * (64 * BN) + g * 128 + t;
+                    FG_UNROLL
+                    for (int i = 0; i < 16; i++)
+                        d[g + i] += sz[i * 128];
+                }
         }
 {{/SPLIT}}
 

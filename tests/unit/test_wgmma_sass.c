@@ -16,7 +16,8 @@
  * and the 3x3 conv, whose HGMMA must read TF32 operands.  Two strided
  * convolutions (stage 3's 3x3 stride-2 conv2, stage 4's 1x1 stride-2
  * downsample: pixel tiles) must load their input with 4-D TMA boxes
- * (UTMALDG.4D).
+ * (UTMALDG.4D).  The stride-2 3x3 (98 tiles for 132 SMs) runs split-K: its
+ * reduction must not spill either.
  *
  * nvdisasm and cuobjdump as in test_gemm_sass.c (the toolkit or pip);
  * without them the test is skipped and says so ("SASS check NOT RUN").
@@ -275,6 +276,9 @@ static void test_wgmma_sass(void **state)
         if (!strstr(ks[i].source, want))
             fail_msg("%s: the kernel header lacks \"%s\"", cases[i].name, want);
         assert_true(ks[i].arch_specific);
+        /* ResNet-50's stride-2 3x3 at batch 32: 98 tiles for 132 SMs, so its 36 k tiles are split */
+        if (strcmp(cases[i].name, "conv3x3_s2_bn_relu_32x28x28") == 0 && !strstr(ks[i].source, "split-K 2 (18 of 36"))
+            fail_msg("%s: no split-K in the kernel header", cases[i].name);
     }
 
     fg_context *ctx = tu_ctx_empty();
