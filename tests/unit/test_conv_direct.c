@@ -142,25 +142,26 @@ static void test_split_k_in_exec(void **state)
         fg_plan_free(p);
         fg_graph_free(g);
     }
-    /* Two split-K kernels in one plan (ResNet-50's bottleneck at batch 1):
-     * the 1x1 conv splits 98 tiles in 2, the strided 3x3 conv after it 50
-     * tiles in 3.  Their counters live in a buffer of their own: placed after
-     * each kernel's slots in one workspace, the second kernel's counters lay
-     * inside the first one's partial sums and were not zero (rel L2 0.28). */
+    /* Two split-K kernels in one plan (ResNet-50's 14x14 stage at batch 1):
+     * the 3x3 conv splits 56 tiles in 6, the 1x1 conv after it 56 tiles in
+     * 2 (fewer slots).  Their counters live in a buffer of their own: placed
+     * after each kernel's slots in one workspace, the second kernel's
+     * counters lay inside the first one's partial sums and were not zero
+     * (rel L2 0.28). */
     static const char two[] =
         "graph: two\nseed: 5\ndtype: fp16\nlayout: NHWC\n"
-        "inputs: [{ name: x, shape: [1, 256, 56, 56] }]\n"
-        "weights: [{ name: w1, shape: [128, 256, 1, 1] }, { name: w2, shape: [128, 128, 3, 3] }]\n"
-        "nodes:\n  - { name: c1, op: conv2d, inputs: [x, w1] }\n"
+        "inputs: [{ name: x, shape: [1, 256, 14, 14] }]\n"
+        "weights: [{ name: w1, shape: [256, 256, 3, 3] }, { name: w2, shape: [256, 256, 1, 1] }]\n"
+        "nodes:\n  - { name: c1, op: conv2d, inputs: [x, w1], attrs: { padding: [1, 1] } }\n"
         "  - { name: r1, op: relu, inputs: [c1] }\n"
-        "  - { name: y, op: conv2d, inputs: [r1, w2], attrs: { stride: [2, 2], padding: [1, 1] } }\n"
+        "  - { name: y, op: conv2d, inputs: [r1, w2] }\n"
         "outputs: [y]\n";
     fg_plan *p;
     fg_graph *g;
     fg_exec *e = run_yaml(ctx, two, "conv2d_tc", 5e-3, &p, &g);
     assert_int_equal(p->ngroups, 2);
-    assert_non_null(strstr(fg_exec_kernel_source(e, 0), "split-K 2 ("));
-    assert_non_null(strstr(fg_exec_kernel_source(e, 1), "split-K 3 ("));
+    assert_non_null(strstr(fg_exec_kernel_source(e, 0), "split-K 6 ("));
+    assert_non_null(strstr(fg_exec_kernel_source(e, 1), "split-K 2 ("));
     assert_non_null(strstr(fg_exec_kernel_source(e, 1), "int *fg_counters;"));
     tu_exec_vs_reference(ctx, g, e, 7, 5e-3);
     fg_exec_free(e);
