@@ -282,18 +282,14 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
             if (!last[c])
                 continue;                        // another unit of this tile adds the slots
             fg_threadfence();                    // see the other units' slots
-            FG_UNROLL
-            for (int i = 0; i < BN / 2; i++)
-                d[i] = ws[i * 128 + t];
-            // fixed order: split 0, 1, 2, ...; 16 accumulators at a time (fewer loads in flight, no spills)
-            FG_UNROLL
-            for (int g = 0; g < BN / 2; g += 16)
-                for (int z = 1; z < SPLITS; z++) {
-                    const float *const sz = ws + (fg_i64)z * (64 * BN) + g * 128 + t;
-                    FG_UNROLL
-                    for (int i = 0; i < 16; i++)
-                        d[g + i] += sz[i * 128];
-                }
+            // fixed order: split 0, 1, 2, ... onto the cleared accumulators (one slot's loads in flight)
+            FG_UNROLL_BY(1)
+            for (int z = 0; z < SPLITS; z++) {
+                const float *const sz = ws + (fg_i64)z * (64 * BN) + t;
+                FG_UNROLL
+                for (int i = 0; i < BN / 2; i++)
+                    d[i] += sz[i * 128];
+            }
         }
 {{/SPLIT}}
 

@@ -350,7 +350,7 @@ static const mutation tf32_mutations[] = {
  * values, must fail. */
 static const mutation split_mutations[] = {
     {"split-K unmutated", NULL, NULL},
-    {"split-K: slot 0 left out of the sum", "d[i] = ws[i * 128 + t];", "d[i] = 0.0f;"},
+    {"split-K: slot 0 left out of the sum", "for (int z = 0; z < SPLITS; z++) {", "for (int z = 1; z < SPLITS; z++) {"},
     {"split-K: a split's first k tile accumulates", "(d, da, db, kt > k0 || kk > 0)", "(d, da, db, kt > 0 || kk > 0)"},
 };
 
