@@ -282,7 +282,10 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
             if (!last[c])
                 continue;                        // another unit of this tile adds the slots
             fg_threadfence();                    // see the other units' slots
-            // fixed order: split 0, 1, 2, ... onto the cleared accumulators (one slot's loads in flight)
+            // fixed order: split 0, 1, 2, ... onto cleared accumulators (one slot's loads in flight)
+            FG_UNROLL
+            for (int i = 0; i < BN / 2; i++)
+                d[i] = 0.0f;
             FG_UNROLL_BY(1)
             for (int z = 0; z < SPLITS; z++) {
                 const float *const sz = ws + (fg_i64)z * (64 * BN) + t;
