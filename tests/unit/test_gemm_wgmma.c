@@ -346,12 +346,13 @@ static const mutation tf32_mutations[] = {
 };
 
 /* Split-K (the default on 81 tiles with 11 k tiles): the reduction without
- * slot 0, and a split's first k tile accumulating onto the previous unit's
- * values, must fail. */
+ * slot 0, or added onto the reducing unit's own partial (counted twice),
+ * must fail. */
 static const mutation split_mutations[] = {
     {"split-K unmutated", NULL, NULL},
     {"split-K: slot 0 left out of the sum", "for (int z = 0; z < SPLITS; z++) {", "for (int z = 1; z < SPLITS; z++) {"},
-    {"split-K: a split's first k tile accumulates", "(d, da, db, kt > k0 || kk > 0)", "(d, da, db, kt > 0 || kk > 0)"},
+    {"split-K: the reduction onto the unit's own partial", "d[i] = 0.0f;\n            FG_UNROLL_BY(1)",
+     "(void)0;\n            FG_UNROLL_BY(1)"},
 };
 
 /* Plans body for sm_90 and runs its gemm_wgmma kernel mutated by m
