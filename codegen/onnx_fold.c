@@ -1218,7 +1218,8 @@ static int f_scatter_nd(fctx *c, val *out)
         if (!ra->has_type || ra->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING)
             return ferr(c, "attribute 'reduction' must be a string");
         size_t n = ra->s.len < sizeof red - 1 ? ra->s.len : sizeof red - 1;
-        memcpy(red, ra->s.data, n);
+        if (n)   /* a string attribute without its value has no data (NULL) */
+            memcpy(red, ra->s.data, n);
         red[n] = 0;
     }
     int rop = strcmp(red, "none") == 0 ? 0 : strcmp(red, "add") == 0 ? 1 : strcmp(red, "mul") == 0 ? 2
