@@ -78,6 +78,11 @@ int fg_oom_close(int fd);
  * tracked allocations, so that unwinding frees it.  Outside a guard: nothing. */
 void fg_oom_adopt(void *p);
 
+/* Nonzero when p is one of the current guard's tracked allocations (made
+ * under it and not freed): what unwinding will free.  For undo functions,
+ * to detach such memory from longer-lived state. */
+int fg_oom_owns(const void *p);
+
 /* An allocator for libraries: malloc(n), tracked under a guard and subject
  * to injection, NULL on failure (remembered: fg_oom_take_failure). */
 void *fg_oom_try_alloc(size_t n);

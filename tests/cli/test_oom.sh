@@ -3,7 +3,7 @@
 # FUSEGEN_FAIL_ALLOC=N (codegen/oom.h) the Nth allocation that loading or
 # planning makes fails.  For N = 1, 2, 4, ... until `fusegen plan` succeeds
 # with no failure injected, each run of a YAML graph and of an ONNX model
-# must exit 1 with "error: out of memory while ..." on stderr: never a signal,
+# must exit 2 with "error: out of memory while ..." on stderr: never a signal,
 # never another error, and (in the sanitized build) never a leak report.
 set -uo pipefail
 F=${FUSEGEN_BIN:?FUSEGEN_BIN is not set (run through ctest)}
@@ -21,7 +21,7 @@ for model in "$SRC/examples/resnet_basic_block.yaml" "$T/conv_bn_relu.onnx"; do
         rc=$?
         runs=$((runs + 1))
         [ $rc -eq 0 ] && break
-        if [ $rc -ne 1 ] || ! grep -q "error: out of memory while " "$T/err" || grep -q "LeakSanitizer" "$T/err"; then
+        if [ $rc -ne 2 ] || ! grep -q "error: out of memory while " "$T/err" || grep -q "LeakSanitizer" "$T/err"; then
             echo "FAIL $(basename "$model") N=$n: exit $rc"; cat "$T/err"; failures=$((failures + 1)); break
         fi
         n=$((n * 2))
