@@ -358,9 +358,6 @@ static fg_status guards_check(fg_exec *e, int k)
 
 static pthread_mutex_t emit_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Converts the folded weights to their dtype and layout into the weight
- * block (packed in place when device memory is host memory), and allocates
- * the arena. */
 /* The largest tensor placed as place (FG_PLACE_WEIGHT, FG_PLACE_ARENA), or -1. */
 static int largest(const fg_exec *e, fg_exec_place place)
 {
@@ -410,6 +407,9 @@ static void *host_block(fg_exec *e, size_t bytes, const char *what, int big)
     return p;
 }
 
+/* Converts the folded weights to their dtype and layout into the weight
+ * block (packed in place when device memory is host memory), and allocates
+ * the arena and the split-K buffers (checked: block_alloc, host_block). */
 static fg_status load_weights(fg_exec *e)
 {
     const fg_backend *be = e->be;
