@@ -520,6 +520,16 @@ static void exec_arrays(fg_exec *e)
         e->kernel_ms[k] = -1;
 }
 
+/* be->open, held (codegen/oom.h): the driver is loaded and its context made
+ * under the backend's own locks. */
+static fg_status backend_open(fg_exec *e)
+{
+    fg_oom_hold();
+    fg_status st = e->be->open(e->ctx);
+    fg_oom_release();
+    return st;
+}
+
 /* fg_oom_defer's cleanups: the exec under construction, the emission lock. */
 static void exec_unwind(void *e) { fg_exec_free(e); }
 static void unlock_cb(void *m) { pthread_mutex_unlock(m); }
@@ -580,7 +590,7 @@ static fg_status compile_body(void *arg)
     fg_oom_defer(exec_unwind, e);
     exec_arrays(e);
 
-    fg_status st = be->open(c->ctx);
+    fg_status st = backend_open(e);
     if (!st)
         st = emit_all(e);
     if (!st) {
@@ -916,7 +926,7 @@ static fg_status run_body(void *arg)
     fg_oom_defer(unlock_cb, &e->run_lock);
     fg_status st = bind(e, c->b, c->n);
     if (!st)
-        st = e->be->open(e->ctx);
+        st = backend_open(e);
     if (!st)
         st = !c->host ? run_on(e, c->stream ? c->stream : e->stream)
              : e->be->host_memory ? run_on(e, e->stream)
