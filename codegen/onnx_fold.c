@@ -632,6 +632,9 @@ static int f_reshape(fctx *c, val *out)
             infer = d;
         } else if (want[d] < 0) {
             return val_free(&v), ferr(c, "shape[%d] = %lld is negative", d, (long long)want[d]);
+        } else if (known > 0 && want[d] > INT64_MAX / known) {   /* the product would overflow */
+            return val_free(&v), ferr(c, "shape[%d] = %lld: the shape holds more elements than the input (%lld)", d,
+                                      (long long)want[d], (long long)v.n);
         } else {
             known *= want[d];
         }
