@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "emit_impl.h"
+#include "oom.h"
 #include "template.h"
 
 fg_status fg_em_error(fg_emitter *em, fg_status st, const char *fmt, ...)
@@ -277,4 +278,35 @@ fg_status fg_emit_group(fg_context *ctx, const fg_plan *p, int group, const fg_e
     }
     k->emit_seconds = fg_now() - t0;
     return FG_OK;
+}
+
+typedef struct emit_call {
+    fg_context *ctx;
+    const fg_plan *p;
+    int group;
+    const fg_emit_opts *o;
+    fg_kernel *k;
+} emit_call;
+
+static fg_status emit_body(void *arg)
+{
+    emit_call *c = arg;
+    return fg_emit_group(c->ctx, c->p, c->group, c->o, c->k);
+}
+
+/* After unwinding: the kernel's memory is about to be freed with the rest. */
+static void emit_undo(void *arg)
+{
+    emit_call *c = arg;
+    memset(c->k, 0, sizeof *c->k);
+}
+
+fg_status fg_emit_group_guarded(fg_context *ctx, const fg_plan *p, int group, const fg_emit_opts *o, fg_kernel *k)
+{
+    if (!k)
+        return fg_emit_group(ctx, p, group, o, k);
+    char what[48];
+    snprintf(what, sizeof what, "emitting group %d", group);
+    emit_call c = {ctx, p, group, o, k};
+    return fg_oom_guard(ctx, (fg_loc){p && p->graph ? p->graph->path : NULL, 0, 0}, what, emit_body, emit_undo, &c);
 }

@@ -100,6 +100,12 @@ typedef struct fg_kernel {
 /* Emits the kernel of group `group` of plan p.  Errors (unknown template, a
  * failing hook, an unsupported shape) are recorded with the rule's location. */
 fg_status fg_emit_group(fg_context *ctx, const fg_plan *p, int group, const fg_emit_opts *o, fg_kernel *k);
+/* fg_emit_group under the out-of-memory guard (codegen/oom.h), for callers
+ * that are not guarded themselves (the command line, the report): when an
+ * allocation fails, FG_ERR_NOMEM with "out of memory while emitting group N"
+ * located at the plan graph's file, and *k left zeroed (what emission had
+ * allocated freed).  Inside a guard it is fg_emit_group. */
+fg_status fg_emit_group_guarded(fg_context *ctx, const fg_plan *p, int group, const fg_emit_opts *o, fg_kernel *k);
 /* The canonical text of k's source into out: comments dropped, white space
  * runs as one space, the entry point as `@K`, parameter i as `@Pi`.  Sources
  * with equal canonical texts compile to the same machine code. */

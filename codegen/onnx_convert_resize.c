@@ -23,7 +23,8 @@ static const char *str_attr(struct nctx *nc, const char *name, const char *def, 
         return NULL;
     }
     size_t n = a->s.len < size - 1 ? a->s.len : size - 1;
-    memcpy(buf, a->s.data, n);
+    if (n)   /* a string attribute without its value has no data (NULL) */
+        memcpy(buf, a->s.data, n);
     buf[n] = 0;
     return buf;
 }

@@ -632,6 +632,9 @@ static int f_reshape(fctx *c, val *out)
             infer = d;
         } else if (want[d] < 0) {
             return val_free(&v), ferr(c, "shape[%d] = %lld is negative", d, (long long)want[d]);
+        } else if (known > 0 && want[d] > INT64_MAX / known) {   /* the product would overflow */
+            return val_free(&v), ferr(c, "shape[%d] = %lld: the shape holds more elements than the input (%lld)", d,
+                                      (long long)want[d], (long long)v.n);
         } else {
             known *= want[d];
         }
@@ -1218,7 +1221,8 @@ static int f_scatter_nd(fctx *c, val *out)
         if (!ra->has_type || ra->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING)
             return ferr(c, "attribute 'reduction' must be a string");
         size_t n = ra->s.len < sizeof red - 1 ? ra->s.len : sizeof red - 1;
-        memcpy(red, ra->s.data, n);
+        if (n)   /* a string attribute without its value has no data (NULL) */
+            memcpy(red, ra->s.data, n);
         red[n] = 0;
     }
     int rop = strcmp(red, "none") == 0 ? 0 : strcmp(red, "add") == 0 ? 1 : strcmp(red, "mul") == 0 ? 2

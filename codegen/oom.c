@@ -266,6 +266,8 @@ int fg_oom_take_failure(void)
 
 int fg_oom_guarded(void) { return tracking(); }
 
+int fg_oom_owns(const void *p) { return p && set_find((uintptr_t)p) >= 0; }
+
 void fg_oom_hold(void) { S.hold++; }
 
 void fg_oom_release(void) { S.hold--; }

@@ -1,8 +1,25 @@
 /*
  * oom.h -- the out-of-memory guard (docs/architecture.md, "Errors").  The
- * public entry points that input can reach (loading a rules directory, a
- * graph, an ONNX model, weights; planning, with its rewrites and folds) run
- * their work under fg_oom_guard.  fg_xmalloc and its kin (util.h) keep their
+ * public entry points that input can reach run their work under
+ * fg_oom_guard: loading a rules directory, a graph, an ONNX model, weights;
+ * planning, with its rewrites and folds; compiling a plan (fg_plan_compile:
+ * emission, placement, the weight block) and running it (fg_exec_run,
+ * fg_exec_run_host: binding); emission for callers that are not guarded
+ * (fg_emit_group_guarded: the command line, the report) and the host
+ * reference of the command line (runtime/reference.h).  Parts of those calls
+ * run held (below) and so still abort on a real failure: obtaining kernel
+ * binaries (the kernel cache in memory and on disk, the remote tier, NVRTC
+ * or the host compiler, the compile batch's worker threads), loading them
+ * (the driver's modules, the emulator's dlopen'ed copies) and launching
+ * them (the driver, the emulator's scheduler and its threads) -- their
+ * allocations are bookkeeping, bounded by the sources and binaries, not by
+ * tensor sizes.  Buffers sized by tensor sizes are checked allocations
+ * instead (NULL -> FG_ERR_NOMEM with "out of host memory: N bytes for ..."
+ * located at the tensor): the exec's weight block, intermediate arena,
+ * split-K buffers and staging (the backends' alloc), the reference's values,
+ * the run command's host buffers.  Worker threads never unwind: a guard is
+ * per thread, and a thread that runs none (a pool worker) aborts on a real
+ * failure as outside any guard.  fg_xmalloc and its kin (util.h) keep their
  * contract -- they never return NULL -- but under a guard an allocation
  * that fails unwinds to the guard (longjmp) instead of aborting.  Every
  * allocation the guarded work made through them and has not freed is then
@@ -13,12 +30,16 @@
  *   - util.h routes free() and realloc() of every library file through
  *     fg_free / fg_realloc, so the guard knows what is still live;
  *   - state that outlives the call (the context's errors, interned strings,
- *     registered teardowns, the hook state's Lua calls, anything allocated
- *     under a lock) is made inside fg_oom_hold / fg_oom_release: there
+ *     registered teardowns, the hook state's Lua calls, the runtime record,
+ *     anything allocated under a lock, the backend calls named above) is
+ *     made inside fg_oom_hold / fg_oom_release: there
  *     nothing is tracked and nothing unwinds (a real failure aborts, as
  *     outside any guard);
+ *   - a lock taken around guarded work (the emission lock, an exec's run
+ *     lock) is released by a deferred cleanup (fg_oom_defer) if it unwinds;
  *   - resources that are not memory of ours (a libyaml parser, a DIR, a
- *     FILE) are registered with fg_oom_defer while held; their handle must
+ *     FILE, an exec under construction with its backend memory and loaded
+ *     kernels) are registered with fg_oom_defer while held; their handle must
  *     live on the heap or be the pointer itself, never in a stack frame
  *     that the unwinding leaves;
  *   - protobuf-c, which takes an allocator per call, allocates through
@@ -77,6 +98,11 @@ int fg_oom_close(int fd);
 /* Makes p (malloc'd by someone else: realpath, strdup) one of the guard's
  * tracked allocations, so that unwinding frees it.  Outside a guard: nothing. */
 void fg_oom_adopt(void *p);
+
+/* Nonzero when p is one of the current guard's tracked allocations (made
+ * under it and not freed): what unwinding will free.  For undo functions,
+ * to detach such memory from longer-lived state. */
+int fg_oom_owns(const void *p);
 
 /* An allocator for libraries: malloc(n), tracked under a guard and subject
  * to injection, NULL on failure (remembered: fg_oom_take_failure). */

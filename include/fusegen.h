@@ -41,9 +41,15 @@ typedef enum fg_status {
     FG_ERR_INPUT,        /* bad user input: rule, op or graph file (CLI exit 2) */
     FG_ERR_HOOK,         /* a Lua hook failed, looped or exceeded its budget (exit 2) */
     FG_ERR_IO,           /* a file could not be read or written */
-    FG_ERR_NOMEM,        /* host memory ran out while loading rules, a graph, a model or weights, or planning:
+    FG_ERR_NOMEM,        /* host memory ran out (CLI exit 2) while loading rules, a graph, a model or weights,
+                            planning, compiling a plan (emission, placement, the weight block) or binding a run:
                             recorded as "out of memory while ...", nothing handed out, what the call had
-                            allocated freed (docs/architecture.md, "Out of memory") */
+                            allocated freed; buffers sized by tensors (the weights, the intermediates, staging)
+                            that cannot be had: "out of host memory: N bytes for ..." at the tensor (device
+                            memory: "out of GPU memory").  Still aborting on a real failure: small bookkeeping
+                            in held regions -- obtaining, loading and launching kernels (the kernel cache,
+                            the compilers, worker threads, the driver, the emulator) and the context's own
+                            records (docs/architecture.md, "Out of memory") */
     FG_ERR_COMPILE,      /* NVRTC or the host compiler rejected generated source */
     FG_ERR_CUDA,         /* a CUDA driver call failed */
     FG_ERR_NO_DEVICE,    /* no CUDA driver or GPU present */

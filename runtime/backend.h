@@ -69,8 +69,9 @@ typedef struct fg_backend {
     fg_status (*tensormap_encode)(fg_context *ctx, const fg_tmap_desc *d, void *out128);
 
     /* ---- memory ---- */
-    /* bytes > 0; FG_ERR_NOMEM (recorded, naming what) when it cannot. */
-    fg_status (*alloc)(fg_context *ctx, size_t bytes, const char *what, uint64_t *addr);
+    /* bytes > 0; FG_ERR_NOMEM when the memory is not there, recorded at loc
+     * (the tensor or graph the block is for) naming what and the size. */
+    fg_status (*alloc)(fg_context *ctx, size_t bytes, const char *what, fg_loc loc, uint64_t *addr);
     void (*free)(uint64_t addr);                  /* 0: nothing */
     fg_status (*upload)(fg_context *ctx, uint64_t dst, const void *src, size_t bytes, void *stream);
     fg_status (*download)(fg_context *ctx, void *dst, uint64_t src, size_t bytes, void *stream);

@@ -123,12 +123,12 @@ static fg_status cuda_tensormap_encode(fg_context *ctx, const fg_tmap_desc *d, v
 
 /* ---- memory ---- */
 
-static fg_status cuda_alloc(fg_context *ctx, size_t bytes, const char *what, uint64_t *addr)
+static fg_status cuda_alloc(fg_context *ctx, size_t bytes, const char *what, fg_loc loc, uint64_t *addr)
 {
     CUdeviceptr p = 0;
     CUresult r = fg_cu()->MemAlloc(&p, bytes);
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
-        return fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "out of GPU memory allocating %zu bytes for %s", bytes, what);
+        return fg_diag_error(ctx, FG_ERR_NOMEM, loc, "out of GPU memory: %zu bytes for %s", bytes, what);
     fg_status st = CU_CHECK(ctx, r);
     *addr = st ? 0 : (uint64_t)p;
     return st;

@@ -42,12 +42,12 @@ static fg_status emu_tensormap_encode(fg_context *ctx, const fg_tmap_desc *d, vo
 
 /* ---- memory: plain host memory, zeroed ---- */
 
-static fg_status emu_alloc(fg_context *ctx, size_t bytes, const char *what, uint64_t *addr)
+static fg_status emu_alloc(fg_context *ctx, size_t bytes, const char *what, fg_loc loc, uint64_t *addr)
 {
-    void *p = calloc(1, bytes ? bytes : 1);
+    void *p = calloc(1, bytes ? bytes : 1);   /* not tracked by the guard: the exec frees it */
     *addr = (uint64_t)(uintptr_t)p;
     if (!p)
-        return fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "out of memory allocating %zu bytes for %s", bytes, what);
+        return fg_diag_error(ctx, FG_ERR_NOMEM, loc, "out of host memory: %zu bytes for %s", bytes, what);
     return FG_OK;
 }
 

@@ -19,6 +19,7 @@
 #include "concat_inplace.h"
 #include "context.h"
 #include "kcache.h"
+#include "oom.h"
 #include "tensor_convert.h"
 
 #define GUARD_BYTE 0xA5
@@ -357,9 +358,58 @@ static fg_status guards_check(fg_exec *e, int k)
 
 static pthread_mutex_t emit_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The largest tensor placed as place (FG_PLACE_WEIGHT, FG_PLACE_ARENA), or -1. */
+static int largest(const fg_exec *e, fg_exec_place place)
+{
+    int big = -1;
+    for (int t = 0; t < e->g->ntensors; t++)
+        if (e->place[t] == place && (big < 0 || e->bytes[t] > e->bytes[big]))
+            big = t;
+    return big;
+}
+
+/* Where an out-of-memory error about tensor big (-1: none) is located: its
+ * declaration, else the graph's file. */
+static fg_loc big_loc(const fg_exec *e, int big)
+{
+    if (big >= 0 && e->g->tensors[big].loc.file)
+        return e->g->tensors[big].loc;
+    return (fg_loc){e->g->path, 0, 0};
+}
+
+/* be->alloc of one of the exec's blocks (what) holding tensor big (-1:
+ * none) among others: an out-of-memory error is located at big and names
+ * it and its size. */
+static fg_status block_alloc(fg_exec *e, size_t bytes, const char *what, int big, uint64_t *addr)
+{
+    char desc[300];
+    if (big >= 0)
+        snprintf(desc, sizeof desc, "%s (the largest: tensor '%s', %zu bytes)", what,
+                 fg_tensor_user_name(&e->g->tensors[big]), e->bytes[big]);
+    else
+        snprintf(desc, sizeof desc, "%s", what);
+    return e->be->alloc(e->ctx, bytes, desc, big_loc(e, big), addr);
+}
+
+/* Zeroed host memory sized by the plan's tensors, checked: NULL after an
+ * out-of-memory error located as block_alloc's.  Tracked under the guard
+ * (fg_oom_adopt), so a call that unwinds later frees it. */
+static void *host_block(fg_exec *e, size_t bytes, const char *what, int big)
+{
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) {
+        fg_diag_error(e->ctx, FG_ERR_NOMEM, big_loc(e, big), "out of host memory: %zu bytes for %s%s%s%s", bytes,
+                      what, big >= 0 ? " (the largest: tensor '" : "",
+                      big >= 0 ? fg_tensor_user_name(&e->g->tensors[big]) : "", big >= 0 ? "')" : "");
+        return NULL;
+    }
+    fg_oom_adopt(p);
+    return p;
+}
+
 /* Converts the folded weights to their dtype and layout into the weight
  * block (packed in place when device memory is host memory), and allocates
- * the arena. */
+ * the arena and the split-K buffers (checked: block_alloc, host_block). */
 static fg_status load_weights(fg_exec *e)
 {
     const fg_backend *be = e->be;
@@ -367,26 +417,26 @@ static fg_status load_weights(fg_exec *e)
     const fg_graph *g = e->g;
     fg_status st = FG_OK;
     if (e->weight_bytes)
-        st = be->alloc(ctx, e->weight_bytes, "the weights", &e->weights);
+        st = block_alloc(e, e->weight_bytes, "the weights", largest(e, FG_PLACE_WEIGHT), &e->weights);
     if (!st && e->arena_bytes)
-        st = be->alloc(ctx, e->arena_bytes, "the intermediates", &e->arena);
+        st = block_alloc(e, e->arena_bytes, "the intermediates", largest(e, FG_PLACE_ARENA), &e->arena);
     if (!st && e->workspace_bytes)   /* split-K partial sums: written before they are read */
-        st = be->alloc(ctx, e->workspace_bytes, "the split-K workspace", &e->workspace);
+        st = block_alloc(e, e->workspace_bytes, "the split-K workspace", -1, &e->workspace);
     if (!st && e->counters_bytes) {   /* split-K tile counters: zeroed once, left at zero by every kernel */
-        st = be->alloc(ctx, e->counters_bytes, "the split-K counters", &e->counters);
-        void *zeros = st ? NULL : calloc(1, e->counters_bytes);
+        st = block_alloc(e, e->counters_bytes, "the split-K counters", -1, &e->counters);
+        void *zeros = st ? NULL : host_block(e, e->counters_bytes, "zeroing the split-K counters", -1);
         if (!st && !zeros)
-            st = fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "out of memory zeroing the split-K counters");
+            st = FG_ERR_NOMEM;
         if (!st)
             st = be->upload(ctx, e->counters, zeros, e->counters_bytes, NULL);
         free(zeros);
     }
     if (st || !e->weight_bytes)
         return st;
-    char *host = be->host_memory ? (char *)(uintptr_t)e->weights : calloc(1, e->weight_bytes);
+    char *host = be->host_memory ? (char *)(uintptr_t)e->weights
+                                 : host_block(e, e->weight_bytes, "staging the weights", largest(e, FG_PLACE_WEIGHT));
     if (!host)
-        return fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "out of memory staging %zu bytes of weights",
-                             e->weight_bytes);
+        return FG_ERR_NOMEM;
     float *vals = NULL;
     size_t cap = 0;
     for (int t = 0; t < g->ntensors && !st; t++) {
@@ -398,9 +448,11 @@ static fg_status load_weights(fg_exec *e)
         if (w->scale) {
             size_t n = (size_t)fg_tensor_numel(w);
             if (n > cap) {
-                float *nv = realloc(vals, n * sizeof *vals);
+                float *nv = realloc(vals, n * sizeof *vals);   /* fg_realloc: tracked under the guard */
                 if (!nv) {
-                    st = fg_diag_error(ctx, FG_ERR_NOMEM, FG_NOLOC, "out of memory scaling weight '%s'", w->name);
+                    st = fg_diag_error(ctx, FG_ERR_NOMEM, w->loc.file ? w->loc : (fg_loc){g->path, 0, 0},
+                                       "out of host memory: %zu bytes scaling weight '%s'", n * sizeof *vals,
+                                       fg_tensor_user_name(w));
                     break;
                 }
                 vals = nv;
@@ -420,17 +472,22 @@ static fg_status load_weights(fg_exec *e)
     return st;
 }
 
-/* Loads every kernel and makes the exec's stream and timing events. */
+/* Loads every kernel and makes the exec's stream and timing events.  Held
+ * (codegen/oom.h): the backend's own state (the driver's modules, the
+ * emulator's dlopen'ed copies and their locks) is never unwound through;
+ * what it made hangs off the exec, which the unwinding call frees. */
 static fg_status load_kernels(fg_exec *e)
 {
     const fg_backend *be = e->be;
     fg_status st = FG_OK;
+    fg_oom_hold();
     for (int k = 0; k < e->nkernels && !st; k++)
         st = be->load(e->ctx, &e->kernels[k]);
     if (!st)
         st = be->stream_new(e->ctx, &e->stream);
     for (int k = 0; k <= e->nkernels && !st; k++)
         st = be->event_new(e->ctx, &e->events[k]);
+    fg_oom_release();
     return st;
 }
 
@@ -463,6 +520,99 @@ static void exec_arrays(fg_exec *e)
         e->kernel_ms[k] = -1;
 }
 
+/* be->open, held (codegen/oom.h): the driver is loaded and its context made
+ * under the backend's own locks. */
+static fg_status backend_open(fg_exec *e)
+{
+    fg_oom_hold();
+    fg_status st = e->be->open(e->ctx);
+    fg_oom_release();
+    return st;
+}
+
+/* fg_oom_defer's cleanups: the exec under construction, the emission lock. */
+static void exec_unwind(void *e) { fg_exec_free(e); }
+static void unlock_cb(void *m) { pthread_mutex_unlock(m); }
+
+/* Emits every group of the plan into e->kernels.  Emission may run Lua
+ * hooks, which share the context's one Lua state, hence the lock; it is
+ * released by a deferred cleanup if emission unwinds.  Each kernel is
+ * emitted into a staging record and only then moved into the exec, so that
+ * the exec's kernels are whole whenever it is freed. */
+static fg_status emit_all(fg_exec *e)
+{
+    fg_emit_opts eo = {.specialize = 1};
+    fg_kernel *k1 = fg_xcalloc(1, sizeof *k1);
+    fg_status st = FG_OK;
+    pthread_mutex_lock(&emit_lock);
+    fg_oom_defer(unlock_cb, &emit_lock);
+    for (int k = 0; k < e->nkernels && !st; k++) {
+        st = fg_emit_group(e->ctx, e->plan, k, &eo, k1);
+        if (st)
+            fg_kernel_free(k1);
+        else
+            e->kernels[k] = *k1;
+        memset(k1, 0, sizeof *k1);
+    }
+    fg_oom_undefer(&emit_lock);
+    pthread_mutex_unlock(&emit_lock);
+    free(k1);
+    return st;
+}
+
+typedef struct compile_call {
+    fg_context *ctx;
+    const fg_plan *p;
+    const fg_backend *be;
+    const fg_compile_options *co;
+    fg_exec **out;
+} compile_call;
+
+/* fg_plan_compile's work, under the out-of-memory guard (codegen/oom.h).
+ * The exec is registered for freeing (fg_exec_free, which also releases the
+ * backend memory and loaded kernels that the guard does not track) from the
+ * moment it exists until it is handed out.  Obtaining the binaries (the
+ * kernel cache in memory and on disk, the remote tier, NVRTC or the host
+ * compiler, the worker threads) and loading them run held. */
+static fg_status compile_body(void *arg)
+{
+    compile_call *c = arg;
+    const fg_backend *be = c->be;
+    fg_exec *e = fg_xcalloc(1, sizeof *e);
+    e->ctx = c->ctx;
+    e->plan = c->p;
+    e->g = c->p->graph;
+    e->be = be;
+    e->opts = *c->co;
+    e->opts.device = be->device;
+    e->total_ms = -1;
+    pthread_mutex_init(&e->run_lock, NULL);
+    fg_oom_defer(exec_unwind, e);
+    exec_arrays(e);
+
+    fg_status st = backend_open(e);
+    if (!st)
+        st = emit_all(e);
+    if (!st) {
+        fg_oom_hold();
+        st = fg_kernel_obtain_all(c->ctx, be, e->kernels, e->nkernels, NULL, NULL);
+        fg_oom_release();
+    }
+    if (!st)
+        st = place_tensors(e);
+    if (!st)
+        st = load_weights(e);
+    if (!st)
+        st = load_kernels(e);
+    fg_oom_undefer(e);
+    if (st) {
+        fg_exec_free(e);
+        return st;
+    }
+    *c->out = e;
+    return FG_OK;
+}
+
 FG_API fg_status fg_plan_compile(fg_context *ctx, const fg_plan *p, const fg_compile_options *o, fg_exec **out)
 {
     if (out)
@@ -484,41 +634,8 @@ FG_API fg_status fg_plan_compile(fg_context *ctx, const fg_plan *p, const fg_com
     const fg_backend *be = fg_backend_choose(ctx, co.device);
     if (!be)
         return FG_ERR_INPUT;
-
-    fg_exec *e = fg_xcalloc(1, sizeof *e);
-    e->ctx = ctx;
-    e->plan = p;
-    e->g = p->graph;
-    e->be = be;
-    e->opts = co;
-    e->opts.device = be->device;
-    e->total_ms = -1;
-    pthread_mutex_init(&e->run_lock, NULL);
-    exec_arrays(e);
-
-    st = be->open(ctx);
-    if (!st) {
-        /* Emission may run Lua hooks, which share the context's one Lua state. */
-        fg_emit_opts eo = {.specialize = 1};
-        pthread_mutex_lock(&emit_lock);
-        for (int k = 0; k < e->nkernels && !st; k++)
-            st = fg_emit_group(ctx, p, k, &eo, &e->kernels[k]);
-        pthread_mutex_unlock(&emit_lock);
-    }
-    if (!st)
-        st = fg_kernel_obtain_all(ctx, be, e->kernels, e->nkernels, NULL, NULL);
-    if (!st)
-        st = place_tensors(e);
-    if (!st)
-        st = load_weights(e);
-    if (!st)
-        st = load_kernels(e);
-    if (st) {
-        fg_exec_free(e);
-        return st;
-    }
-    *out = e;
-    return FG_OK;
+    compile_call c = {ctx, p, be, &co, out};
+    return fg_oom_guard(ctx, (fg_loc){p->graph->path, 0, 0}, "compiling the plan", compile_body, NULL, &c);
 }
 
 FG_API void fg_exec_free(fg_exec *e)
@@ -740,8 +857,21 @@ static fg_status run_graph(fg_exec *e, void *s)
     return be->graph_launch(e->ctx, e->graph, s);
 }
 
-/* One run on stream s, then the times when timing is on (which waits). */
+/* One run on stream s, then the times when timing is on (which waits).
+ * Held (codegen/oom.h): the launches run in the backend (the driver; the
+ * emulator's scheduler, its threads and the dlopen'ed kernels), and a
+ * captured launch graph is state of the exec. */
+static fg_status run_on_held(fg_exec *e, void *s);
+
 static fg_status run_on(fg_exec *e, void *s)
+{
+    fg_oom_hold();
+    fg_status st = run_on_held(e, s);
+    fg_oom_release();
+    return st;
+}
+
+static fg_status run_on_held(fg_exec *e, void *s)
 {
     const fg_backend *be = e->be;
     int timing = e->opts.timing != 0;
@@ -775,18 +905,49 @@ static fg_status run_on(fg_exec *e, void *s)
 /* Nonzero for an exec made by fg_plan_compile (the public calls' check). */
 static int exec_ok(const fg_exec *e) { return e && e->ctx && e->be; }
 
-FG_API fg_status fg_exec_run(fg_exec *e, const fg_binding *b, int n, void *stream)
+typedef struct run_call {
+    fg_exec *e;
+    const fg_binding *b;
+    int n;
+    void *stream;
+    int host;   /* fg_exec_run_host */
+} run_call;
+
+static fg_status run_host_staged(fg_exec *e);
+
+/* One run, under the out-of-memory guard (codegen/oom.h): the run lock is
+ * released by a deferred cleanup if the call unwinds; binding is guarded;
+ * the launches run held (run_on). */
+static fg_status run_body(void *arg)
+{
+    run_call *c = arg;
+    fg_exec *e = c->e;
+    pthread_mutex_lock(&e->run_lock);
+    fg_oom_defer(unlock_cb, &e->run_lock);
+    fg_status st = bind(e, c->b, c->n);
+    if (!st)
+        st = backend_open(e);
+    if (!st)
+        st = !c->host ? run_on(e, c->stream ? c->stream : e->stream)
+             : e->be->host_memory ? run_on(e, e->stream)
+                                  : run_host_staged(e);
+    fg_oom_undefer(&e->run_lock);
+    pthread_mutex_unlock(&e->run_lock);
+    return st;
+}
+
+/* fg_exec_run and fg_exec_run_host. */
+static fg_status run_guarded(fg_exec *e, const fg_binding *b, int n, void *stream, int host)
 {
     if (!exec_ok(e))
         return FG_ERR_INPUT;
-    pthread_mutex_lock(&e->run_lock);
-    fg_status st = bind(e, b, n);
-    if (!st)
-        st = e->be->open(e->ctx);
-    if (!st)
-        st = run_on(e, stream ? stream : e->stream);
-    pthread_mutex_unlock(&e->run_lock);
-    return st;
+    run_call c = {e, b, n, stream, host};
+    return fg_oom_guard(e->ctx, (fg_loc){e->g->path, 0, 0}, "running the plan", run_body, NULL, &c);
+}
+
+FG_API fg_status fg_exec_run(fg_exec *e, const fg_binding *b, int n, void *stream)
+{
+    return run_guarded(e, b, n, stream, 0);
 }
 
 /* Device memory that is not host memory: stages host data through buffers
@@ -797,8 +958,11 @@ static fg_status run_host_staged(fg_exec *e)
     const fg_backend *be = e->be;
     fg_context *ctx = e->ctx;
     int nio = e->ninputs + e->noutputs;
-    if (!e->io)
+    if (!e->io) {
+        fg_oom_hold();   /* the exec's, kept between runs */
         e->io = fg_xcalloc((size_t)nio + 1, sizeof *e->io);
+        fg_oom_release();
+    }
     void **host = fg_xcalloc((size_t)nio + 1, sizeof *host);
     fg_status st = FG_OK;
     for (int j = 0; j < nio && !st; j++) {
@@ -806,7 +970,7 @@ static fg_status run_host_staged(fg_exec *e)
         size_t bytes = e->bytes[t], padded = align_up(bytes);
         host[j] = (void *)(uintptr_t)e->bound[t];
         if (!e->io[j])
-            st = be->alloc(ctx, padded, e->g->tensors[t].name, &e->io[j]);
+            st = block_alloc(e, padded, e->ninputs > j ? "staging an input" : "staging an output", t, &e->io[j]);
         if (!st && j < e->ninputs)
             st = be->upload(ctx, e->io[j], host[j], bytes, e->stream);
         else if (!st)
@@ -827,16 +991,7 @@ static fg_status run_host_staged(fg_exec *e)
 
 FG_API fg_status fg_exec_run_host(fg_exec *e, const fg_binding *b, int n)
 {
-    if (!exec_ok(e))
-        return FG_ERR_INPUT;
-    pthread_mutex_lock(&e->run_lock);
-    fg_status st = bind(e, b, n);
-    if (!st)
-        st = e->be->open(e->ctx);
-    if (!st)
-        st = e->be->host_memory ? run_on(e, e->stream) : run_host_staged(e);
-    pthread_mutex_unlock(&e->run_lock);
-    return st;
+    return run_guarded(e, b, n, NULL, 1);
 }
 
 /* ---- queries ------------------------------------------------------------ */

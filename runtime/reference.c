@@ -11,6 +11,7 @@
 
 #include "context.h"
 #include "expr.h"
+#include "oom.h"
 #include "reference_norm.h"
 #include "reference_index.h"
 #include "reference_ops.h"
@@ -405,6 +406,20 @@ static const ref_op ref_ops[] = {
 };
 FG_STATIC_ASSERT(FG_COUNTOF(ref_ops) == FG_OPK_COUNT, "ref_ops out of sync with fg_op_kind");
 
+/* The values of tensor t (n of them), checked: the reference's buffers are
+ * sized by the graph, so NULL after "out of host memory" located at loc
+ * (the graph's file when loc has none).  Not tracked by the out-of-memory
+ * guard: they are the caller's (vals) at once. */
+static double *values_alloc(fg_context *ctx, const fg_graph *g, const fg_tensor *t, fg_loc loc, int64_t n)
+{
+    double *v = n < 0 || (uint64_t)n > SIZE_MAX / sizeof(double) ? NULL : malloc((size_t)(n ? n : 1) * sizeof(double));
+    if (!v)
+        fg_diag_error(ctx, FG_ERR_NOMEM, loc.file ? loc : (fg_loc){g->path, 0, 0},
+                      "out of host memory: %lld values of tensor '%s' for the reference", (long long)n,
+                      fg_tensor_user_name(t));
+    return v;
+}
+
 fg_status fg_reference_run(fg_context *ctx, const fg_graph *g, double **vals)
 {
     for (int t = 0; t < g->ntensors; t++) {
@@ -413,7 +428,8 @@ fg_status fg_reference_run(fg_context *ctx, const fg_graph *g, double **vals)
             continue;
         if (tt->is_weight && tt->data) {
             int64_t n = fg_tensor_numel(tt);
-            vals[t] = fg_xmalloc((size_t)(n ? n : 1) * sizeof(double));
+            if (!(vals[t] = values_alloc(ctx, g, tt, tt->loc, n)))
+                return FG_ERR_NOMEM;
             fg_tensor_values_f64(tt, vals[t]);   /* folded weights: pending scale applied */
         }
     }
@@ -428,7 +444,11 @@ fg_status fg_reference_run(fg_context *ctx, const fg_graph *g, double **vals)
         const fg_tensor *ot = &g->tensors[nd->output];
         int64_t total = fg_tensor_numel(ot);
         free(vals[nd->output]);
-        double *y = fg_xcalloc((size_t)(total ? total : 1), sizeof(double));
+        vals[nd->output] = NULL;   /* nothing dangles if the allocation below unwinds */
+        double *y = values_alloc(ctx, g, ot, nd->loc, total);
+        if (!y)
+            return FG_ERR_NOMEM;
+        memset(y, 0, (size_t)(total ? total : 1) * sizeof(double));
         vals[nd->output] = y;
         if (nd->folded) {
             const fg_tensor *xt = &g->tensors[nd->inputs[0]];
@@ -486,7 +506,7 @@ void fg_reference_random_inputs(const fg_graph *g, uint64_t seed, double **vals)
         int t = g->inputs[i];
         fg_dtype dt = g->tensors[t].dtype;
         int64_t n = fg_tensor_numel(&g->tensors[t]), range = dt == FG_DTYPE_BOOL ? 0 : index_range(g, t);
-        double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof(double));
+        double *v = vals[t] ? vals[t] : fg_xmalloc((size_t)(n ? n : 1) * sizeof(double));
         for (int64_t k = 0; k < n; k++) {
             double u = (double)(splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0);   /* [0, 1) */
             v[k] = fg_dtype_is_float(dt) ? u * 2.0 - 1.0
@@ -495,6 +515,60 @@ void fg_reference_random_inputs(const fg_graph *g, uint64_t seed, double **vals)
         }
         vals[t] = v;
     }
+}
+
+/* ---- under the out-of-memory guard ---------------------------------------- */
+
+typedef struct ref_call {
+    fg_context *ctx;
+    const fg_graph *g;
+    double **vals;
+    uint64_t seed;
+} ref_call;
+
+static fg_status run_body(void *arg)
+{
+    ref_call *c = arg;
+    return fg_reference_run(c->ctx, c->g, c->vals);
+}
+
+static fg_status inputs_body(void *arg)
+{
+    ref_call *c = arg;
+    fg_reference_random_inputs(c->g, c->seed, c->vals);
+    return FG_OK;
+}
+
+/* After unwinding: the slots the call filled point at memory about to be
+ * freed with the rest of what it allocated. */
+static void ref_undo(void *arg)
+{
+    ref_call *c = arg;
+    for (int t = 0; t < c->g->ntensors; t++)
+        if (fg_oom_owns(c->vals[t]))
+            c->vals[t] = NULL;
+}
+
+fg_status fg_reference_run_guarded(fg_context *ctx, const fg_graph *g, double **vals)
+{
+    ref_call c = {ctx, g, vals, 0};
+    return fg_oom_guard(ctx, (fg_loc){g->path, 0, 0}, "running the reference", run_body, ref_undo, &c);
+}
+
+fg_status fg_reference_random_inputs_guarded(fg_context *ctx, const fg_graph *g, uint64_t seed, double **vals)
+{
+    for (int i = 0; i < g->ninputs; i++) {   /* the buffers, checked, so that filling allocates nothing */
+        const fg_tensor *t = &g->tensors[g->inputs[i]];
+        if (!vals[g->inputs[i]] && !(vals[g->inputs[i]] = values_alloc(ctx, g, t, t->loc, fg_tensor_numel(t)))) {
+            for (int j = 0; j < i; j++) {
+                free(vals[g->inputs[j]]);
+                vals[g->inputs[j]] = NULL;
+            }
+            return FG_ERR_NOMEM;
+        }
+    }
+    ref_call c = {ctx, g, vals, seed};
+    return fg_oom_guard(ctx, (fg_loc){g->path, 0, 0}, "making the random inputs", inputs_body, ref_undo, &c);
 }
 
 double fg_rel_l2(const double *a, const double *b, int64_t n, double *max_abs)

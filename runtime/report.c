@@ -323,7 +323,7 @@ FG_API fg_status fg_plan_report(fg_context *ctx, const fg_plan *p, const fg_repo
     fg_emit_opts eo = {.specialize = 1};   /* as fg_plan_compile emits them */
     int emitted = 0;
     for (; emitted < n && st == FG_OK; emitted++)
-        st = fg_emit_group(ctx, p, emitted, &eo, &ks[emitted]);
+        st = fg_emit_group_guarded(ctx, p, emitted, &eo, &ks[emitted]);
     if (st == FG_OK)
         st = fg_jit_compile_all(ctx, ks, n, arch, infos);
     if (st == FG_OK)

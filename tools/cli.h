@@ -2,7 +2,8 @@
  * cli.h -- shared pieces of the `fusegen` command line: each subcommand is a
  * function cmd_<name>(argc, argv) in tools/cmd_<name>.c returning the process
  * exit code: 0 ok, 1 failure (compile, device, check, I/O), 2 bad input
- * (rules, graph, hooks, usage).
+ * (rules, graph, hooks, usage) and host memory running out (FG_ERR_NOMEM:
+ * what the input asks for does not fit).
  */
 #ifndef FG_CLI_H
 #define FG_CLI_H

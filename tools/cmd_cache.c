@@ -166,7 +166,7 @@ static int do_warm(int ngraphs, char **graphs, const char *rules, const char *ar
         fg_jit_info *infos = fg_xcalloc((size_t)(n ? n : 1), sizeof *infos);
         fg_emit_opts eo = {.specialize = 1};   /* as fg_plan_compile emits them */
         for (int i = 0; i < n && st == FG_OK; i++)
-            st = fg_emit_group(ctx, p, i, &eo, &ks[i]);
+            st = fg_emit_group_guarded(ctx, p, i, &eo, &ks[i]);
         double t0 = fg_now();
         if (st == FG_OK)
             st = fg_kernel_obtain_all(ctx, be, ks, n, arch, infos);

@@ -13,6 +13,7 @@ int cli_exit_code(fg_status st)
         return 0;
     case FG_ERR_INPUT:
     case FG_ERR_HOOK:
+    case FG_ERR_NOMEM:   /* what the input asked for does not fit in this machine's memory */
         return 2;
     default:
         return 1;

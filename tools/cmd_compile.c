@@ -86,7 +86,7 @@ int cmd_compile(int argc, char **argv)
     double emit_total = 0;
     for (int i = 0; i < n && st == FG_OK; i++) {
         double t0 = fg_now();
-        st = fg_emit_group(ctx, p, i, &eo, &ks[i]);
+        st = fg_emit_group_guarded(ctx, p, i, &eo, &ks[i]);
         ks[i].emit_seconds = fg_now() - t0;
         emit_total += ks[i].emit_seconds;
     }

@@ -82,7 +82,7 @@ int cmd_emit(int argc, char **argv)
                     group);
             rc = 2;
         } else {
-            fg_status st = fg_emit_group(ctx, p, (int)group, &opts, &k);
+            fg_status st = fg_emit_group_guarded(ctx, p, (int)group, &opts, &k);
             if (st != FG_OK)
                 rc = cli_report(ctx, st);
             else
@@ -97,7 +97,7 @@ int cmd_emit(int argc, char **argv)
             rc = 1;
         }
         for (int i = 0; i < p->ngroups && rc == 0; i++) {
-            st = fg_emit_group(ctx, p, i, &opts, &ks[i]);
+            st = fg_emit_group_guarded(ctx, p, i, &opts, &ks[i]);
             if (st != FG_OK) {
                 rc = cli_report(ctx, st);
                 break;

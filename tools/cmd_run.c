@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,39 @@
     "fusegen run GRAPH [--rules DIR] [--device auto|cuda|emu] [--check] [--seed N] [--graph-replay] [--iters N]\n"     \
     "                      [--input NAME=FILE.npy]... [--save-outputs DIR] [--save-reference DIR]"
 #define MAX_FILE_INPUTS 256
+
+/* Host memory sized by tensor t of g (-1: the graph as a whole), checked:
+ * NULL after recording "out of host memory" located at the tensor's
+ * declaration (the graph's file when it has none), naming what it was for.
+ * Everything here that is sized by the graph's tensors allocates through it,
+ * so that a graph too large for this machine is an error, not an abort. */
+static void *run_alloc(fg_context *ctx, const fg_graph *g, int t, size_t bytes, const char *what)
+{
+    void *p = bytes == SIZE_MAX ? NULL : malloc(bytes ? bytes : 1);
+    if (p)
+        return p;
+    fg_loc loc = {g->path, 0, 0};
+    if (t >= 0 && g->tensors[t].loc.file)
+        loc = g->tensors[t].loc;
+    fg_diag_error(ctx, FG_ERR_NOMEM, loc, "out of host memory: %zu bytes for %s of tensor '%s'", bytes, what,
+                  t >= 0 ? fg_tensor_user_name(&g->tensors[t]) : g->name);
+    return NULL;
+}
+
+/* n elements of size es, or SIZE_MAX when the product does not fit (for
+ * messages). */
+static size_t nbytes(int64_t n, size_t es)
+{
+    return n < 0 || (uint64_t)n > SIZE_MAX / es ? SIZE_MAX : (size_t)n * es;
+}
+
+/* malloc of n (at least one) elements of size es; NULL when it fails or the
+ * size does not fit. */
+static void *alloc_n(int64_t n, size_t es)
+{
+    size_t b = nbytes(n > 0 ? n : 1, es);
+    return b == SIZE_MAX ? NULL : malloc(b);
+}
 
 static double tolerance(fg_dtype t, fg_precision p, int kernels)
 {
@@ -78,7 +112,8 @@ static int unwritten(const fg_tensor_info *info, const void *data, int64_t k)
  * mismatch is named: elements not written (still the poison), NaN or
  * infinities the reference does not have, and numbers where the reference
  * is NaN or infinite. */
-static int check_output(const fg_exec *e, const fg_graph *src, double **ref, int i, const void *data, FILE *out)
+static int check_output(fg_context *ctx, const fg_exec *e, const fg_graph *src, double **ref, int i, const void *data,
+                        FILE *out)
 {
     fg_tensor_info info;
     fg_exec_output_info(e, i, &info);
@@ -92,8 +127,16 @@ static int check_output(const fg_exec *e, const fg_graph *src, double **ref, int
     fg_tensor t = *pt;           /* the source's shape with the compiled dtype/layout */
     t.dtype = info.dtype;
     t.layout = info.layout;
-    double *got = fg_xmalloc((size_t)(n ? n : 1) * sizeof *got);
-    double *fa = fg_xmalloc((size_t)(n ? n : 1) * sizeof *fa), *fb = fg_xmalloc((size_t)(n ? n : 1) * sizeof *fb);
+    size_t nb = nbytes(n, sizeof(double));
+    double *got = run_alloc(ctx, src, st, nb, "checking the output");
+    double *fa = got ? run_alloc(ctx, src, st, nb, "checking the output") : NULL;
+    double *fb = fa ? run_alloc(ctx, src, st, nb, "checking the output") : NULL;
+    if (!fb) {
+        fprintf(out, "  %-28s FAIL (out of host memory)\n", info.name);
+        free(got);
+        free(fa);
+        return -1;
+    }
     fg_tensor_unpack(&t, info.layout, data, got);
     int64_t nf = 0, not_written = 0, extra_nan = 0, missing_nan = 0, bad_inf = 0, ref_nan = 0, ref_inf = 0;
     for (int64_t k = 0; k < n; k++) {
@@ -172,7 +215,12 @@ static int save_npy(const char *dir, const char *name, int rank, const int64_t *
         n *= shape[d];
     static const size_t esz[] = {[FG_NPY_F32] = 4, [FG_NPY_F16] = 2, [FG_NPY_F64] = 8,
                                  [FG_NPY_I64] = 8, [FG_NPY_I32] = 4, [FG_NPY_BOOL] = 1};
-    void *buf = fg_xmalloc((size_t)(n ? n : 1) * esz[type]);
+    void *buf = alloc_n(n, esz[type]);
+    if (!buf) {
+        fprintf(stderr, "fusegen: error: out of host memory: %zu bytes saving output '%s'\n", nbytes(n, esz[type]),
+                name);
+        return 2;
+    }
     for (int64_t k = 0; k < n; k++) {
         switch (type) {   /* integer results are whole numbers already (stored truncated) */
         case FG_NPY_F64: ((double *)buf)[k] = values[k]; break;
@@ -353,7 +401,7 @@ static int apply_inputs(const run_args *a, const fg_exec *e, const fg_graph *g, 
  * values rounded to the input's dtype (ref is rounded too, so that the
  * reference sees exactly what the kernels read) and packed in its layout;
  * outputs are poisoned (every bit set: NaN in every dtype). */
-static void **bind_buffers(const fg_exec *e, const fg_graph *g, double **ref, fg_binding *b)
+static void **bind_buffers(fg_context *ctx, const fg_exec *e, const fg_graph *g, double **ref, fg_binding *b)
 {
     int nin = fg_exec_input_count(e), nio = nin + fg_exec_output_count(e);
     void **bufs = fg_xcalloc((size_t)nio + 1, sizeof *bufs);
@@ -363,14 +411,20 @@ static void **bind_buffers(const fg_exec *e, const fg_graph *g, double **ref, fg
             fg_exec_input_info(e, i, &info);
         else
             fg_exec_output_info(e, i - nin, &info);
-        bufs[i] = fg_xmalloc(info.bytes ? info.bytes : 1);
+        int t = fg_graph_find_tensor(g, info.name);
+        bufs[i] = run_alloc(ctx, g, t, info.bytes, i < nin ? "the host buffer of input" : "the host buffer of output");
+        if (!bufs[i]) {
+            for (int j = 0; j < i; j++)
+                free(bufs[j]);
+            free(bufs);
+            return NULL;
+        }
         b[i].name = info.name;
         b[i].data = bufs[i];
         if (i >= nin) {
             memset(bufs[i], 0xFF, info.bytes);   /* NaN in every dtype */
             continue;
         }
-        int t = fg_graph_find_tensor(g, info.name);
         fg_tensor pt = g->tensors[t];
         pt.dtype = info.dtype;
         pt.layout = info.layout;
@@ -460,7 +514,13 @@ static int save_outputs(const fg_exec *e, const fg_graph *g, const char *dir, vo
         fg_tensor pt = g->tensors[t];
         pt.dtype = info.dtype;
         int64_t n = fg_tensor_numel(&pt);
-        double *v = fg_xmalloc((size_t)(n ? n : 1) * sizeof *v);
+        double *v = alloc_n(n, sizeof *v);
+        if (!v) {
+            fprintf(stderr, "fusegen: error: out of host memory: %zu bytes saving output '%s'\n",
+                    nbytes(n, sizeof *v), info.name);
+            rc = 2;
+            break;
+        }
         fg_tensor_unpack(&pt, info.layout, out[i], v);
         rc = save_npy(dir, info.name, info.rank, pt.shape, v, npy_type_of(&info), names, &nnames);
         free(v);
@@ -472,14 +532,20 @@ static int save_outputs(const fg_exec *e, const fg_graph *g, const char *dir, vo
 /* --check: compares every output out[i] with the reference ref and prints
  * a table.  Returns 0 when all are within tolerance, else 1 after a
  * message naming the seed. */
-static int check_outputs(const fg_exec *e, const fg_graph *g, double **ref, void *const *out, uint64_t seed)
+static int check_outputs(fg_context *ctx, const fg_exec *e, const fg_graph *g, double **ref, void *const *out,
+                         uint64_t seed)
 {
     int nout = fg_exec_output_count(e);
     printf("\n  check against the unfused reference (tolerance: relative L2 <= base(dtype) * sqrt(kernels))\n");
     printf("  %-28s %-5s %10s %10s %10s  %s\n", "output", "dtype", "max_abs", "rel_l2", "tolerance", "result");
-    int ok = 1;
-    for (int i = 0; i < nout; i++)
-        ok &= check_output(e, g, ref, i, out[i], stdout);
+    int ok = 1, nomem = 0;
+    for (int i = 0; i < nout; i++) {
+        int r = check_output(ctx, e, g, ref, i, out[i], stdout);
+        ok &= r > 0;
+        nomem |= r < 0;
+    }
+    if (nomem)
+        return cli_report(ctx, FG_ERR_NOMEM);
     if (!ok) {
         fprintf(stderr, "fusegen: check failed (seed %llu): outputs differ from the reference beyond tolerance\n",
                 (unsigned long long)seed);
@@ -521,7 +587,7 @@ static int results(fg_context *ctx, const run_args *a, const fg_exec *e, const f
     }
     if (!a->check && !a->save_ref)
         return 0;
-    fg_status st = fg_reference_run(ctx, g, ref);
+    fg_status st = fg_reference_run_guarded(ctx, g, ref);
     if (st)
         return cli_report(ctx, st);
     if (a->save_ref) {
@@ -529,7 +595,7 @@ static int results(fg_context *ctx, const run_args *a, const fg_exec *e, const f
             return rc;
         printf("  reference outputs saved in %s\n", a->save_ref);
     }
-    return a->check ? check_outputs(e, g, ref, out, a->seed) : 0;
+    return a->check ? check_outputs(ctx, e, g, ref, out, a->seed) : 0;
 }
 
 int cmd_run(int argc, char **argv)
@@ -549,6 +615,7 @@ int cmd_run(int argc, char **argv)
     void **bufs = NULL;
     int nio = 0, nin = 0;
     const char *why = "";
+    fg_status st;
     if (a.dev == FG_DEVICE_AUTO) {
         char arch[16];
         why = fg_cuda_device_arch(ctx, arch) == 0 ? " (auto: GPU found)" : " (auto: no CUDA driver or GPU)";
@@ -558,14 +625,23 @@ int cmd_run(int argc, char **argv)
 
     /* inputs from the seeded values, or from --input files */
     ref = fg_xcalloc((size_t)g->ntensors + 1, sizeof *ref);
-    fg_reference_random_inputs(g, a.seed, ref);
+    st = fg_reference_random_inputs_guarded(ctx, g, a.seed, ref);
+    if (st) {
+        rc = cli_report(ctx, st);
+        goto done;
+    }
     if ((rc = apply_inputs(&a, e, g, ref)) != 0)
         goto done;
     nin = fg_exec_input_count(e);
     nio = nin + fg_exec_output_count(e);
     fg_binding *b = fg_xcalloc((size_t)nio + 1, sizeof *b);
-    bufs = bind_buffers(e, g, ref, b);
-    fg_status st = time_runs(e, b, nio, a.iters);
+    bufs = bind_buffers(ctx, e, g, ref, b);
+    if (!bufs) {
+        free(b);
+        rc = cli_report(ctx, FG_ERR_NOMEM);
+        goto done;
+    }
+    st = time_runs(e, b, nio, a.iters);
     free(b);
     rc = st ? cli_report(ctx, st) : results(ctx, &a, e, g, ref, bufs + nin);
 done:

@@ -5,7 +5,9 @@
  * YAML graph with weights from an .npy and a .safetensors file, setting a
  * weight, planning it (a fold), two ONNX models (one with an import-time
  * constant fold, one that a rewrite turns back into an op) and planning
- * them.  Every run must end with each call FG_OK or FG_ERR_NOMEM with an
+ * them, then compiling the YAML graph's plan for the emulation backend
+ * (emission, placement, the weight block; obtaining the binaries is held,
+ * codegen/oom.h) and running it once.  Every run must end with each call FG_OK or FG_ERR_NOMEM with an
  * "out of memory while ..." error, never a crash; the failed call, run again
  * without injection, must succeed (what the failure left is consistent).
  * Under AddressSanitizer the leak check at exit covers every run.
@@ -14,8 +16,10 @@
  * fresh context each time and sampled: FUSEGEN_OOM_TEST_RUNS runs at most
  * (default 600, 250 in the sanitized build), with a stride whose offset moves
  * by one each run.  The other calls run in one context with the rules
- * loaded, failing at every one of their allocations.  The test prints what
- * it covered.
+ * loaded, failing at every one of the loading and planning allocations; the
+ * compile and the run are sampled too (FUSEGEN_OOM_TEST_COMPILE_RUNS, default
+ * 300, 150 sanitized: each such run first repeats the loading and planning
+ * steps).  The test prints what it covered.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,11 +34,12 @@
 #include "testutil.h"
 #include "weights_file.h"
 
-#define NSTEPS 9
+#define NSTEPS 11
+#define STEP_COMPILE 9   /* the first step sampled with the compile budget */
 
 static const char *const step_names[NSTEPS] = {
     "rules load", "graph load", "set weight", "plan", "ONNX load (fold)", "plan", "ONNX load (rewrite)", "plan",
-    "ONNX load from memory",
+    "ONNX load from memory", "compile (emulation)", "run",
 };
 
 static const char GRAPH[] =
@@ -58,7 +63,8 @@ static const char GRAPH[] =
     "outputs: [sum]\n";
 
 typedef struct fixture {
-    char *dir, *graph, *onnx_fold, *onnx_rewrite;
+    char *dir, *graph, *onnx_fold, *onnx_rewrite, *cache;
+    float x[1 * 4 * 6 * 6], y[1 * 4 * 6 * 6];   /* the run's input and output */
     char *model;      /* the fold model's bytes, for fg_graph_load_onnx_memory */
     size_t model_len;
 } fixture;
@@ -67,6 +73,7 @@ typedef struct run {
     fg_context *ctx;
     fg_graph *g[4];
     fg_plan *p[3];
+    fg_exec *e;
 } run;
 
 static fixture F;
@@ -117,10 +124,15 @@ static void fixture_make(void)
     F.onnx_rewrite = copy_file(tu_src("tests/fuzz/corpus/fuzz_onnx/matmul_fp16_gelu"), F.dir, "rewrite.onnx");
     F.model = fg_read_file(tu_src("tests/fuzz/corpus/fuzz_onnx/conv_bn_relu"), &F.model_len);
     assert_non_null(F.model);
+    for (size_t i = 0; i < FG_COUNTOF(F.x); i++)
+        F.x[i] = (float)((int)(i % 11) - 5) * 0.25f;
+    F.cache = fg_path_join(F.dir, "cache");   /* compiled kernels: private to the test */
+    setenv("FUSEGEN_CACHE_DIR", F.cache, 1);
 }
 
 static void run_free(run *r)
 {
+    fg_exec_free(r->e);
     for (int i = 0; i < 3; i++)
         fg_plan_free(r->p[i]);
     for (int i = 0; i < 4; i++)
@@ -149,15 +161,25 @@ static fg_status step(run *r, int k)
     case 5: return fg_plan_build(r->ctx, r->g[1], &r->p[1]);
     case 6: return fg_graph_load(r->ctx, F.onnx_rewrite, &r->g[2]);
     case 7: return fg_plan_build(r->ctx, r->g[2], &r->p[2]);
-    default: return fg_graph_load_onnx_memory(r->ctx, "conv_bn_relu.onnx", F.model, F.model_len, NULL, &r->g[3]);
+    case 8: return fg_graph_load_onnx_memory(r->ctx, "conv_bn_relu.onnx", F.model, F.model_len, NULL, &r->g[3]);
+    case 9: {
+        fg_compile_options co = {.device = FG_DEVICE_EMU};
+        return fg_plan_compile(r->ctx, r->p[0], &co, &r->e);
+    }
+    default: {
+        fg_binding b[2] = {{"x", F.x}, {"sum", F.y}};
+        return fg_exec_run(r->e, b, 2, NULL);
+    }
     }
 }
 
 /* What step k produced (NULL for none); it must be NULL after a failure. */
 static const void *product(const run *r, int k)
 {
-    static const int graph_of[NSTEPS] = {-1, 0, -1, -1, 1, -1, 2, -1, 3};
-    static const int plan_of[NSTEPS] = {-1, -1, -1, 0, -1, 1, -1, 2, -1};
+    static const int graph_of[NSTEPS] = {-1, 0, -1, -1, 1, -1, 2, -1, 3, -1, -1};
+    static const int plan_of[NSTEPS] = {-1, -1, -1, 0, -1, 1, -1, 2, -1, -1, -1};
+    if (k == STEP_COMPILE)
+        return r->e;
     if (graph_of[k] >= 0)
         return r->g[graph_of[k]];
     return plan_of[k] >= 0 ? (const void *)r->p[plan_of[k]] : NULL;
@@ -218,7 +240,7 @@ static int one_run(long n, int first, fg_context *shared, int counts[NSTEPS])
 }
 
 /* Runs with the failure at allocations from..to of the sequence (counted
- * from the start of step first), every one or, beyond budget runs, with a
+ * from the start of step first, from 1), every one or, beyond budget runs, with a
  * stride whose offset moves by one each time.  Returns the runs made. */
 static long sweep(long from, long to, long budget, int first, fg_context *shared, int counts[NSTEPS], long *stride)
 {
@@ -229,7 +251,7 @@ static long sweep(long from, long to, long budget, int first, fg_context *shared
         if (at > to)
             at = to;
         runs++;
-        if (one_run(at - from + 1, first, shared, counts) < 0)
+        if (one_run(at, first, shared, counts) < 0)
             fail_msg("allocation %ld of %ld..%ld failed nowhere", at, from, to);
     }
     return runs;
@@ -265,15 +287,25 @@ static void test_every_allocation_fails(void **state)
     const char *env = getenv("FUSEGEN_OOM_TEST_RUNS");
     if (env && atol(env) > 0)
         budget = atol(env);
-    long s0, s1;
+#ifdef __SANITIZE_ADDRESS__
+    long cbudget = 150;
+#else
+    long cbudget = 300;
+#endif
+    env = getenv("FUSEGEN_OOM_TEST_COMPILE_RUNS");
+    if (env && atol(env) > 0)
+        cbudget = atol(env);
+    long s0, s1, s2;
     long runs0 = sweep(1, at[1], budget, 0, NULL, counts, &s0);
     fg_context *shared = tu_ctx_shipped();
-    long runs1 = sweep(1, at[NSTEPS] - at[1], 20000, 1, shared, counts, &s1);
+    long runs1 = sweep(1, at[STEP_COMPILE] - at[1], 20000, 1, shared, counts, &s1);
+    long runs2 = sweep(at[STEP_COMPILE] - at[1] + 1, at[NSTEPS] - at[1], cbudget, 1, shared, counts, &s2);
     assert_int_equal(one_run(0, 1, shared, counts), -1);   /* without a failure nothing fails */
     fg_context_free(shared);
 
-    printf("test_oom: %ld allocations; rules load: %ld runs (stride %ld), the rest: %ld runs (stride %ld)\n",
-           at[NSTEPS], runs0, s0, runs1, s1);
+    printf("test_oom: %ld allocations; rules load: %ld runs (stride %ld), loading and planning: %ld runs (stride "
+           "%ld), compile and run: %ld runs (stride %ld)\n",
+           at[NSTEPS], runs0, s0, runs1, s1, runs2, s2);
     for (int k = 0; k < NSTEPS; k++)
         printf("  step %d %-22s %6ld allocations, %5d runs failed here\n", k, step_names[k], at[k + 1] - at[k],
                counts[k]);
@@ -286,6 +318,8 @@ static void test_every_allocation_fails(void **state)
     free(F.onnx_fold);
     free(F.onnx_rewrite);
     free(F.model);
+    free(F.cache);
+    unsetenv("FUSEGEN_CACHE_DIR");
 }
 
 /* The guard's own rules: a held region never unwinds, and a guard inside a
