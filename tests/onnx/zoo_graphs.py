@@ -11,14 +11,17 @@ which CI does not install.  This script keeps what CI can check:
              model_zoo.export, and writes tests/onnx/zoo/<model>.<exporter>
              [.fp16].onnx with every floating initializer of more than 64
              elements replaced by its statistics (its data cleared; the
-             tensor's doc_string holds "fusegen-regen <mean> <std>"), and
+             tensor's doc_string holds "fusegen-regen <mean> <std> <1 when
+             no element is negative>"), and
              tests/onnx/zoo/index.json: per file the inputs (name, dtype,
              shape; integer inputs -- token ids, masks -- verbatim), the
              ONNX op counts and the kernels fusegen planned at --make time.
   (default)  for every file in the index: regenerates the cleared
              initializers from a seed (normal(mean, std) per tensor, so
              norms' ones and biases' zeros come back as such), draws the
-             float inputs from the seed, runs onnxruntime and fusegen (CPU
+             float inputs from the seed (a tensor of no negative element,
+             such as a batch norm's variance, as |normal|), runs
+             onnxruntime and fusegen (CPU
              emulation), and checks
                - every output within rel L2 1e-4 (fp32) / 1e-2 (fp16);
                - the plan has no more kernels than at --make time;
@@ -87,7 +90,7 @@ def strip(model):
         t.ClearField("raw_data")
         t.ClearField("float_data")
         t.ClearField("int32_data")
-        t.doc_string = "%s %.9g %.9g" % (TAG, a.mean(), a.std())
+        t.doc_string = "%s %.9g %.9g %d" % (TAG, a.mean(), a.std(), int(a.min() >= 0))
 
 
 def regenerate(model, seed):
@@ -96,8 +99,11 @@ def regenerate(model, seed):
     for t in model.graph.initializer:
         if not t.doc_string.startswith(TAG):
             continue
-        mean, std = (float(v) for v in t.doc_string.split()[1:3])
+        f = t.doc_string.split()
+        mean, std = float(f[1]), float(f[2])
         a = rs.normal(mean, std, size=tuple(t.dims)) if std > 0 else np.full(tuple(t.dims), mean)
+        if len(f) > 3 and f[3] == "1":   # a tensor of no negative value (a batch norm's variance) stays so
+            a = np.abs(a)
         dt = np.float16 if t.data_type == onnx.TensorProto.FLOAT16 else np.float32
         t.CopyFrom(nh.from_array(a.astype(dt), t.name))
 
