@@ -83,13 +83,7 @@ static void tc_choose(const tc_shape *s, const tc_tile **tile, int *splits)
     for (int i = 0; i < n; i++) {
         const tc_tile *t = &tc_tiles[i];
         int threads = 32 * t->warps_m * t->warps_n, smem = TC_STAGES * (t->bm + t->bn) * TC_ROW_BYTES;
-        int regs = 64 + t->bm * t->bn / 256;   /* about what ptxas gives these tiles */
-        int bps = 2048 / threads;
-        if (65536 / (regs * threads) < bps)
-            bps = 65536 / (regs * threads);
-        if (228 * 1024 / (smem + 1024) < bps)
-            bps = 228 * 1024 / (smem + 1024);
-        cands[i] = (fg_tc_cand){t->bm, t->bn, bps};
+        cands[i] = (fg_tc_cand){t->bm, t->bn, fg_tc_blocks_per_sm(t->bm, t->bn, threads, smem)};
         skip[i] = (t->bm > 64 && s->M <= 64) || (t->bn > 64 && s->K <= 64);
     }
     int epc = s->eb == 4 ? 4 : 8;

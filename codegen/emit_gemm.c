@@ -167,13 +167,7 @@ static void tc_split_choice(const tc_shape *s, int eb, const tc_tile **tile, int
     for (int i = 0; i < n; i++) {
         const tc_tile *t = &tc_tiles[i];
         int threads = 32 * t->warps_m * t->warps_n, smem = tc_smem(t, tc_smem(t, 4) <= TC_SMEM_LIMIT ? 4 : 3);
-        int regs = 64 + t->bm * t->bn / 256;   /* about what ptxas gives these tiles */
-        int bps = 2048 / threads;
-        if (65536 / (regs * threads) < bps)
-            bps = 65536 / (regs * threads);
-        if (228 * 1024 / (smem + 1024) < bps)
-            bps = 228 * 1024 / (smem + 1024);
-        cands[i] = (fg_tc_cand){t->bm, t->bn, bps};
+        cands[i] = (fg_tc_cand){t->bm, t->bn, fg_tc_blocks_per_sm(t->bm, t->bn, threads, smem)};
         /* tc_default_tile's filter; for M <= 16 (a matrix-vector product) only the 16-row tile */
         skip[i] = (t->bm > 2 * s->M && t->bm > 32) || (t->bn > 2 * s->N && t->bn > 32) || (t->bm < 32 && s->M > 16) ||
                   (s->M <= 16 && t->bm > 16);

@@ -24,6 +24,17 @@
 #define TC_STEP_US_HMMA 0.04
 #define TC_SPLIT_FIXED_US 1.0
 
+int fg_tc_blocks_per_sm(int bm, int bn, int threads, int smem)
+{
+    int regs = 64 + bm * bn / 256;
+    int bps = 2048 / threads;
+    if (65536 / (regs * threads) < bps)
+        bps = 65536 / (regs * threads);
+    if (228 * 1024 / (smem + 1024) < bps)
+        bps = 228 * 1024 / (smem + 1024);
+    return bps;
+}
+
 double fg_tc_estimate(const fg_tc_problem *p, const fg_tc_cand *t, int splits, int sms)
 {
     double tiles = (double)((p->M + t->bm - 1) / t->bm) * (double)((p->N + t->bn - 1) / t->bn) * (double)p->batch;

@@ -41,6 +41,11 @@ typedef struct fg_tc_choice {
  * SMs (the latency model of docs/codegen.md, the terms that depend on the
  * choice): max(math of the busiest SM, DRAM bytes incl. partials, per-wave
  * fill + k-tile chain) + per-wave split-K reduction. */
+/* Blocks of a bm x bn tile that fit one SM: threads (at most 2048 an SM),
+ * registers (about 64 + bm * bn / 256 a thread, what ptxas gives these
+ * tiles; 64K an SM) and smem bytes (228 KB an SM, 1 KB reserved a block). */
+int fg_tc_blocks_per_sm(int bm, int bn, int threads, int smem);
+
 double fg_tc_estimate(const fg_tc_problem *p, const fg_tc_cand *t, int splits, int sms);
 
 /* The candidate (of n, skipping those for which skip[i] is nonzero; skip
