@@ -400,11 +400,16 @@ static void drop_empty(cstate *S)
         remap[gi] = kept;
         p->groups[kept++] = p->groups[gi];
     }
-    for (int n = 0; n < g->nnodes; n++)
+    fg_plan_renumber(p, remap, kept);
+    free(remap);
+}
+
+void fg_plan_renumber(fg_plan *p, const int *remap, int kept)
+{
+    for (int n = 0; n < p->graph->nnodes; n++)
         if (p->node_group[n] >= 0)
             p->node_group[n] = remap[p->node_group[n]];
     p->ngroups = kept;
-    free(remap);
 }
 
 fg_status fg_concat_inplace_plan(fg_context *ctx, fg_plan *p)

@@ -75,4 +75,9 @@ int fg_concat_view_parent(const fg_plan *p, int t, int64_t *offset);
  * by its producer (the concat's kernel does not copy it). */
 int fg_concat_slot_inplace(const fg_plan *p, int node, int slot);
 
+/* After a pass dropped groups of p and moved the kept ones to 0 .. kept - 1
+ * (remap[old group] = its new index, -1 for a dropped one): renumbers every
+ * node's group and sets the count (concat elimination, reshape aliases). */
+void fg_plan_renumber(fg_plan *p, const int *remap, int kept);
+
 #endif /* FG_CONCAT_INPLACE_H */

@@ -153,10 +153,7 @@ fg_status fg_reshape_alias_plan(fg_context *ctx, fg_plan *p)
         remap[gi] = kept;
         p->groups[kept++] = p->groups[gi];
     }
-    for (int n = 0; n < g->nnodes; n++)
-        if (p->node_group[n] >= 0)
-            p->node_group[n] = remap[p->node_group[n]];
-    p->ngroups = kept;
+    fg_plan_renumber(p, remap, kept);
     free(remap);
     free(written);
     char why[512];
