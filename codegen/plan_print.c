@@ -23,7 +23,6 @@ void fg_plan_get_stats(const fg_plan *p, fg_plan_stats *s)
         s->saved_bytes += p->groups[i].saved_bytes;
 }
 
-/* "12.3 MiB", "4.0 KiB", "512 B". */
 /* The model's declarations that the graph's inputs and outputs keep only at
  * the boundary: float64 (fp32 inside, converted by the bindings) and rank 0
  * (one element stored as [1], reported as rank 0). */
@@ -43,6 +42,7 @@ static void print_boundary(const fg_graph *g, FILE *out)
     }
 }
 
+/* "12.3 MiB", "4.0 KiB", "512 B". */
 static void format_bytes(int64_t n, char out[32])
 {
     if (n >= 1024 * 1024)
