@@ -160,6 +160,27 @@ static void deps_hash(fg_emitter *em)
     em->k->deps_hash = fg_hash128_of(words, (size_t)n * sizeof words[0]);
 }
 
+/* k->choices and k->shape_params: the placeholders whose values are
+ * integers (the template's choices; the text placeholders are code). */
+static void record_choices(fg_emitter *em)
+{
+    fg_kernel *k = em->k;
+    k->shape_params = !em->opts->specialize;
+    size_t n = 0, cap = sizeof k->choices;
+    k->choices[0] = 0;
+    for (int i = 0; i < em->nvars; i++) {
+        const char *v = em->vars[i].value;
+        if (!v || !*v || strspn(v + (*v == '-'), "0123456789") != strlen(v + (*v == '-')) || !v[*v == '-'])
+            continue;
+        int w = snprintf(k->choices + n, cap - n, "%s%s=%s", n ? " " : "", em->vars[i].name, v);
+        if (w < 0 || (size_t)w >= cap - n) {
+            snprintf(k->choices + (n < cap - 5 ? n : cap - 5), 5, " ...");
+            return;
+        }
+        n += (size_t)w;
+    }
+}
+
 static fg_status assemble(fg_emitter *em)
 {
     const char *text = fg_template_source_text(em->tpl, em->template_file);
@@ -267,6 +288,8 @@ fg_status fg_emit_group(fg_context *ctx, const fg_plan *p, int group, const fg_e
         if (st == FG_OK)
             st = em.st;
     }
+    if (st == FG_OK)
+        record_choices(&em);
     for (int i = 0; i < em.nvars; i++)
         free(em.vars[i].value);
     fg_buf_free(&em.helpers);

@@ -141,9 +141,10 @@ void fg_em_step_coords(fg_emitter *em, int t, const char *const *coords, int ind
 /* Number of elements of tensor t. */
 int64_t fg_em_numel(const fg_emitter *em, int t);
 
-/* Appends dimension `axis` of tensor t: a literal when t is made inside
- * em's group and is not its output (it has no kernel parameter), else
- * fg_em_dim's text. */
+/* Appends dimension `axis` of tensor t: fg_em_dim's text, or for a tensor
+ * made inside em's group that is not its output (never stored, so it has
+ * no tensor parameter) a literal when specializing, else an I64 parameter
+ * of its own (p.dim_t<tensor>_<axis>). */
 void fg_em_group_dim(fg_emitter *em, int t, int axis, fg_buf *out);
 /* Nonzero when tensor t's memory order is its logical row-major order
  * (every tensor but a rank-4 NHWC one with more than one channel and more

@@ -357,10 +357,15 @@ static int inside(const fg_emitter *em, int t)
 
 void fg_em_group_dim(fg_emitter *em, int t, int axis, fg_buf *out)
 {
-    if (inside(em, t))
-        fg_buf_printf(out, "%" PRId64, em->g->tensors[t].shape[axis]);
-    else
+    if (!inside(em, t)) {
         fg_em_dim(em, t, axis, out);
+    } else if (em->opts->specialize) {
+        fg_buf_printf(out, "%" PRId64, em->g->tensors[t].shape[axis]);
+    } else {
+        char base[48];
+        snprintf(base, sizeof base, "dim_t%d_%d", t, axis);
+        fg_buf_printf(out, "p.%s", fg_em_i64_param(em, base, em->g->tensors[t].shape[axis]));
+    }
 }
 
 int fg_em_row_major(const fg_emitter *em, int t)

@@ -318,6 +318,13 @@ typedef struct fg_compile_options {
     int graph_replay;        /* CUDA: capture the launches into a CUDA graph on the first run, replay it after */
     int timing;              /* record per-kernel times of each run (fg_exec_kernel_ms) */
     size_t size;             /* 0 or sizeof(fg_compile_options) */
+    /* ---- after 0.1, read only when size covers them */
+    int shape_params;        /* nonzero: kernels take the tensor sizes as parameters instead of constants,
+                                so plans of one graph at other sizes (batch, sequence: fg_onnx_options.dims)
+                                render the same sources wherever the templates' own choices (tiles, split-K,
+                                vector widths: fg_exec_kernel_choices) agree, and share their compiles
+                                through the kernel cache.  Index arithmetic then reads sizes at run time
+                                (docs/codegen.md, "Sizes as parameters"). */
 } fg_compile_options;
 
 /* A graph input or output of a compiled plan. */
@@ -365,6 +372,12 @@ FG_API int fg_exec_kernel_count(const fg_exec *e);
 FG_API const char *fg_exec_kernel_name(const fg_exec *e, int i);
 FG_API const char *fg_exec_kernel_source(const fg_exec *e, int i);
 FG_API double fg_exec_kernel_ms(const fg_exec *e, int i);
+/* The template's choices for kernel i, "NAME=value ..." (tile sizes, split-K,
+ * vector widths and switches; "" for a template without any).  The entry
+ * point's name is a hash of the source, so two kernels of the same name are
+ * one program; with shape_params, kernels of two sizes of a graph differ only
+ * where these choices (or the group itself) differ. */
+FG_API const char *fg_exec_kernel_choices(const fg_exec *e, int i);
 /* Peak bytes of the intermediate arena (after liveness reuse). */
 FG_API size_t fg_exec_arena_bytes(const fg_exec *e);
 
@@ -452,6 +465,8 @@ typedef struct fg_report_options {
     const char *arch;            /* cubin target "sm_XX"; NULL: the device model's arch when device_model
                                     is given, else the context's (fg_options.arch, $FUSEGEN_ARCH, sm_90) */
     size_t size;                 /* 0 or sizeof(fg_report_options) */
+    /* ---- after 0.1, read only when size covers them */
+    int shape_params;            /* emit the kernels as fg_compile_options.shape_params does */
 } fg_report_options;
 
 /* One kernel.  Integer fields read from the tools are -1 when unknown. */

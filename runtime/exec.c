@@ -11,6 +11,7 @@
  */
 #include "exec.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,16 @@
 #include "tensor_convert.h"
 
 #define GUARD_BYTE 0xA5
+
+/* A kernel's tensor map as last encoded: the 128 bytes the backend made
+ * over base (the tensor's address then).  A run whose tensor sits at the
+ * same address takes the bytes as they are, so a map is encoded once per
+ * plan and binding, not at every launch. */
+typedef struct tmap_slot {
+    unsigned char bytes[128];
+    uint64_t base;
+    int valid;
+} tmap_slot;
 
 struct fg_exec {
     fg_context *ctx;
@@ -60,6 +71,8 @@ struct fg_exec {
     uint64_t *graph_bound;          /* bound addresses the graph was captured with */
     void *graph_stream;
     uint64_t *io;                   /* run_host staging on device memory: per input, then output */
+    tmap_slot (*tmapc)[FG_MAX_TMAPS]; /* per kernel: its tensor maps as last encoded */
+    uint64_t tmap_encodes;          /* tensor maps the backend encoded, all runs together */
 };
 
 /* ---- arena -------------------------------------------------------------- */
@@ -516,6 +529,7 @@ static void exec_arrays(fg_exec *e)
     e->kernels = fg_xcalloc((size_t)e->nkernels + 1, sizeof *e->kernels);
     e->kernel_ms = fg_xcalloc((size_t)e->nkernels + 1, sizeof *e->kernel_ms);
     e->events = fg_xcalloc((size_t)e->nkernels + 1, sizeof *e->events);
+    e->tmapc = fg_xcalloc((size_t)e->nkernels + 1, sizeof *e->tmapc);
     for (int k = 0; k < e->nkernels; k++)
         e->kernel_ms[k] = -1;
 }
@@ -541,7 +555,7 @@ static void unlock_cb(void *m) { pthread_mutex_unlock(m); }
  * the exec's kernels are whole whenever it is freed. */
 static fg_status emit_all(fg_exec *e)
 {
-    fg_emit_opts eo = {.specialize = 1};
+    fg_emit_opts eo = {.specialize = !e->opts.shape_params};
     fg_kernel *k1 = fg_xcalloc(1, sizeof *k1);
     fg_status st = FG_OK;
     pthread_mutex_lock(&emit_lock);
@@ -627,8 +641,8 @@ FG_API fg_status fg_plan_compile(fg_context *ctx, const fg_plan *p, const fg_com
         return fg_diag_error(ctx, FG_ERR_INPUT, FG_NOLOC, "fg_plan_compile: the plan has %d groups", p->ngroups);
     fg_compile_options co;
     memset(&co, 0, sizeof co);
-    fg_status st = o ? fg_copy_sized(ctx, "fg_compile_options", &co, sizeof co, o, o->size, sizeof co, sizeof co)
-                     : FG_OK;
+    const size_t v01 = offsetof(fg_compile_options, shape_params);   /* the layout of fusegen 0.1 */
+    fg_status st = o ? fg_copy_sized(ctx, "fg_compile_options", &co, sizeof co, o, o->size, v01, v01) : FG_OK;
     if (st)
         return st;
     const fg_backend *be = fg_backend_choose(ctx, co.device);
@@ -663,6 +677,7 @@ FG_API void fg_exec_free(fg_exec *e)
     free(e->kernels);
     free(e->kernel_ms);
     free(e->events);
+    free(e->tmapc);
     free(e->io);
     free(e->place);
     free(e->offset);
@@ -765,11 +780,14 @@ fg_tmap_desc fg_exec_tmap_desc(const fg_kparam_tmap *m, uint64_t base)
     return d;
 }
 
-/* Lays out K's argument bytes in slots as its params struct (fg_kparam_layout):
- * tensor addresses, the workspace, scalars, and each tensor map encoded by the
- * backend over its tensor's address for this run. */
-static fg_status pack_slots(const fg_exec *e, const fg_kernel *K, uint64_t *slots)
+/* Lays out kernel k's argument bytes in slots as its params struct
+ * (fg_kparam_layout): tensor addresses, the workspace, scalars, and each
+ * tensor map over its tensor's address for this run -- the one encoded
+ * before when the address is the same (e->tmapc), else encoded now by the
+ * backend. */
+static fg_status pack_slots(fg_exec *e, int k, uint64_t *slots)
 {
+    const fg_kernel *K = &e->kernels[k];
     size_t off[FG_MAX_KPARAMS];
     size_t total = fg_kparam_layout(K, off);
     if (total > ARG_WORDS * sizeof *slots || K->ntmaps < 0 || K->ntmaps > FG_MAX_TMAPS)
@@ -781,12 +799,23 @@ static fg_status pack_slots(const fg_exec *e, const fg_kernel *K, uint64_t *slot
             if (p->value < 0 || p->value >= K->ntmaps || !e->be->tensormap_encode)
                 return fg_diag_error(e->ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel %s: tensor map %s cannot be encoded "
                                      "on the %s backend", K->name, p->name, e->be->name);
-            fg_tmap_desc d = fg_exec_tmap_desc(&K->tmaps[p->value], tensor_addr(e, p->tensor));
-            fg_status st = e->be->tensormap_encode(e->ctx, &d, (char *)slots + off[j]);
-            if (st)
-                return fg_diag_error(e->ctx, st, FG_NOLOC, "kernel %s: the tensor map %s of tensor '%s' (%s)", K->name,
-                                     p->name, e->g->tensors[p->tensor].name,
-                                     d.base % 16 ? "its address is not 16-byte aligned" : "see above");
+            tmap_slot *ts = &e->tmapc[k][p->value];
+            uint64_t base = tensor_addr(e, p->tensor);
+            if (!ts->valid || ts->base != base) {
+                fg_tmap_desc d = fg_exec_tmap_desc(&K->tmaps[p->value], base);
+                _Alignas(64) unsigned char map[sizeof ts->bytes];   /* the backend's contract: 64-byte aligned */
+                ts->valid = 0;
+                fg_status st = e->be->tensormap_encode(e->ctx, &d, map);
+                if (st)
+                    return fg_diag_error(e->ctx, st, FG_NOLOC, "kernel %s: the tensor map %s of tensor '%s' (%s)",
+                                         K->name, p->name, e->g->tensors[p->tensor].name,
+                                         d.base % 16 ? "its address is not 16-byte aligned" : "see above");
+                memcpy(ts->bytes, map, sizeof map);
+                ts->base = base;
+                ts->valid = 1;
+                e->tmap_encodes++;
+            }
+            memcpy((char *)slots + off[j], ts->bytes, sizeof ts->bytes);
             continue;
         }
         uint64_t v = p->kind == FG_KPARAM_TENSOR      ? tensor_addr(e, p->tensor)
@@ -814,7 +843,7 @@ static fg_status launch_all(fg_exec *e, void *s, int timing)
         if (K->nparams < 0 || K->nparams > FG_MAX_KPARAMS)
             return fg_diag_error(e->ctx, FG_ERR_INTERNAL, FG_NOLOC, "kernel %s has %d parameters (at most %d)", K->name,
                                  K->nparams, FG_MAX_KPARAMS);
-        if ((st = pack_slots(e, K, slots)) != FG_OK)
+        if ((st = pack_slots(e, k, slots)) != FG_OK)
             break;
         if (guards)
             guards_fill(e, k);
@@ -1047,6 +1076,11 @@ FG_API const char *fg_exec_kernel_source(const fg_exec *e, int i)
     return e && i >= 0 && i < e->nkernels ? e->kernels[i].source : NULL;
 }
 
+FG_API const char *fg_exec_kernel_choices(const fg_exec *e, int i)
+{
+    return e && i >= 0 && i < e->nkernels ? e->kernels[i].choices : NULL;
+}
+
 FG_API double fg_exec_kernel_ms(const fg_exec *e, int i)
 {
     return e && i >= 0 && i < e->nkernels ? e->kernel_ms[i] : -1;
@@ -1068,6 +1102,8 @@ fg_exec_place fg_exec_tensor_place(const fg_exec *e, int t, size_t *offset)
 
 size_t fg_exec_intermediate_bytes(const fg_exec *e) { return e ? e->inter_bytes : 0; }
 double fg_exec_total_ms(const fg_exec *e) { return e ? e->total_ms : -1; }
+uint64_t fg_exec_tmap_encodes(const fg_exec *e) { return e ? e->tmap_encodes : 0; }
+
 const fg_kernel *fg_exec_kernel(const fg_exec *e, int i)
 {
     return e && i >= 0 && i < e->nkernels ? &e->kernels[i] : NULL;

@@ -64,6 +64,9 @@ size_t fg_exec_intermediate_bytes(const struct fg_exec *e);
 /* Milliseconds of the last run as a whole (CUDA events or wall clock); -1 if
  * timing was off. */
 double fg_exec_total_ms(const struct fg_exec *e);
+/* How many tensor maps the exec has had its backend encode, all runs
+ * together: each map once per address of its tensor (for tests). */
+uint64_t fg_exec_tmap_encodes(const struct fg_exec *e);
 /* The emitted kernel i (its group, params, source). */
 const fg_kernel *fg_exec_kernel(const struct fg_exec *e, int i);
 

@@ -9,6 +9,7 @@
 #include "report.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,7 +300,8 @@ FG_API fg_status fg_plan_report(fg_context *ctx, const fg_plan *p, const fg_repo
         return BAD("out is NULL");
     fg_report_options ro;
     if (o) {
-        fg_status st = fg_copy_sized(ctx, "fg_report_options", &ro, sizeof ro, o, o->size, sizeof ro, sizeof ro);
+        const size_t v01 = offsetof(fg_report_options, shape_params);   /* the layout of fusegen 0.1 */
+        fg_status st = fg_copy_sized(ctx, "fg_report_options", &ro, sizeof ro, o, o->size, v01, v01);
         if (st)
             return st;
     } else {
@@ -320,7 +322,7 @@ FG_API fg_status fg_plan_report(fg_context *ctx, const fg_plan *p, const fg_repo
     int n = p->ngroups;
     fg_kernel *ks = fg_xcalloc((size_t)(n > 0 ? n : 1), sizeof *ks);
     fg_jit_info *infos = fg_xcalloc((size_t)(n > 0 ? n : 1), sizeof *infos);
-    fg_emit_opts eo = {.specialize = 1};   /* as fg_plan_compile emits them */
+    fg_emit_opts eo = {.specialize = !ro.shape_params};   /* as fg_plan_compile emits them */
     int emitted = 0;
     for (; emitted < n && st == FG_OK; emitted++)
         st = fg_emit_group_guarded(ctx, p, emitted, &eo, &ks[emitted]);

@@ -36,6 +36,9 @@ int cli_load_plan(fg_context *ctx, const char *path, fg_graph **g, fg_plan **p);
  * cli_onnx_options gives the dimensions to the loaders (NULL when none were
  * given), cli_load_graph applies the precision. */
 int cli_take_dims(int *argc, char **argv);
+/* `--shape-params` (taken by cli_take_dims; emit, compile, run, cache warm):
+ * kernels take their sizes as parameters (fg_compile_options.shape_params). */
+extern int cli_shape_params;
 const fg_onnx_options *cli_onnx_options(void);
 /* Loads a graph: YAML, or ONNX with the --dim values; then --precision. */
 fg_status cli_load_graph(fg_context *ctx, const char *path, fg_graph **g);

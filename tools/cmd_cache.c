@@ -164,7 +164,7 @@ static int do_warm(int ngraphs, char **graphs, const char *rules, const char *ar
         int n = fg_plan_group_count(p);
         fg_kernel *ks = fg_xcalloc((size_t)(n ? n : 1), sizeof *ks);
         fg_jit_info *infos = fg_xcalloc((size_t)(n ? n : 1), sizeof *infos);
-        fg_emit_opts eo = {.specialize = 1};   /* as fg_plan_compile emits them */
+        fg_emit_opts eo = {.specialize = !cli_shape_params};   /* as fg_plan_compile emits them */
         for (int i = 0; i < n && st == FG_OK; i++)
             st = fg_emit_group_guarded(ctx, p, i, &eo, &ks[i]);
         double t0 = fg_now();

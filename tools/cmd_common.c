@@ -55,6 +55,7 @@ static fg_onnx_dim cli_dims[64];
 static fg_onnx_options cli_onnx = {.dims = cli_dims, .size = sizeof(fg_onnx_options)};
 /* --precision (cli_take_dims): -1 when not given, the graph's own then */
 static int cli_precision = -1;
+int cli_shape_params;
 
 /* Takes `--precision P` / `--precision=P` at argv[*i] into cli_precision:
  * 1 taken, 0 not this option, 2 usage error (printed). */
@@ -91,6 +92,14 @@ int cli_take_dims(int *argc, char **argv)
             return 2;
         if (tp == 1)
             continue;
+        if (strcmp(argv[i], "--shape-params") == 0) {
+            if (strcmp(argv[0], "compile") && strcmp(argv[0], "run") && strcmp(argv[0], "emit") &&
+                strcmp(argv[0], "cache"))
+                return cli_usage("--shape-params applies to the commands that emit kernels (emit, compile, run, "
+                                 "cache warm), not '%s'", argv[0]);
+            cli_shape_params = 1;
+            continue;
+        }
         if (strcmp(argv[i], "--dim") == 0) {
             if (i + 1 >= *argc)
                 return cli_usage("--dim needs NAME=N");

@@ -82,7 +82,7 @@ int cmd_compile(int argc, char **argv)
     int n = fg_plan_group_count(p);
     fg_kernel *ks = fg_xcalloc((size_t)(n ? n : 1), sizeof *ks);
     fg_jit_info *infos = fg_xcalloc((size_t)(n ? n : 1), sizeof *infos);
-    fg_emit_opts eo = {1};
+    fg_emit_opts eo = {.specialize = !cli_shape_params};
     double emit_total = 0;
     for (int i = 0; i < n && st == FG_OK; i++) {
         double t0 = fg_now();
@@ -94,8 +94,9 @@ int cmd_compile(int argc, char **argv)
     if (st == FG_OK) {
         fg_cache *c = fg_ctx_cache(ctx);
         const char *dir = fg_cache_dir(c);
-        printf("compiling %d kernel%s for %s with %s (cache: %s)\n", n, n == 1 ? "" : "s", a, fg_nvrtc_version(),
-               dir ? dir : "memory only");
+        printf("compiling %d kernel%s for %s with %s (cache: %s; sizes %s)\n", n, n == 1 ? "" : "s", a,
+               fg_nvrtc_version(), dir ? dir : "memory only",
+               cli_shape_params ? "as parameters" : "as constants");
         double t0 = fg_now();
         st = fg_jit_compile_all(ctx, ks, n, a, infos);
         wall = fg_now() - t0;

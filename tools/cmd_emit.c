@@ -1,5 +1,5 @@
 /*
- * cmd_emit.c -- `fusegen emit GRAPH [--rules DIR] [--no-specialize] (-o DIR | --group N)`:
+ * cmd_emit.c -- `fusegen emit GRAPH [--rules DIR] [--shape-params] (-o DIR | --group N)`:
  * writes the CUDA source of every kernel of the graph's plan into DIR (one
  * .cu per kernel plus index.txt), or prints one kernel to stdout.
  */
@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "emit.h"
 
-#define EMIT_USAGE "emit GRAPH [--rules DIR] [--no-specialize] (-o DIR | --group N)"
+#define EMIT_USAGE "emit GRAPH [--rules DIR] [--shape-params] (-o DIR | --group N)"
 
 /* Writes index.txt: one line per kernel (group, name, rule, nodes, file). */
 static int write_index(fg_context *ctx, const fg_plan *p, const fg_kernel *ks, const char *dir)
@@ -37,14 +37,14 @@ static int write_index(fg_context *ctx, const fg_plan *p, const fg_kernel *ks, c
 int cmd_emit(int argc, char **argv)
 {
     const char *graph = NULL, *rules = NULL, *outdir = NULL, *group_s = NULL;
-    fg_emit_opts opts = {.specialize = 1};
+    fg_emit_opts opts = {.specialize = !cli_shape_params};
     for (int i = 1; i < argc; i++) {  /* argv[0] is "emit" */
         int m;
         if ((m = cli_opt(argc, argv, &i, "--rules", &rules)) || (m = cli_opt(argc, argv, &i, "-o", &outdir)) ||
             (m = cli_opt(argc, argv, &i, "--group", &group_s))) {
             if (m < 0)
                 return 2;
-        } else if (strcmp(argv[i], "--no-specialize") == 0) {
+        } else if (strcmp(argv[i], "--no-specialize") == 0) {   /* the older spelling of --shape-params */
             opts.specialize = 0;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_usage("unknown option '%s'; " EMIT_USAGE, argv[i]);

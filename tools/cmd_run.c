@@ -560,7 +560,8 @@ static int check_outputs(fg_context *ctx, const fg_exec *e, const fg_graph *g, d
  * report. */
 static int compile_plan(fg_context *ctx, const run_args *a, fg_plan *p, const char *why, fg_exec **e)
 {
-    fg_compile_options co = {.device = a->dev, .graph_replay = a->replay, .timing = 1};
+    fg_compile_options co = {.device = a->dev, .graph_replay = a->replay, .timing = 1, .size = sizeof co,
+                             .shape_params = cli_shape_params};
     double t0 = fg_now();
     fg_status st = fg_plan_compile(ctx, p, &co, e);
     if (st)

@@ -31,6 +31,8 @@ static void usage(FILE *f)
     fprintf(f, "\nGRAPH is a YAML graph or an ONNX model; --dim NAME=N sets an ONNX symbolic dimension (default 1).\n");
     fprintf(f, "--precision exact|tf32 (plan, emit, compile, run, cache warm): fp32 conv and matmul on TF32 tensor "
                "cores, or exact (the default; a graph's `precision:` key).\n");
+    fprintf(f, "--shape-params (emit, compile, run, cache warm): kernels take their sizes as parameters, so the "
+               "same graph at other --dim sizes reuses their compiles.\n");
     fprintf(f, "\nfusegen --version prints the version.  Exit codes: 0 ok, 1 failure, 2 bad input.\n");
 }
 

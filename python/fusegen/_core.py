@@ -166,9 +166,12 @@ class Group:
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """A compiled kernel: entry point name and generated CUDA source."""
+    """A compiled kernel: entry point name (a hash of the source: equal names
+    are one program), generated CUDA source, and the template's choices
+    ("BM=64 BN=64 SPLITS=1 ..."; "" from a library without them)."""
     name: str
     source: str
+    choices: str = ""
 
 
 # ---- the context ------------------------------------------------------------------
@@ -386,7 +389,7 @@ class Context:
         return Plan(self, out, graph)
 
     def compile(self, plan: Union["Plan", "Graph", PathLike], device: Optional[str] = None, *,
-                graph_replay: bool = False, timing: bool = False) -> "Executable":
+                graph_replay: bool = False, timing: bool = False, shape_params: bool = False) -> "Executable":
         """Compiles a plan (or a graph, or a path: planned first) into an
         Executable: one kernel per group, compiled through the kernel cache.
 
@@ -394,12 +397,16 @@ class Context:
         without a usable GPU raises Error with status "no CUDA device".
         graph_replay (CUDA): capture the launches into a CUDA graph on the
         first run and replay it.  timing: record per-kernel times.
+        shape_params: kernels take their sizes as parameters, so the same
+        model loaded at other sizes (load(..., dims=...)) renders the same
+        sources where the templates' choices agree and compiles nothing
+        new (KernelInfo.choices says what a kernel still specializes on).
         """
         if not isinstance(plan, Plan):
             plan = self.plan(plan)
         if plan.context is not self:
             raise ValueError("the plan was built by another fusegen.Context")
-        co = _compile_options(device, graph_replay, timing)
+        co = _compile_options(device, graph_replay, timing, shape_params)
         out = C.c_void_p()
         self._check(self._lib.fg_plan_compile(self._live(), plan._handle(), C.byref(co), C.byref(out)))
         exe = Executable(self, out, plan)
@@ -430,9 +437,11 @@ def _onnx_options(dims: Mapping[str, int], base_dir: Optional[PathLike]):
     return o, arr
 
 
-def _compile_options(device: Optional[str], graph_replay: bool, timing: bool) -> _lib.CompileOptions:
+def _compile_options(device: Optional[str], graph_replay: bool, timing: bool,
+                     shape_params: bool = False) -> _lib.CompileOptions:
     dev = 0 if device is None else _code(_lib.DEVICES, device, "device")
-    return _lib.CompileOptions(dev, 1 if graph_replay else 0, 1 if timing else 0, C.sizeof(_lib.CompileOptions))
+    return _lib.CompileOptions(dev, 1 if graph_replay else 0, 1 if timing else 0, C.sizeof(_lib.CompileOptions),
+                               1 if shape_params else 0)
 
 
 class _Owned:
@@ -648,7 +657,9 @@ class Executable(_Owned):
     def kernels(self) -> List[KernelInfo]:
         """The kernels in launch order: entry point name and CUDA source."""
         lib, e = self.context._lib, self._handle()
-        return [KernelInfo(_s(lib.fg_exec_kernel_name(e, i)) or "", _s(lib.fg_exec_kernel_source(e, i)) or "")
+        has_choices = lib.has("fg_exec_kernel_choices")
+        return [KernelInfo(_s(lib.fg_exec_kernel_name(e, i)) or "", _s(lib.fg_exec_kernel_source(e, i)) or "",
+                           (_s(lib.fg_exec_kernel_choices(e, i)) or "") if has_choices else "")
                 for i in range(lib.fg_exec_kernel_count(e))]
 
     def kernel_ms(self) -> List[float]:

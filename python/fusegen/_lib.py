@@ -65,7 +65,8 @@ class KernelCounts(C.Structure):
 
 
 class CompileOptions(C.Structure):
-    _fields_ = [("device", C.c_int), ("graph_replay", C.c_int), ("timing", C.c_int), ("size", C.c_size_t)]
+    _fields_ = [("device", C.c_int), ("graph_replay", C.c_int), ("timing", C.c_int), ("size", C.c_size_t),
+                ("shape_params", C.c_int)]
 
 
 class TensorInfo(C.Structure):
@@ -131,6 +132,7 @@ _SIGNATURES = {
     "fg_exec_kernel_name": (_s, [_vp, _i]),
     "fg_exec_kernel_source": (_s, [_vp, _i]),
     "fg_exec_kernel_ms": (C.c_double, [_vp, _i]),
+    "fg_exec_kernel_choices": (_s, [_vp, _i]),
     "fg_exec_arena_bytes": (C.c_size_t, [_vp]),
     "fg_convert_dtype": (_i, [_vp, _i, _vp, _i, C.c_size_t]),
     "fg_convert_layout": (_i, [_vp, _i, _vp, _i, C.POINTER(C.c_int64), C.c_size_t]),
@@ -144,7 +146,7 @@ _SIGNATURES = {
 # Functions that an older libfusegen may lack; the package works without them
 # (what needs one says so when called).
 OPTIONAL = frozenset({"fg_plan_group_info", "fg_plan_text", "fg_plan_dot_text", "fg_string_free",
-                      "fg_context_kernel_counts"})
+                      "fg_context_kernel_counts", "fg_exec_kernel_choices"})
 
 LIBRARY_ENV = "FUSEGEN_LIBRARY"
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))

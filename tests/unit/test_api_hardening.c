@@ -307,6 +307,45 @@ static const char *relu_graph =
     "nodes:\n  - { name: r, op: relu, inputs: [x] }\n"
     "outputs: [r]\n";
 
+/* The kernel names (hashes of the sources) of relu_graph with x of shape
+ * [rows, 8], compiled with shape_params sp, into name. */
+static void relu_kernel_name(fg_context *ctx, int rows, int sp, char *name, size_t size)
+{
+    char text[256];
+    snprintf(text, sizeof text,
+             "graph: g\ndtype: fp32\ninputs:\n  - { name: x, shape: [%d, 8] }\n"
+             "nodes:\n  - { name: r, op: relu, inputs: [x] }\noutputs: [r]\n", rows);
+    fg_graph *g;
+    fg_plan *p;
+    fg_exec *e;
+    assert_int_equal(fg_graph_parse(ctx, "g.yaml", text, strlen(text), &g), FG_OK);
+    assert_int_equal(fg_plan_build(ctx, g, &p), FG_OK);
+    fg_compile_options co = {.device = FG_DEVICE_EMU, .size = sizeof co, .shape_params = sp};
+    assert_int_equal(fg_plan_compile(ctx, p, &co, &e), FG_OK);
+    assert_int_equal(fg_exec_kernel_count(e), 1);
+    snprintf(name, size, "%s", fg_exec_kernel_name(e, 0));
+    fg_exec_free(e);
+    fg_plan_free(p);
+    fg_graph_free(g);
+}
+
+/* fg_compile_options.shape_params: the same graph at two sizes is one
+ * source with the sizes as parameters, two sources with them as
+ * constants. */
+static void test_exec_shape_params(void **state)
+{
+    (void)state;
+    fg_context *ctx = tu_ctx_shipped();
+    char a[64], b[64];
+    relu_kernel_name(ctx, 2, 1, a, sizeof a);
+    relu_kernel_name(ctx, 3, 1, b, sizeof b);
+    assert_string_equal(a, b);
+    relu_kernel_name(ctx, 2, 0, a, sizeof a);
+    relu_kernel_name(ctx, 3, 0, b, sizeof b);
+    assert_string_not_equal(a, b);
+    fg_context_free(ctx);
+}
+
 static void test_exec_arguments(void **state)
 {
     (void)state;
@@ -335,10 +374,17 @@ static void test_exec_arguments(void **state)
     co.size = 3;
     assert_int_equal(fg_plan_compile(ctx, p, &co, &e), FG_ERR_INPUT);
     assert_true(tu_has_error(ctx, "fg_compile_options.size is 3"));
-    co.size = sizeof co;
+    co.size = offsetof(fg_compile_options, shape_params);   /* the layout of 0.1 */
     fg_context_clear_errors(ctx);
     assert_int_equal(fg_plan_compile(ctx, p, &co, &e), FG_OK);
+    fg_exec_free(e);
+    co.size = sizeof co;
+    assert_int_equal(fg_plan_compile(ctx, p, &co, &e), FG_OK);
     assert_int_equal(fg_exec_device(e), FG_DEVICE_EMU);
+    assert_non_null(fg_exec_kernel_choices(e, 0));
+    assert_null(fg_exec_kernel_choices(e, 1));
+    assert_null(fg_exec_kernel_choices(e, -1));
+    assert_null(fg_exec_kernel_choices(NULL, 0));
 
     /* Queries and runs on a NULL exec. */
     fg_tensor_info info;
@@ -509,7 +555,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parsers),          cmocka_unit_test(test_env_defaults),
         cmocka_unit_test(test_context_arguments), cmocka_unit_test(test_log_callback),
-        cmocka_unit_test(test_exec_arguments),   cmocka_unit_test(test_spec_arguments),
+        cmocka_unit_test(test_exec_arguments),
+        cmocka_unit_test(test_exec_shape_params),   cmocka_unit_test(test_spec_arguments),
         cmocka_unit_test(test_convert_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

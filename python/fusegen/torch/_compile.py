@@ -41,16 +41,54 @@ class Bucket:
     counts: Dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     calls: int = 0
+    shared: int = 0                      # kernels whose source an earlier bucket already had
+    new: List[str] = field(default_factory=list)   # why each other kernel is a source of its own
 
     def describe(self) -> str:
         dims = ", ".join("%s=%d" % kv for kv in sorted(self.dims.items())) or "no symbolic sizes"
-        return ("%s %s (export %d, %s): %d kernels; compiled %d (NVRTC %d, host %d), from the cache %d; %.2f s; "
-                "%d calls" % (self.device, " ".join("x".join(map(str, s)) or "scalar" for s in self.shapes),
-                              self.export_index, dims, len(self.exe.kernels),
-                              self.counts.get("nvrtc_compiled", 0) + self.counts.get("host_compiled", 0),
-                              self.counts.get("nvrtc_compiled", 0), self.counts.get("host_compiled", 0),
-                              self.counts.get("memory_hits", 0) + self.counts.get("disk_hits", 0) +
-                              self.counts.get("remote_hits", 0), self.seconds, self.calls))
+        return ("%s %s (export %d, %s): %d kernels, %d of them sources an earlier bucket has; compiled %d "
+                "(NVRTC %d, host %d), from the cache %d; %.2f s; %d calls"
+                % (self.device, " ".join("x".join(map(str, s)) or "scalar" for s in self.shapes),
+                   self.export_index, dims, len(self.exe.kernels), self.shared,
+                   self.counts.get("nvrtc_compiled", 0) + self.counts.get("host_compiled", 0),
+                   self.counts.get("nvrtc_compiled", 0), self.counts.get("host_compiled", 0),
+                   self.counts.get("memory_hits", 0) + self.counts.get("disk_hits", 0) +
+                   self.counts.get("remote_hits", 0), self.seconds, self.calls))
+
+
+def specialization(kernels: Sequence[Any], dims: Dict[str, int],
+                   earlier: Sequence[Tuple[Sequence[Any], Dict[str, int]]]) -> Tuple[int, List[str]]:
+    """How many of a bucket's kernels (KernelInfo, in launch order; its
+    symbolic sizes dims) have a source that a kernel of an earlier bucket
+    (kernels, dims) has (equal entry point names: the name hashes the
+    source), and for each other kernel why it is new: the template choices
+    that differ from the kernel at the same place of the first earlier
+    bucket with as many kernels; else a size of 1 on one side only (an axis
+    of size 1 drops out of the index arithmetic and the broadcasts); else a
+    size the source still holds; or a group no earlier plan has."""
+    seen = {k.name for ks, _d in earlier for k in ks}
+    twin, tdims = next(((ks, d) for ks, d in earlier if len(ks) == len(kernels)), (None, {}))
+    ones = sorted(n for n in set(dims) & set(tdims) if (dims[n] == 1) != (tdims[n] == 1))
+    shared, why = 0, []
+    for i, k in enumerate(kernels):
+        if k.name in seen:
+            shared += 1
+            continue
+        rule = k.name.rsplit("_", 1)[0]
+        if twin is None or twin[i].name.rsplit("_", 1)[0] != rule:
+            why.append("kernel %d %s: a group no earlier plan has" % (i, rule))
+            continue
+        a = dict(kv.split("=", 1) for kv in twin[i].choices.split() if "=" in kv)
+        b = dict(kv.split("=", 1) for kv in k.choices.split() if "=" in kv)
+        diff = ["%s %s -> %s" % (n, a.get(n, "-"), b.get(n, "-")) for n in sorted(set(a) | set(b))
+                if a.get(n) != b.get(n)]
+        if diff:
+            why.append("kernel %d %s: %s" % (i, rule, ", ".join(diff)))
+        elif ones:
+            why.append("kernel %d %s: the same choices; %s is 1 on one side (specialized)" % (i, rule, ", ".join(ones)))
+        else:
+            why.append("kernel %d %s: the same choices; the source holds a size (specialized)" % (i, rule))
+    return shared, why
 
 
 def _is_cuda(t: torch.Tensor) -> bool:
@@ -133,9 +171,11 @@ class CompiledModule:
     """
 
     def __init__(self, module: Any, example_inputs: Sequence[Any], example_kwargs: Optional[Dict[str, Any]] = None,
-                 dynamic: Any = None, batch_buckets: Optional[Sequence[int]] = None, **options: Any):
+                 dynamic: Any = None, batch_buckets: Optional[Sequence[int]] = None, shape_params: bool = True,
+                 **options: Any):
         self.module = module
         self.dynamic = dynamic
+        self.shape_params = bool(shape_params)
         self.batch_buckets = sorted({int(b) for b in batch_buckets}) if batch_buckets else []
         if any(b < 1 for b in self.batch_buckets):
             raise ValueError("batch_buckets must be positive sizes, not %r" % (batch_buckets,))
@@ -239,7 +279,7 @@ class CompiledModule:
         try:
             g = ctx.load_bytes(exp.model, name, dims=dims, buffers=exp.buffers)
             plan = ctx.plan(g)
-            exe = ctx.compile(plan)
+            exe = ctx.compile(plan, shape_params=self.shape_params)
         except Error as e:
             if not last_chance and e.status == "input error":
                 return None             # e.g. a reshape to a size the export fixed: export again at these sizes
@@ -253,7 +293,10 @@ class CompiledModule:
             raise _error(_lib.FG_ERR_INTERNAL, "the export loaded at %s has inputs %s, not %s" % (dims, got, want))
         after = ctx.kernel_counts() if before else {}
         counts = {k: after.get(k, 0) - before.get(k, 0) for k in COUNTERS}
-        return Bucket(key, device, shapes, index, dims, plan, exe, counts, time.perf_counter() - t0)
+        kernels = exe.kernels
+        shared, why = specialization(kernels, dims, [(b.exe.kernels, b.dims) for b in self.buckets.values()
+                                                     if b.device == device])
+        return Bucket(key, device, shapes, index, dims, plan, exe, counts, time.perf_counter() - t0, 0, shared, why)
 
     # -- calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -321,8 +364,10 @@ class CompiledModule:
         for i, exp in enumerate(self.exports):
             ins = ", ".join("%s[%s]" % (inp[0], ", ".join(map(str, inp[1]))) for inp in exp.inputs if inp)
             lines.append("  export %d (%.1f s): inputs %s; outputs %s" % (i, exp.seconds, ins, ", ".join(exp.outputs)))
-        for b in self.buckets.values():
+        for n, b in enumerate(self.buckets.values()):
             lines.append("  bucket " + b.describe())
+            if n:
+                lines.extend("    new: " + w for w in b.new)
             if plans:
                 lines.extend("    " + ln for ln in b.plan.explain().splitlines())
         k = self.kernel_counts()
@@ -330,8 +375,14 @@ class CompiledModule:
                      % (k["nvrtc_compiled"] + k["host_compiled"], k["nvrtc_compiled"], k["host_compiled"],
                         k["memory_hits"] + k["disk_hits"] + k["remote_hits"], k["memory_hits"], k["disk_hits"],
                         k["remote_hits"]))
-        lines.append("  sizes: a size symbolic in the export is a new bucket (kernels specialized to it); a size "
-                     "the export fixed needs a new export")
+        if self.shape_params:
+            lines.append("  sizes: a size symbolic in the export is a new bucket (a plan for it); its kernels take "
+                         "their sizes as parameters, so a kernel whose template choices (tiles, split-K, vector "
+                         "widths) are those of an earlier bucket is the same source and compiles nothing; a size "
+                         "the export fixed needs a new export")
+        else:
+            lines.append("  sizes: a size symbolic in the export is a new bucket (kernels specialized to it); a size "
+                         "the export fixed needs a new export")
         if self.batch_buckets:
             lines.append("  batch buckets %s: a batch is padded to the smallest bucket size that holds it (above "
                          "them: its own size); batches inside a bucket compile nothing" % self.batch_buckets)
@@ -362,6 +413,11 @@ def compile(module: Any, example_inputs: Sequence[Any] = (), dynamic: Any = None
         share one compile; above the largest size, the exact size.  Only
         for modules whose batch rows do not mix (eval-mode networks): a
         module that reduces over the batch would see the padding.
+    shape_params: True (the default): kernels take their sizes as
+        parameters, so a new size compiles only the kernels whose template
+        choices change with it (explain() lists them and why); False:
+        every bucket's kernels specialized to its sizes (constants in the
+        source: a little less index arithmetic, a compile per new size).
     options: Context options (rules, cache_dir, precision, arch, jobs,
         cache, log).
 
