@@ -320,7 +320,8 @@ def judge_f64(model, feeds, outs, ref, worst, limit):
         return ("ok" if worst <= limit else "mismatch"), "no float64 reference: %s" % str(e).split("\n")[0][:120]
     d = [max(f64ref.rel_l2(a, b) for a, b in zip(xs, r64)) for xs in (outs, ref, r32)]
     ok = worst <= limit or d[0] <= 2 * max(d[1], d[2])
-    return ("ok" if ok else "mismatch"), "vs float64: fusegen %.2e, onnxruntime %.2e, onnx.reference fp32 %.2e" % tuple(d)
+    why = "vs float64: fusegen %.2e, onnxruntime %.2e, onnx.reference fp32 %.2e" % tuple(d)
+    return ("ok" if ok else "mismatch"), why
 
 
 # ---- load, plan, run (child) --------------------------------------------------------
