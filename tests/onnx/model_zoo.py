@@ -18,6 +18,18 @@ and the torch.export-based one), and for every export records:
 
     python3 tests/onnx/model_zoo.py [--run] [--only REGEX] [--exporters torchscript,dynamo]
                                     [--table docs-table.md] [--keep DIR] [--timeout S]
+                                    [--half] [--calibrate-bn]
+
+--calibrate-bn gives every batch norm the statistics of one random batch
+before the export (calibrate_bn): at random init the running statistics
+(0, 1) leave a segmentation head's output nearly its bias, which compares
+little.  Calibrated, a deep network's fp32 result is only as good as fp32
+accumulation lets it be (the folded batch norm's shift cancels most of
+each conv's sum), so the arbiter is a float64 copy of the export run by
+onnx.reference (f64ref.py): the row's message gives fusegen's,
+onnxruntime's and onnx.reference's (fp32) distances to it, and the row is
+ok when fusegen is within 1e-4 of onnxruntime or no farther from float64
+than twice the farther of the two other fp32 runtimes.
 
 Environment: FUSEGEN_LIB (libfusegen.so; default build/libfusegen.so).
 Each export is loaded in a child process with a time limit, so a crash or
@@ -225,17 +237,47 @@ MODELS = {
 
 # ---- export (parent) -------------------------------------------------------------
 
-def export(name, exporter, path, half=False):
+def calibrate_bn(m, inputs, torch, batch=4, seed=1):
+    """Gives every batch norm of module m the statistics of one random
+    batch: in train mode with momentum 1 the running mean and var become
+    those of a batch of `batch` draws of inputs(torch) (seed fixed), then m
+    is put back in eval mode.  At random init a batch norm's running
+    statistics are (0, 1), which leaves activations uncentred and a
+    segmentation head's output nearly its bias; calibrated, every layer
+    sees unit-scale data as a trained network does.  Returns the number of
+    batch norms calibrated (0: m is unchanged)."""
+    bns = [x for x in m.modules() if isinstance(x, torch.nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return 0
+    torch.manual_seed(seed)
+    draws = [inputs(torch) for _ in range(batch)]
+    args = tuple(torch.cat([d[i] for d in draws]) for i in range(len(draws[0])))
+    saved = [x.momentum for x in bns]
+    for x in bns:
+        x.momentum = 1.0
+    m.train()
+    with torch.no_grad():
+        m(*args)
+    for x, mo in zip(bns, saved):
+        x.momentum = mo
+    m.eval()
+    return len(bns)
+
+
+def export(name, exporter, path, half=False, calibrate=False):
     """Exports MODELS[name] with the exporter to path (in fp16 with half:
-    the module's parameters and floating inputs); returns the inputs as
-    numpy arrays, or raises with the exporter's message."""
+    the module's parameters and floating inputs; with calibrate, its batch
+    norms calibrated first, see calibrate_bn); returns the inputs as numpy
+    arrays, or raises with the exporter's message."""
     import warnings
     import torch
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
     make, inputs = MODELS[name]
     m = make().eval()
-    args = inputs(torch)
+    args = inputs(torch)   # drawn first: the same inputs with and without calibrate
+    if calibrate:
+        calibrate_bn(m, inputs, torch)
     if half:
         m = m.half()
         args = tuple(a.half() if a.is_floating_point() else a for a in args)
@@ -262,16 +304,38 @@ def export(name, exporter, path, half=False):
     return [a.numpy() for a in args]
 
 
+def judge_f64(model, feeds, outs, ref, worst, limit):
+    """(status, message) of a calibrated fp32 row: the distances of fusegen
+    (outs), onnxruntime (ref) and onnx.reference in fp32 to a float64 run
+    of the same export (the largest over the outputs); ok when fusegen is
+    within limit of onnxruntime (worst) or no farther from float64 than
+    twice the farther of the other two."""
+    sys.path.insert(0, HERE)
+    import f64ref
+    from onnx.reference import ReferenceEvaluator
+    try:
+        r64 = f64ref.run(model, feeds)
+        r32 = ReferenceEvaluator(model).run(None, feeds)
+    except Exception as e:  # the reference's own failure leaves onnxruntime the judge
+        return ("ok" if worst <= limit else "mismatch"), "no float64 reference: %s" % str(e).split("\n")[0][:120]
+    d = [max(f64ref.rel_l2(a, b) for a, b in zip(xs, r64)) for xs in (outs, ref, r32)]
+    ok = worst <= limit or d[0] <= 2 * max(d[1], d[2])
+    why = "vs float64: fusegen %.2e, onnxruntime %.2e, onnx.reference fp32 %.2e" % tuple(d)
+    return ("ok" if ok else "mismatch"), why
+
+
 # ---- load, plan, run (child) --------------------------------------------------------
 
-def child(name, exporter, path, do_run, half):
+def child(name, exporter, path, do_run, half, calibrate=False):
     """Exports MODELS[name] to path, then loads, plans and (do_run) runs it;
     prints one line: ops<TAB>status<TAB>kernels/nodes<TAB>rel_l2<TAB>message.
-    The limit on rel L2 is 1e-4, 1e-2 in fp16 (half)."""
+    The limit on rel L2 is 1e-4, 1e-2 in fp16 (half); with calibrate (batch
+    norms calibrated, fp32) the float64 reference judges too (main's
+    docstring)."""
     import numpy as np
     import onnx
     try:
-        arrays = export(name, exporter, path, half)
+        arrays = export(name, exporter, path, half, calibrate)
     except Exception as e:  # the exporter's own failure is a row
         print("-\texport fails\t-\t-\t%s" % str(e).replace("\t", " ").split("\n")[0][:200])
         return
@@ -313,6 +377,8 @@ def child(name, exporter, path, do_run, half):
     limit = 1e-2 if half else 1e-4
     status = "degenerate" if flat else "ok" if worst <= limit else "mismatch"
     why = "onnxruntime's output is all zero or not finite (random weights in this dtype)" if flat else ""
+    if calibrate and not half and not flat:
+        status, why = judge_f64(model, feeds, outs, ref, worst, limit)
     print("%d\t%s\t%d/%d\t%.2e\t%s" % (nops, status, nk, nodes, worst, why))
 
 
@@ -325,10 +391,12 @@ def main():
     ap.add_argument("--keep", help="keep the exported models in this directory")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--half", action="store_true", help="export in fp16 (model.half()); limit 1e-2")
-    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--calibrate-bn", action="store_true",
+                    help="give batch norms a random batch's statistics; judge against a float64 reference too")
+    ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        child(a.child[0], a.child[1], a.child[2], a.child[3] == "1", a.child[4] == "1")
+        child(a.child[0], a.child[1], a.child[2], a.child[3] == "1", a.child[4] == "1", a.child[5] == "1")
         return 0
     try:
         import onnx  # noqa: F401
@@ -339,7 +407,8 @@ def main():
     except ImportError as e:
         print("skipped: %s (pip install torch torchvision transformers timm onnxscript onnx onnxruntime)" % e)
         return 77
-    print("seeds: torch.manual_seed(0) per model; inputs drawn by torch")
+    print("seeds: torch.manual_seed(0) per model; inputs drawn by torch%s" %
+          ("; batch norms calibrated on 4 draws after torch.manual_seed(1)" if a.calibrate_bn else ""))
     out = a.keep or tempfile.mkdtemp(prefix="fusegen-zoo-")
     os.makedirs(out, exist_ok=True)
     rows = []
@@ -347,16 +416,18 @@ def main():
         if not re.search(a.only, name):
             continue
         for ex in a.exporters.split(","):
-            path = os.path.join(out, "%s.%s%s.onnx" % (name, ex, ".fp16" if a.half else ""))
+            path = os.path.join(out, "%s.%s%s%s.onnx" % (name, ex, ".fp16" if a.half else "",
+                                                         ".bn" if a.calibrate_bn else ""))
             try:
                 r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, ex, path,
-                                    "1" if a.run else "0", "1" if a.half else "0"], capture_output=True, text=True, timeout=a.timeout)
+                                    "1" if a.run else "0", "1" if a.half else "0",
+                                    "1" if a.calibrate_bn else "0"], capture_output=True, text=True, timeout=a.timeout)
                 lines = [x for x in r.stdout.split("\n") if x.count("\t") == 4]
                 f = lines[-1].split("\t") if lines else ["-", "crash(rc %d)" % r.returncode, "-", "-",
                                                          (r.stderr.strip().splitlines() or [""])[-1][:200]]
             except subprocess.TimeoutExpired:
                 f = ["-", "timeout", "-", "-", "over %d s" % a.timeout]
-            rows.append((name, ex + (" fp16" if a.half else ""), *f))
+            rows.append((name, ex + (" fp16" if a.half else "") + (" bn" if a.calibrate_bn else ""), *f))
             print("%-30s %-11s %s" % (name, ex, "  ".join(x for x in f if x)), flush=True)
     lines = ["| model | exporter | ONNX ops | fusegen | kernels / nodes | rel L2 vs onnxruntime | first error |",
              "|---|---|---|---|---|---|---|"]
