@@ -8,7 +8,8 @@ fusegen.torch.compile from one example and called at batch 1, 3 and 8
 (the encoder also at sequence 5 and 17), one export serving every size and
 the kernels compiled per size counted (a size seen before compiles
 nothing; a second compile of the same model compiles nothing either: the
-kernel cache serves it); the same through torch.compile(backend="fusegen");
+kernel cache serves it; with the sizes as kernel parameters, the default,
+batch 8 x sequence 17 after 8 x 5 and 3 x 17 is no new source); the same through torch.compile(backend="fusegen");
 an unsupported operator (torch.cumsum: ONNX CumSum) is a fusegen.Error
 naming it and the line of this file it is on, and with fallback=True the
 module runs with that node eager and matches; modules with tuple / dict
@@ -187,6 +188,12 @@ class TestCompile(unittest.TestCase):
                     self.assertLessEqual(err, TOL, "batch %d sequence %d: %g" % (b, s, err))
         self.assertEqual(len(c.exports), 1)
         self.assertEqual(len(c.buckets), 7)
+        # sizes as kernel parameters: batch 8 x sequence 17, after 8 x 5 and 3 x 17, is no new source
+        last = list(c.buckets.values())[-1]
+        self.assertEqual(last.shapes, ((8, 17, 32),))
+        self.assertEqual(last.shared, len(last.exe.kernels), c.explain())
+        self.assertEqual(last.new, [])
+        self.assertIn("new: kernel", c.explain())   # the reasons of the buckets that had new sources
         print("\n" + c.explain())
 
     def test_unsupported_operator_is_named(self):
