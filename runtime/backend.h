@@ -90,7 +90,11 @@ typedef struct fg_backend {
 
     /* ---- launch graphs (all NULL when the backend has none) ---- */
     fg_status (*capture_begin)(fg_context *ctx, void *stream);
-    /* Ends the capture and makes a launchable graph of it (*graph). */
+    /* Ends the capture and makes a launchable graph of it in *graph.  With
+     * *graph an earlier launch graph of the same launches (the exec's, made
+     * with other bound addresses), it is updated in place with the new
+     * kernel parameters when the backend can (no new instantiation), else
+     * freed and replaced; on failure *graph is NULL and nothing leaks. */
     fg_status (*capture_end)(fg_context *ctx, void *stream, void **graph);
     fg_status (*graph_launch)(fg_context *ctx, void *graph, void *stream);
     void (*graph_free)(void *graph);

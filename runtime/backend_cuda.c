@@ -6,6 +6,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
 #include "cuda_driver.h"
@@ -220,19 +221,41 @@ static fg_status cuda_capture_begin(fg_context *ctx, void *stream)
     return CU_CHECK(ctx, fg_cu()->StreamBeginCapture((CUstream)stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
 }
 
+/* cuGraphExecUpdate (CUDA 12: cuGraphExecUpdate_v2), typed by the toolkit's
+ * own prototype; the driver lookup is optional (update, else instantiate). */
+typedef __typeof__(cuGraphExecUpdate) graph_exec_update_fn;
+
+/* The backend's contract (backend.h): an earlier exec is updated with the
+ * captured graph's kernel parameters by cuGraphExecUpdate, which succeeds
+ * when the launches are the same but for their arguments (a run with other
+ * bound addresses); when it refuses (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE)
+ * or the driver lacks it, the exec is replaced by a new instantiation. */
 static fg_status cuda_capture_end(fg_context *ctx, void *stream, void **graph)
 {
     const fg_cu_api *cu = fg_cu();
     CUgraph g = NULL;
-    CUgraphExec ge = NULL;
+    CUgraphExec ge = NULL, old = (CUgraphExec)*graph;
     *graph = NULL;
     fg_status st = CU_CHECK(ctx, cu->StreamEndCapture((CUstream)stream, &g));
-    if (!st)
+    if (!st && old) {
+        graph_exec_update_fn *update = (graph_exec_update_fn *)fg_cuda_optional_sym("cuGraphExecUpdate_v2");
+        CUgraphExecUpdateResultInfo info;
+        memset(&info, 0, sizeof info);
+        if (update && update(old, g, &info) == CUDA_SUCCESS) {
+            ge = old;                              /* updated in place */
+            old = NULL;
+        }
+    }
+    if (old)
+        cu->GraphExecDestroy(old);
+    if (!st && !ge)
         st = CU_CHECK(ctx, cu->GraphInstantiate(&ge, g, 0));
     if (g)
         cu->GraphDestroy(g);
     if (!st)
         *graph = ge;
+    else if (ge)
+        cu->GraphExecDestroy(ge);
     return st;
 }
 

@@ -860,18 +860,20 @@ static fg_status launch_all(fg_exec *e, void *s, int timing)
 }
 
 /* Launch-graph path: capture once per stream and set of bound addresses,
- * then replay. */
+ * then replay.  A new binding or stream captures the launches again and
+ * hands the backend the graph made before, which it updates in place where
+ * it can (capture_end). */
 static fg_status run_graph(fg_exec *e, void *s)
 {
     const fg_backend *be = e->be;
     size_t nb = (size_t)e->g->ntensors * sizeof *e->bound;
     if (!e->graph || e->graph_stream != s || memcmp(e->graph_bound, e->bound, nb) != 0) {
-        if (e->graph)
-            be->graph_free(e->graph);
-        e->graph = NULL;
         fg_status st = be->capture_begin(e->ctx, s);
-        if (st)
+        if (st) {
+            be->graph_free(e->graph);
+            e->graph = NULL;
             return st;
+        }
         fg_status lst = launch_all(e, s, 0);
         st = be->capture_end(e->ctx, s, &e->graph);
         if (lst && !st) {
