@@ -100,6 +100,16 @@ static const char *HEADER =
     PWA("mx", "reduce_max", X, "axes: [" A "]") PW("sb", "sub", X ", mx") PW("ex", "exp", "sb")                     \
         PWA("sm", "reduce_sum", "ex", "axes: [" A "]")
 
+/* T5's overflow guard: F = any(isinf(x)) as exporters write it (a
+ * reduction of the cast flags, kept), and the bound where(flag, 0.5, 1)
+ * negated and cast for the lower bound, cast for the upper (l, h). */
+#define T5_FLAG_INF(F)                                                                                              \
+    PW("ii", "is_inf", "x") PWA("ci", "cast_int", "ii", "to: int64")                                                \
+        PWA(F, "reduce_max", "ci", "axes: [0, 1, 2, 3], keepdims: false")
+#define T5_BOUND(FLAGOP, FLAGIN)                                                                                    \
+    PW("b", FLAGOP, FLAGIN) PW("bw", "where", "b, c_half, c_one") PW("n", "neg", "bw")                               \
+        PWA("l", "cast", "n", "to: fp32") PWA("h", "cast", "bw", "to: fp32")
+
 typedef struct rw_case {
     const char *rewrite;   /* shipped rewrite that must fire */
     const char *nodes;     /* nodes and outputs; the rewritten root is node y */
@@ -176,6 +186,17 @@ static const rw_case CASES[] = {
      PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "v, c_eps") PW("sq", "sqrt", "e")
      PW("r", "reciprocal", "sq") PW("h", "mul", "r, c") PWA("b", "cast", "h", "to: fp32") PW("y", "mul", "b, ln_g")
      "outputs: [y]\n", "layer_norm", 8},
+    /* T5's RMSNorm as the TorchScript exporter writes it: x cast twice */
+    {"rms_norm_cast2_div", PWA("c", "cast", "x", "to: fp32") PW("p", "pow", "c, c_two")
+     PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "v, c_eps") PW("sq", "sqrt", "e")
+     PW("r", "div", "c_one, sq") PWA("d", "cast", "x", "to: fp32") PW("h", "mul", "d, r")
+     PWA("b", "cast", "h", "to: fp32") PW("y", "mul", "b, ln_g") "outputs: [y]\n", "layer_norm", 9},
+    /* T5's fp16 overflow clamp (here fp32, the bounds 0.5 / 1): the any-inf flag of x (false) and a
+     * positive max of x (true) pick the bound */
+    {"t5_clamp_any", T5_FLAG_INF("f") T5_BOUND("cast_bool", "f") PW("mx", "max2", "x, l") PW("y", "min2", "mx, h")
+     "outputs: [y]\n", "clip_sym_select", 6, NULL, 3},
+    {"t5_clamp_sum", PWA("f", "reduce_max", "x", "axes: [0, 1, 2, 3], keepdims: false")
+     T5_BOUND("cmp_greater", "f, c_zero") PW("y", "clip_t", "x, l, h") "outputs: [y]\n", "clip_sym_select", 5, NULL, 2},
 };
 
 static fg_graph *parse_nodes(fg_context *ctx, const char *nodes)
@@ -364,6 +385,13 @@ static void test_must_not_fire(void **state)
         /* the max without keepdims (x - max over axis 0 broadcasts, but the rule wants keepdims) */
         PWA("mx", "reduce_max", "x", "axes: [0], keepdims: false") PW("sb", "sub", "x, mx") PW("ex", "exp", "sb")
             PWA("sm", "reduce_sum", "ex", "axes: [0]") PW("y", "div", "ex, sm") "outputs: [y]\n",
+        /* T5's clamp with a lower bound that is not the upper one negated */
+        T5_FLAG_INF("f") PW("b", "cast_bool", "f") PW("bw", "where", "b, c_half, c_one")
+            PW("bw2", "where", "b, c_one, c_half") PW("n", "neg", "bw2") PWA("l", "cast", "n", "to: fp32")
+                PWA("h", "cast", "bw", "to: fp32") PW("mx", "max2", "x, l") PW("y", "min2", "mx, h") "outputs: [y]\n",
+        /* its flag compared with 0.5, not 0 */
+        PWA("f", "reduce_max", "x", "axes: [0, 1, 2, 3], keepdims: false") T5_BOUND("cmp_greater", "f, c_half")
+            PW("y", "clip_t", "x, l, h") "outputs: [y]\n",
         /* the exponentials are a graph output too */
         SOFTMAX_FRONT("x", "1") PW("y", "div", "ex, sm") "outputs: [y, ex]\n",
         /* the max of another tensor than the one shifted */
