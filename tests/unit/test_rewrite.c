@@ -646,6 +646,54 @@ static void test_deterministic(void **state)
     fg_graph_free(g);
 }
 
+/* The built-in attention_scores_fp32 (codegen/rewrite_attn_cast.c): fp16
+ * scores cast to fp32 before an fp32 mask, the softmax and P V by a cast
+ * V.  Q and K are cast instead; the chain, all fp32, is one attention
+ * kernel (with the three casts: 4).  It computes what the unrewritten graph
+ * does, but for the scores' rounding to fp16.  Left alone: the cast scores
+ * also a graph output, no softmax before P V, the softmax read twice. */
+#define ATTN_HEAD                                                                                                   \
+    "graph: attn\nseed: 9\n"                                                                                        \
+    "inputs: [ { name: q, shape: [2, 3, 6, 8], dtype: fp16 }, { name: kt, shape: [2, 3, 8, 6], dtype: fp16 },\n"   \
+    "          { name: v, shape: [2, 3, 6, 8], dtype: fp16 } ]\n"                                                   \
+    "weights: [ { name: mask, shape: [1, 1, 6, 6] } ]\nnodes:\n" PW("s", "matmul", "q, kt")                         \
+        PWA("c", "cast", "s", "to: fp32") PW("a", "add", "c, mask") PWA("cv", "cast", "v", "to: fp32")
+static void test_attention_scores_cast(void **state)
+{
+    (void)state;
+    static const char *const fire = ATTN_HEAD PWA("sm", "softmax", "a", "axis: 3") PW("nz", "nan_to_zero", "sm")
+        PW("y", "matmul", "nz, cv") "outputs: [y]\n";
+    static const char *const keep[] = {
+        ATTN_HEAD PWA("sm", "softmax", "a", "axis: 3") PW("y", "matmul", "sm, cv") "outputs: [y, c]\n",
+        ATTN_HEAD PW("sm", "tanh", "a") PW("y", "matmul", "sm, cv") "outputs: [y]\n",
+        ATTN_HEAD PWA("sm", "softmax", "a", "axis: 3") PW("y", "matmul", "sm, cv") PW("z", "sigmoid", "sm")
+            "outputs: [y, z]\n",
+    };
+    fg_graph *g = NULL;
+    assert_int_equal(fg_graph_parse(g_ctx, "attn.yaml", fire, strlen(fire), &g), FG_OK);
+    fg_plan *p = plan_of(g_ctx, g);
+    assert_int_equal(rewrite_notes(p, "attention_scores_fp32"), 1);
+    assert_int_equal(p->graph->nnodes, g->nnodes + 1);   /* two casts in, one out */
+    int s = fg_graph_find_node(p->graph, "s");
+    assert_true(s >= 0);
+    assert_int_equal(p->graph->tensors[p->graph->nodes[s].output].dtype, FG_DTYPE_F32);
+    assert_string_equal(tu_group_desc(g_ctx, p, "s"), "attention:s,a,sm,nz,y");
+    assert_int_equal(p->ngroups, 4);
+    check_numerics(g_ctx, g, p, 4, 5e-3);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    for (size_t i = 0; i < FG_COUNTOF(keep); i++) {
+        g = NULL;
+        assert_int_equal(fg_graph_parse(g_ctx, "attn.yaml", keep[i], strlen(keep[i]), &g), FG_OK);
+        p = plan_of(g_ctx, g);
+        if (rewrite_notes(p, "attention_scores_fp32") != 0)
+            fail_msg("case %zu: attention_scores_fp32 fired", i);
+        assert_int_equal(p->graph->nnodes, g->nnodes);
+        fg_plan_free(p);
+        fg_graph_free(g);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -653,7 +701,7 @@ int main(void)
         cmocka_unit_test(test_rewrite_then_fuse),     cmocka_unit_test(test_must_not_fire),
         cmocka_unit_test(test_broadcast_refused),     cmocka_unit_test(test_user_rewrites),
         cmocka_unit_test(test_rewrite_bound),         cmocka_unit_test(test_bad_documents),
-        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_deterministic),         cmocka_unit_test(test_attention_scores_cast),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
