@@ -121,7 +121,7 @@ static int f32_tensor(fg_context *ctx, fg_graph *g, int t)
 }
 
 /* Edits one match: casts of Q and K (copies of the cast c, named after the
- * matmul) inserted before the matmul m, which reads them and computes c's
+ * matmul, "<m>_cast_a" / "_b", made unique) inserted before the matmul m, which reads them and computes c's
  * output; c is removed. */
 static void apply(fg_context *ctx, fg_graph *g, int c, int m)
 {
@@ -136,6 +136,12 @@ static void apply(fg_context *ctx, fg_graph *g, int c, int m)
         nc[i].loc = mm.loc;
         fg_buf b = {0};
         fg_buf_printf(&b, "%s_cast_%c", mm.name, i ? 'b' : 'a');
+        size_t base = b.len;
+        for (int k = 2; fg_graph_find_node(g, b.s) >= 0; k++) {
+            b.len = base;
+            b.s[base] = 0;
+            fg_buf_printf(&b, "_%d", k);
+        }
         nc[i].name = fg_intern(ctx, b.s);
         fg_buf_free(&b);
         mm.inputs[i] = out;
