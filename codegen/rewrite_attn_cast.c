@@ -174,6 +174,7 @@ fg_status fg_rewrite_attention_casts(fg_context *ctx, fg_graph *g, char ***notes
 {
     if (!ctx || !g)
         return FG_ERR_INPUT;
+    fg_graph_recount(g);   /* producers as the graph is now */
     for (int c = 0; c < g->nnodes; c++) {
         int m;
         if (!attention_scores_cast(g, c, &m))
