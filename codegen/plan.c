@@ -1003,6 +1003,8 @@ fg_status fg_plan_make(fg_context *ctx, const fg_graph *g, fg_plan **out)
     }
     /* Rewrite rules turn subgraphs back into ops (rewrite.h), on the copy. */
     fg_status rst = fg_rewrite_graph(ctx, p->graph, &p->notes, &p->nnotes);
+    if (rst == FG_OK)
+        rst = fg_rewrite_attention_casts(ctx, p->graph, &p->notes, &p->nnotes);
     if (rst != FG_OK) {
         fg_plan_free(p);
         return rst;

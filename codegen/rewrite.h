@@ -10,7 +10,8 @@
  * document and adds the rewrite to the context), and the pass,
  * rewrite_pass.c (fg_rewrite_graph, called by the planner on the plan's
  * copy of the graph, before matching, applies the context's rewrites until
- * none applies).  The rewrites belong to the context: the loader registers
+ * none applies), and one built-in rewrite, rewrite_attn_cast.c
+ * (fg_rewrite_attention_casts).  The rewrites belong to the context: the loader registers
  * their teardown (fg_rewrites_free) with fg_ctx_on_free.
  */
 #ifndef FG_REWRITE_H
@@ -136,6 +137,18 @@ fg_status fg_rewrite_load(fg_context *ctx, const fg_ynode *map, uint64_t file_ha
  * (*notes)[*nnotes...] (malloc'd strings, the array grown with realloc):
  * "rewrite NAME (FILE:LINE): node, node, ... -> op root". */
 fg_status fg_rewrite_graph(fg_context *ctx, fg_graph *g, char ***notes, int *nnotes);
+
+/* The built-in rewrite of rewrite_attn_cast.c, run by the planner after
+ * fg_rewrite_graph: an attention whose half scores S = matmul(Q, K) (no
+ * bias, read by the cast alone) are cast to fp32 before element-wise fp32
+ * nodes (each read once), a softmax, an optional nan_to_zero and a matmul
+ * by a cast to fp32 of a tensor of S's dtype (TorchScript's fp16 export of
+ * scaled_dot_product_attention with an fp32 mask) computes the scores in
+ * fp32 from cast operands: casts of Q and K are inserted before the matmul,
+ * which takes the cast's output; the cast is removed.  The chain is then of
+ * one dtype, which the attention rule fuses.  One note per edit, as
+ * fg_rewrite_graph's: "rewrite attention_scores_fp32 (built in): ...". */
+fg_status fg_rewrite_attention_casts(fg_context *ctx, fg_graph *g, char ***notes, int *nnotes);
 
 /* Frees the context's rewrites (the teardown fg_rewrite_load registers). */
 void fg_rewrites_free(fg_context *ctx);

@@ -384,7 +384,9 @@ static int match_legal(const fg_graph *g, const fg_rewrite *rw, const rw_match *
             continue;
         }
         const fg_tensor *t = &g->tensors[a->kind == FG_RW_REP_VAR ? M->var[a->index] : M->cap[a->index]];
-        if (a->kind == FG_RW_REP_VAR && t->dtype != out->dtype)
+        /* an input the output takes its dtype from (an op whose `dtype:` names one input, as Where's x:
+         * that one; else every input) has the output's dtype */
+        if (a->kind == FG_RW_REP_VAR && t->dtype != out->dtype && (op->dtype_input < 0 || op->dtype_input == i))
             return 0;
         if (rank < 0) {
             rank = t->rank;

@@ -68,6 +68,7 @@ SET = [
     ("bert", "dynamo", True), ("llama_masked", "dynamo", True),
     ("unet", "dynamo", False), ("yolo_block", "torchscript", False), ("shufflenet_v2_x0_5", "dynamo", False),
     ("convnext_tiny", "dynamo", False), ("deeplabv3_mobilenet_v3_large", "dynamo", False),
+    ("llama_masked", "torchscript", True), ("t5_encoder", "torchscript", True),
 ]
 # Exports whose regenerated weights leave the output (nearly) independent of
 # the input, as their batch norms were folded away with random-init

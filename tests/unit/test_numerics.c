@@ -527,6 +527,17 @@ static const ncase cases[] = {
      "  - { name: w5, op: where, inputs: [ge, w3, w4] }\n"
      "  - { name: y, op: add, inputs: [w5, w4] }\n"
      "outputs: [y]\n"},
+    /* T5's overflow clamp as one op: the bound picked by a one-element flag,
+     * c != 0 (a negative flag holds) or with strict c > 0 (it does not) */
+    {"pointwise", "pw_clip_sym_select", "pointwise_chain", {TOL}, NULL,
+     "inputs: [{ name: x, shape: [2, 3, 5, 7] }]\n"
+     "weights: [{ name: fneg, shape: [1], values: [-1.0] }, { name: fzero, shape: [1], values: [0.0] }]\n"
+     "nodes:\n"
+     "  - { name: c1, op: clip_sym_select, inputs: [x, fneg], attrs: { hi_true: 0.25, hi_false: 2.0, strict: 1 } }\n"
+     "  - { name: c2, op: clip_sym_select, inputs: [c1, fneg], attrs: { hi_true: 1.5, hi_false: 0.1 } }\n"
+     "  - { name: c3, op: clip_sym_select, inputs: [c2, fzero], attrs: { hi_true: 0.1, hi_false: 1.25 } }\n"
+     "  - { name: y, op: mul, inputs: [c3, x] }\n"
+     "outputs: [y]\n"},
     {"pointwise", "pw_vec4_sub_mul_tanh", "pointwise_chain", {TOL}, NULL,
      "inputs: [{ name: x, shape: [2, 4, 7, 7] }, { name: z, shape: [2, 4, 7, 7] }, { name: u, shape: [2, 4, 7, 7] }]\n"
      "nodes:\n"

@@ -10,7 +10,9 @@
  * op with swapped inputs, a broadcast that grows the output.  Rewrite
  * documents with errors give located messages; a user directory's rewrite
  * with two inputs, attribute predicates and replacement attributes works
- * with no C change; two rewrites that undo each other stop at the bound. */
+ * with no C change; two rewrites that undo each other stop at the bound;
+ * the built-in attention_scores_fp32 (rewrite_attn_cast.c) fires on an fp16
+ * attention with fp32 scores and leaves three near forms alone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -100,6 +102,16 @@ static const char *HEADER =
     PWA("mx", "reduce_max", X, "axes: [" A "]") PW("sb", "sub", X ", mx") PW("ex", "exp", "sb")                     \
         PWA("sm", "reduce_sum", "ex", "axes: [" A "]")
 
+/* T5's overflow guard: F = any(isinf(x)) as exporters write it (a
+ * reduction of the cast flags, kept), and the bound where(flag, 0.5, 1)
+ * negated and cast for the lower bound, cast for the upper (l, h). */
+#define T5_FLAG_INF(F)                                                                                              \
+    PW("ii", "is_inf", "x") PWA("ci", "cast_int", "ii", "to: int64")                                                \
+        PWA(F, "reduce_max", "ci", "axes: [0, 1, 2, 3], keepdims: false")
+#define T5_BOUND(FLAGOP, FLAGIN)                                                                                    \
+    PW("b", FLAGOP, FLAGIN) PW("bw", "where", "b, c_half, c_one") PW("n", "neg", "bw")                               \
+        PWA("l", "cast", "n", "to: fp32") PWA("h", "cast", "bw", "to: fp32")
+
 typedef struct rw_case {
     const char *rewrite;   /* shipped rewrite that must fire */
     const char *nodes;     /* nodes and outputs; the rewritten root is node y */
@@ -176,6 +188,17 @@ static const rw_case CASES[] = {
      PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "v, c_eps") PW("sq", "sqrt", "e")
      PW("r", "reciprocal", "sq") PW("h", "mul", "r, c") PWA("b", "cast", "h", "to: fp32") PW("y", "mul", "b, ln_g")
      "outputs: [y]\n", "layer_norm", 8},
+    /* T5's RMSNorm as the TorchScript exporter writes it: x cast twice */
+    {"rms_norm_cast2_div", PWA("c", "cast", "x", "to: fp32") PW("p", "pow", "c, c_two")
+     PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "v, c_eps") PW("sq", "sqrt", "e")
+     PW("r", "div", "c_one, sq") PWA("d", "cast", "x", "to: fp32") PW("h", "mul", "d, r")
+     PWA("b", "cast", "h", "to: fp32") PW("y", "mul", "b, ln_g") "outputs: [y]\n", "layer_norm", 9},
+    /* T5's fp16 overflow clamp (here fp32, the bounds 0.5 / 1): the any-inf flag of x (false) and a
+     * positive max of x (true) pick the bound */
+    {"t5_clamp_any", T5_FLAG_INF("f") T5_BOUND("cast_bool", "f") PW("mx", "max2", "x, l") PW("y", "min2", "mx, h")
+     "outputs: [y]\n", "clip_sym_select", 6, NULL, 3},
+    {"t5_clamp_sum", PWA("f", "reduce_max", "x", "axes: [0, 1, 2, 3], keepdims: false")
+     T5_BOUND("cmp_greater", "f, c_zero") PW("y", "clip_t", "x, l, h") "outputs: [y]\n", "clip_sym_select", 5, NULL, 2},
 };
 
 static fg_graph *parse_nodes(fg_context *ctx, const char *nodes)
@@ -364,6 +387,13 @@ static void test_must_not_fire(void **state)
         /* the max without keepdims (x - max over axis 0 broadcasts, but the rule wants keepdims) */
         PWA("mx", "reduce_max", "x", "axes: [0], keepdims: false") PW("sb", "sub", "x, mx") PW("ex", "exp", "sb")
             PWA("sm", "reduce_sum", "ex", "axes: [0]") PW("y", "div", "ex, sm") "outputs: [y]\n",
+        /* T5's clamp with a lower bound that is not the upper one negated */
+        T5_FLAG_INF("f") PW("b", "cast_bool", "f") PW("bw", "where", "b, c_half, c_one")
+            PW("bw2", "where", "b, c_one, c_half") PW("n", "neg", "bw2") PWA("l", "cast", "n", "to: fp32")
+                PWA("h", "cast", "bw", "to: fp32") PW("mx", "max2", "x, l") PW("y", "min2", "mx, h") "outputs: [y]\n",
+        /* its flag compared with 0.5, not 0 */
+        PWA("f", "reduce_max", "x", "axes: [0, 1, 2, 3], keepdims: false") T5_BOUND("cmp_greater", "f, c_half")
+            PW("y", "clip_t", "x, l, h") "outputs: [y]\n",
         /* the exponentials are a graph output too */
         SOFTMAX_FRONT("x", "1") PW("y", "div", "ex, sm") "outputs: [y, ex]\n",
         /* the max of another tensor than the one shifted */
@@ -618,6 +648,54 @@ static void test_deterministic(void **state)
     fg_graph_free(g);
 }
 
+/* The built-in attention_scores_fp32 (codegen/rewrite_attn_cast.c): fp16
+ * scores cast to fp32 before an fp32 mask, the softmax and P V by a cast
+ * V.  Q and K are cast instead; the chain, all fp32, is one attention
+ * kernel (with the three casts: 4).  It computes what the unrewritten graph
+ * does, but for the scores' rounding to fp16.  Left alone: the cast scores
+ * also a graph output, no softmax before P V, the softmax read twice. */
+#define ATTN_HEAD                                                                                                   \
+    "graph: attn\nseed: 9\n"                                                                                        \
+    "inputs: [ { name: q, shape: [2, 3, 6, 8], dtype: fp16 }, { name: kt, shape: [2, 3, 8, 6], dtype: fp16 },\n"   \
+    "          { name: v, shape: [2, 3, 6, 8], dtype: fp16 } ]\n"                                                   \
+    "weights: [ { name: mask, shape: [1, 1, 6, 6] } ]\nnodes:\n" PW("s", "matmul", "q, kt")                         \
+        PWA("c", "cast", "s", "to: fp32") PW("a", "add", "c, mask") PWA("cv", "cast", "v", "to: fp32")
+static void test_attention_scores_cast(void **state)
+{
+    (void)state;
+    static const char *const fire = ATTN_HEAD PWA("sm", "softmax", "a", "axis: 3") PW("nz", "nan_to_zero", "sm")
+        PW("y", "matmul", "nz, cv") "outputs: [y]\n";
+    static const char *const keep[] = {
+        ATTN_HEAD PWA("sm", "softmax", "a", "axis: 3") PW("y", "matmul", "sm, cv") "outputs: [y, c]\n",
+        ATTN_HEAD PW("sm", "tanh", "a") PW("y", "matmul", "sm, cv") "outputs: [y]\n",
+        ATTN_HEAD PWA("sm", "softmax", "a", "axis: 3") PW("y", "matmul", "sm, cv") PW("z", "sigmoid", "sm")
+            "outputs: [y, z]\n",
+    };
+    fg_graph *g = NULL;
+    assert_int_equal(fg_graph_parse(g_ctx, "attn.yaml", fire, strlen(fire), &g), FG_OK);
+    fg_plan *p = plan_of(g_ctx, g);
+    assert_int_equal(rewrite_notes(p, "attention_scores_fp32"), 1);
+    assert_int_equal(p->graph->nnodes, g->nnodes + 1);   /* two casts in, one out */
+    int s = fg_graph_find_node(p->graph, "s");
+    assert_true(s >= 0);
+    assert_int_equal(p->graph->tensors[p->graph->nodes[s].output].dtype, FG_DTYPE_F32);
+    assert_string_equal(tu_group_desc(g_ctx, p, "s"), "attention:s,a,sm,nz,y");
+    assert_int_equal(p->ngroups, 4);
+    check_numerics(g_ctx, g, p, 4, 5e-3);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    for (size_t i = 0; i < FG_COUNTOF(keep); i++) {
+        g = NULL;
+        assert_int_equal(fg_graph_parse(g_ctx, "attn.yaml", keep[i], strlen(keep[i]), &g), FG_OK);
+        p = plan_of(g_ctx, g);
+        if (rewrite_notes(p, "attention_scores_fp32") != 0)
+            fail_msg("case %zu: attention_scores_fp32 fired", i);
+        assert_int_equal(p->graph->nnodes, g->nnodes);
+        fg_plan_free(p);
+        fg_graph_free(g);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -625,7 +703,7 @@ int main(void)
         cmocka_unit_test(test_rewrite_then_fuse),     cmocka_unit_test(test_must_not_fire),
         cmocka_unit_test(test_broadcast_refused),     cmocka_unit_test(test_user_rewrites),
         cmocka_unit_test(test_rewrite_bound),         cmocka_unit_test(test_bad_documents),
-        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_deterministic),         cmocka_unit_test(test_attention_scores_cast),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
