@@ -160,17 +160,16 @@ static void deps_hash(fg_emitter *em)
     em->k->deps_hash = fg_hash128_of(words, (size_t)n * sizeof words[0]);
 }
 
-/* k->choices and k->shape_params: the placeholders whose values are
- * integers (the template's choices; the text placeholders are code). */
+/* k->choices: the placeholders whose values are integers (the template's
+ * choices; the text placeholders are code). */
 static void record_choices(fg_emitter *em)
 {
     fg_kernel *k = em->k;
-    k->shape_params = !em->opts->specialize;
     size_t n = 0, cap = sizeof k->choices;
     k->choices[0] = 0;
     for (int i = 0; i < em->nvars; i++) {
-        const char *v = em->vars[i].value;
-        if (!v || !*v || strspn(v + (*v == '-'), "0123456789") != strlen(v + (*v == '-')) || !v[*v == '-'])
+        const char *v = em->vars[i].value, *digits = v && *v == '-' ? v + 1 : v;
+        if (!digits || !*digits || strspn(digits, "0123456789") != strlen(digits))
             continue;
         int w = snprintf(k->choices + n, cap - n, "%s%s=%s", n ? " " : "", em->vars[i].name, v);
         if (w < 0 || (size_t)w >= cap - n) {

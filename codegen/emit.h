@@ -88,10 +88,9 @@ typedef struct fg_kernel {
     int ntmaps;                     /* FG_KPARAM_TMAP descriptions */
     fg_kparam_tmap tmaps[FG_MAX_TMAPS];
     fg_hash128 deps_hash;           /* hash of the rule / op / hook files involved */
-    int shape_params;               /* emitted with the sizes as parameters (fg_emit_opts.specialize 0) */
     char choices[256];              /* the template's numeric choices as "NAME=value ..." in the order it made
                                        them (tiles, split-K, vector widths, switches; "..." when cut): with
-                                       shape_params, what the source still specializes on */
+                                       the sizes as parameters, what the source still specializes on */
     /* Runtime fields, filled by runtime/ (codegen/ only releases them): */
     char key[33];                   /* cache key of the last compile (kcache.c) */
     void *binary;                   /* the compiled binary (malloc'd): a cubin or PTX, or an emulation library */
