@@ -138,6 +138,11 @@ fg_status fg_rewrite_load(fg_context *ctx, const fg_ynode *map, uint64_t file_ha
  * "rewrite NAME (FILE:LINE): node, node, ... -> op root". */
 fg_status fg_rewrite_graph(fg_context *ctx, fg_graph *g, char ***notes, int *nnotes);
 
+/* An interned name for a tensor (node 0) or node (node 1) a rewrite adds
+ * to g: stem itself, else stem_2, stem_3, ... the first that g does not
+ * use yet (rewrite_pass.c). */
+const char *fg_rewrite_fresh_name(fg_context *ctx, const fg_graph *g, const char *stem, int node);
+
 /* The built-in rewrite of rewrite_attn_cast.c, run by the planner after
  * fg_rewrite_graph: an attention whose half scores S = matmul(Q, K) (no
  * bias, read by the cast alone) are cast to fp32 before element-wise fp32

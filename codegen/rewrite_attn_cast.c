@@ -101,15 +101,9 @@ static int f32_tensor(fg_context *ctx, fg_graph *g, int t)
 {
     fg_buf b = {0};
     fg_buf_printf(&b, "%s_f32", g->tensors[t].name);
-    size_t base = b.len;
-    for (int k = 2; fg_graph_find_tensor(g, b.s) >= 0; k++) {
-        b.len = base;
-        b.s[base] = 0;
-        fg_buf_printf(&b, "_%d", k);
-    }
     fg_tensor nt;
     memset(&nt, 0, sizeof nt);
-    nt.name = fg_intern(ctx, b.s);
+    nt.name = fg_rewrite_fresh_name(ctx, g, b.s, 0);
     fg_buf_free(&b);
     nt.dtype = FG_DTYPE_F32;
     nt.layout = g->tensors[t].layout;
@@ -134,16 +128,10 @@ static void apply(fg_context *ctx, fg_graph *g, int c, int m)
         nc[i].inputs[0] = in;
         nc[i].output = out;
         nc[i].loc = mm.loc;
-        fg_buf b = {0};
-        fg_buf_printf(&b, "%s_cast_%c", mm.name, i ? 'b' : 'a');
-        size_t base = b.len;
-        for (int k = 2; fg_graph_find_node(g, b.s) >= 0; k++) {
-            b.len = base;
-            b.s[base] = 0;
-            fg_buf_printf(&b, "_%d", k);
-        }
-        nc[i].name = fg_intern(ctx, b.s);
-        fg_buf_free(&b);
+        fg_buf stem = {0};
+        fg_buf_printf(&stem, "%s_cast_%c", mm.name, i ? 'b' : 'a');
+        nc[i].name = fg_rewrite_fresh_name(ctx, g, stem.s, 1);
+        fg_buf_free(&stem);
         mm.inputs[i] = out;
     }
     mm.output = cast.output;

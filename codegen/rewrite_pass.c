@@ -406,6 +406,21 @@ static int match_legal(const fg_graph *g, const fg_rewrite *rw, const rw_match *
 
 /* ---- replacement ------------------------------------------------------- */
 
+const char *fg_rewrite_fresh_name(fg_context *ctx, const fg_graph *g, const char *stem, int node)
+{
+    fg_buf b = {0};
+    fg_buf_put(&b, stem);
+    size_t base = b.len;
+    for (int k = 2; (node ? fg_graph_find_node(g, b.s) : fg_graph_find_tensor(g, b.s)) >= 0; k++) {
+        b.len = base;
+        b.s[base] = 0;
+        fg_buf_printf(&b, "_%d", k);
+    }
+    const char *name = fg_intern(ctx, b.s);
+    fg_buf_free(&b);
+    return name;
+}
+
 /* A new weight tensor named "<root>.<input>" (made unique) of shape [c],
  * dtype like `like`, filled from vals. */
 static int new_vector(fg_context *ctx, fg_graph *g, const fg_node *root, const char *input, const fg_tensor *like,
@@ -413,15 +428,9 @@ static int new_vector(fg_context *ctx, fg_graph *g, const fg_node *root, const c
 {
     fg_buf b = {0};
     fg_buf_printf(&b, "%s.%s", root->name, input);
-    size_t base = b.len;
-    for (int k = 2; fg_graph_find_tensor(g, b.s) >= 0; k++) {
-        b.len = base;
-        b.s[base] = 0;
-        fg_buf_printf(&b, "_%d", k);
-    }
     fg_tensor t;
     memset(&t, 0, sizeof t);
-    t.name = fg_intern(ctx, b.s);
+    t.name = fg_rewrite_fresh_name(ctx, g, b.s, 0);
     fg_buf_free(&b);
     t.dtype = like->dtype;
     t.layout = FG_LAYOUT_NCHW;
