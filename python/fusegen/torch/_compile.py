@@ -43,13 +43,14 @@ class Bucket:
     calls: int = 0
     shared: int = 0                      # kernels whose source an earlier bucket already had
     new: List[str] = field(default_factory=list)   # why each other kernel is a source of its own
+    kernels: List[Any] = field(default_factory=list)   # exe.kernels (KernelInfo), read once
 
     def describe(self) -> str:
         dims = ", ".join("%s=%d" % kv for kv in sorted(self.dims.items())) or "no symbolic sizes"
         return ("%s %s (export %d, %s): %d kernels, %d of them sources an earlier bucket has; compiled %d "
                 "(NVRTC %d, host %d), from the cache %d; %.2f s; %d calls"
                 % (self.device, " ".join("x".join(map(str, s)) or "scalar" for s in self.shapes),
-                   self.export_index, dims, len(self.exe.kernels), self.shared,
+                   self.export_index, dims, len(self.kernels), self.shared,
                    self.counts.get("nvrtc_compiled", 0) + self.counts.get("host_compiled", 0),
                    self.counts.get("nvrtc_compiled", 0), self.counts.get("host_compiled", 0),
                    self.counts.get("memory_hits", 0) + self.counts.get("disk_hits", 0) +
@@ -65,7 +66,10 @@ def specialization(kernels: Sequence[Any], dims: Dict[str, int],
     that differ from the kernel at the same place of the first earlier
     bucket with as many kernels; else a size of 1 on one side only (an axis
     of size 1 drops out of the index arithmetic and the broadcasts); else a
-    size the source still holds; or a group no earlier plan has."""
+    size the source still holds; or a group no earlier plan has.  The first
+    bucket: (0, [])."""
+    if not earlier:
+        return 0, []
     seen = {k.name for ks, _d in earlier for k in ks}
     twin, tdims = next(((ks, d) for ks, d in earlier if len(ks) == len(kernels)), (None, {}))
     ones = sorted(n for n in set(dims) & set(tdims) if (dims[n] == 1) != (tdims[n] == 1))
@@ -294,9 +298,10 @@ class CompiledModule:
         after = ctx.kernel_counts() if before else {}
         counts = {k: after.get(k, 0) - before.get(k, 0) for k in COUNTERS}
         kernels = exe.kernels
-        shared, why = specialization(kernels, dims, [(b.exe.kernels, b.dims) for b in self.buckets.values()
+        shared, why = specialization(kernels, dims, [(b.kernels, b.dims) for b in self.buckets.values()
                                                      if b.device == device])
-        return Bucket(key, device, shapes, index, dims, plan, exe, counts, time.perf_counter() - t0, 0, shared, why)
+        return Bucket(key, device, shapes, index, dims, plan, exe, counts, time.perf_counter() - t0, 0, shared, why,
+                      kernels)
 
     # -- calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -364,10 +369,9 @@ class CompiledModule:
         for i, exp in enumerate(self.exports):
             ins = ", ".join("%s[%s]" % (inp[0], ", ".join(map(str, inp[1]))) for inp in exp.inputs if inp)
             lines.append("  export %d (%.1f s): inputs %s; outputs %s" % (i, exp.seconds, ins, ", ".join(exp.outputs)))
-        for n, b in enumerate(self.buckets.values()):
+        for b in self.buckets.values():
             lines.append("  bucket " + b.describe())
-            if n:
-                lines.extend("    new: " + w for w in b.new)
+            lines.extend("    new: " + w for w in b.new)
             if plans:
                 lines.extend("    " + ln for ln in b.plan.explain().splitlines())
         k = self.kernel_counts()
