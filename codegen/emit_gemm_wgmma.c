@@ -3,7 +3,7 @@
  * (templates/gemm_wgmma.cuh): fp16 / bf16 (and fp32 with precision tf32)
  * matmuls on Hopper with wgmma from
  * shared-memory descriptors, TMA loads into a ring of stages completed on
- * mbarriers, one producer warpgroup and two consumer warpgroups
+ * mbarriers, two warpgroups of which thread 0 also issues the loads
  * (docs/codegen.md, "gemm_wgmma").
  *
  * Selection is by capability: the target arch known to codegen (the context's
@@ -23,8 +23,8 @@
  * (K-major; a 1x1 kernel is stored so in either layout), the output
  * [N*H*W, K] (NHWC); the epilogue recovers (n, oh, ow) from the row.  A
  * 1x1 kernel is a plain GEMM; an R x S one (TAPS) loads, for each tap, the
- * rows of A shifted by that tap's constant offset, and the producer
- * warpgroup's spare warps zero the rows that fell into the padding.  Both templates share the geometry
+ * rows of A shifted by that tap's constant offset, and each warpgroup
+ * zeroes those of its rows that fell into the padding.  Both templates share the geometry
  * (wg_geom), the arch and tile-count conditions (wg_ok) and the emitter
  * (wg_emit); only the way the geometry is read off the anchor differs.
  */
@@ -38,10 +38,10 @@
 #include "template.h"
 #include "tile_choice.h"
 
-#define WG_BM 128             /* rows of a block tile: two consumer warpgroups of 64 */
+#define WG_BM 128             /* rows of a block tile: two warpgroups of 64 */
 #define WG_ROW 128            /* bytes of k per stage and row: one 128B swizzle row (64 fp16 / bf16, 32 tf32) */
-#define WG_STAGES 4           /* depth of the ring */
-#define WG_THREADS 384        /* a producer warpgroup and two consumer warpgroups */
+#define WG_THREADS 256        /* two warpgroups; thread 0 also loads (no producer warpgroup) */
+#define WG_MAX_BPS 2          /* blocks an SM at most: 65536 / (2 x 256) = 128 registers a thread */
 #define WG_TARGET_SMS FG_TARGET_SMS   /* an H100 / H200 */
 #define WG_MIN_TILES 66       /* half the SMs: a wgmma tile does about twice an mma.sync tile's work rate */
 #define WG_SMEM_MAX (227 * 1024)
@@ -55,6 +55,31 @@
  * the splits that give at least as many units (tile, split) as SMs, the one
  * the latency model prices lowest (tile_choice.h: whole waves of k tiles,
  * the partials and their reduction). */
+/* The default depth of the ring for tiles of 128 x bn: 3 stages for BN 128
+ * (99 KB of shared memory, two blocks an SM), else 4 (BN 64: 97 KB, two
+ * blocks; BN 256: 193 KB, one). */
+static int wg_default_stages(int bn) { return bn == 128 ? 3 : 4; }
+
+/* Dynamic shared memory of a block: the ring, its full and empty mbarriers,
+ * the taps' two `fixed` barriers, split-K's two meeting barriers, two
+ * `told` barriers and two flags, and 1024 bytes to realign the ring. */
+static int64_t wg_smem(int64_t stages, int64_t stage_bytes, int taps, int split)
+{
+    return stages * stage_bytes + 16 * stages + (taps ? 16 : 0) + (split ? 48 : 0) + 1024;
+}
+
+/* Blocks of WG_THREADS an SM holds at once with smem bytes of dynamic
+ * shared memory each (228 KiB an SM; a block also takes 1 KiB reserved by
+ * the system and the 1 KiB of static shared memory ptxas reports for the
+ * 1024-byte aligned dynamic array), at most
+ * WG_MAX_BPS; it is also the launch bound's minimum blocks, which caps the
+ * registers. */
+static int wg_blocks_per_sm(int64_t smem)
+{
+    int64_t n = (228 * 1024) / (smem + 2048);
+    return n < 1 ? 1 : n > WG_MAX_BPS ? WG_MAX_BPS : (int)n;
+}
+
 static int wg_default_splits(int64_t tiles, int bn, int64_t KT, double flops, int eb, int bps)
 {
     if (tiles >= WG_TARGET_SMS || flops < WG_SPLIT_MIN_FLOP || KT < 2 * WG_SPLIT_MIN_KT)
@@ -418,6 +443,7 @@ static void describe_wgmma(const fg_tcand *c, char *buf, size_t size)
     int64_t KT = (w.d.K + bk - 1) / bk;
     int splits = wg_default_splits(wg_tiles(&w, bn), bn, KT, 2.0 * w.rows * w.d.N * w.d.K, wg_eb(dt), 1);
     char mma[96];
+    const int stages = wg_default_stages(bn);
     int64_t kts = (KT + splits - 1) / splits;
     if (splits > 1)
         snprintf(mma, sizeof mma, "%s, split-K %d (%" PRId64 " of %" PRId64 " k tiles each)",
@@ -433,12 +459,12 @@ static void describe_wgmma(const fg_tcand *c, char *buf, size_t size)
             snprintf(how, sizeof how, "%s",
                      w.taps ? "implicit GEMM over shifted rows, padding rows zeroed" : "1x1 conv as a GEMM");
         snprintf(buf, size, "tile %d x %d x %d, %d stages, %s, %s (%s: %" PRId64 " pixels, K %" PRId64
-                 ", C %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, bk, WG_STAGES, mma, c->arch, how, w.rows,
+                 ", C %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, bk, stages, mma, c->arch, how, w.rows,
                  w.d.N, w.c, wg_tiles(&w, bn), WG_TARGET_SMS);
         return;
     }
     snprintf(buf, size, "tile %d x %d x %d, %d stages, %s, %s (M %" PRId64 " x batch %" PRId64 ", N %" PRId64
-             ", K %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, bk, WG_STAGES, mma, c->arch, w.d.M, w.d.batch,
+             ", K %" PRId64 ": %" PRId64 " tiles for %d SMs)", WG_BM, bn, bk, stages, mma, c->arch, w.d.M, w.d.batch,
              w.d.N, w.d.K, wg_tiles(&w, bn), WG_TARGET_SMS);
 }
 
@@ -550,20 +576,21 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     const int64_t KT = (w.d.K + bk - 1) / bk;
     int bn0 = default_bn(&w);
     const char *keys[] = {"tile_n", "stages", "split_k"};
-    int64_t v[3] = {bn0, WG_STAGES,
+    int64_t v[3] = {bn0, 0,   /* stages: 0 until the hook has had its say, then the default of the tile */
                     wg_default_splits(wg_tiles(&w, bn0), bn0, KT, 2.0 * w.rows * w.d.N * w.d.K, eb, 1)};
     fg_status st = fg_em_tile_params(em, keys, 3, v);
     if (st != FG_OK)
         return st;
     int bn = (int)v[0];
+    if (v[1] == 0)
+        v[1] = wg_default_stages(bn);
     if (v[2] > KT)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: split_k = %" PRId64 " (want 1 to %" PRId64
                            ", the reduction's k tiles, at most 16)", v[2], KT < 16 ? KT : 16);
     int64_t kt_split = (KT + v[2] - 1) / v[2];
     int splits = (int)((KT + kt_split - 1) / kt_split);   /* none empty */
     int64_t stage_bytes = (int64_t)(WG_BM + bn) * WG_ROW;
-    int nbar = w.taps ? 3 : 2;   /* mbarriers per stage: full, empty (, ready) */
-    if (v[1] * stage_bytes + 1024 + 8 * nbar * v[1] > WG_SMEM_MAX)
+    if (v[1] < 3 || v[1] > 5 || wg_smem(v[1], stage_bytes, w.taps, splits > 1) > WG_SMEM_MAX)
         return fg_em_error(em, FG_ERR_HOOK, "tile hook: stages = %" PRId64 " (want 3 to 5 stages of %" PRId64
                            " bytes within %d bytes of shared memory)", v[1], stage_bytes, WG_SMEM_MAX);
     int stages = (int)v[1];
@@ -596,7 +623,7 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     tile_rows(em, &w, &t);
     fg_em_set(em, "ROW", "%s", t.s ? t.s : "");
     fg_buf_free(&t);
-    tile_origin(&w, 16, &t);
+    tile_origin(&w, 8, &t);
     fg_em_set(em, "TILE_P", "%s", t.s);
     fg_buf_free(&t);
     tile_origin(&w, 8, &t);
@@ -644,24 +671,18 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     }
     fg_em_set(em, "WGMMA", "%s", dt == FG_DTYPE_BF16 ? "fg_wgmma_bf16" : dt == FG_DTYPE_F32 ? "fg_wgmma_tf32"
                                                                                        : "fg_wgmma_f16");
-    fg_em_set(em, "MAXNREG", "%d", bn == 256);
     fg_em_set(em, "SPLITS", "%d", splits);
     fg_em_set(em, "SPLIT", "%d", splits > 1);
-    fg_em_set(em, "NBAR", "%d", nbar);
     if (splits > 1)
         fg_em_set(em, "KT_SPLIT", "%" PRId64, kt_split);
     else
         fg_em_set(em, "KT_SPLIT", "%s", "KT");
-    /* ring, barriers (split-K: two meeting barriers and a flag per consumer warpgroup), realignment */
-    unsigned smem = (unsigned)(stages * stage_bytes + nbar * 8 * stages + (splits > 1 ? 48 : 0) + 1024);
+    unsigned smem = (unsigned)wg_smem(stages, stage_bytes, w.taps, splits > 1);
     fg_em_set(em, "SMEM_BYTES", "%u", smem);
-
-    /* persistent: blocks one SM holds at once by shared memory (228 KiB, 1 KiB reserved a block) and threads */
-    unsigned per_sm = (unsigned)((228 * 1024) / (smem + 1024));
-    if (per_sm > 2048 / WG_THREADS)
-        per_sm = 2048 / WG_THREADS;
-    if (per_sm < 1)
-        per_sm = 1;
+    /* persistent: the blocks one SM holds at once, also the launch bound's minimum */
+    unsigned per_sm = (unsigned)wg_blocks_per_sm(smem);
+    int max_regs = 65536 / (WG_THREADS * (int)per_sm) > 255 ? 255 : 65536 / (WG_THREADS * (int)per_sm);
+    fg_em_set(em, "MIN_BLOCKS", "%u", per_sm);
     int64_t tiles = wg_tiles(&w, bn), units = tiles * splits;
     if (units >= ((int64_t)1 << 31) - 1)
         return fg_em_error(em, FG_ERR_UNSUPPORTED, "%s '%s': %" PRId64 " tiles x split-K %d exceed the grid", what,
@@ -671,10 +692,10 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
         snprintf(split_text, sizeof split_text, ", split-K %d (%" PRId64 " of %" PRId64 " k tiles each)", splits,
                  kt_split, KT);
     /* (the split first: the report reads the line's first 95 characters) */
-    fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages%s (%u bytes of shared memory), %d threads: a "
-                  "TMA producer warpgroup, two wgmma%s consumer warpgroups%s; sm_90a\n", WG_BM, bn, bk, stages,
-                  split_text, smem, WG_THREADS, dt == FG_DTYPE_F32 ? " tf32" : "",
-                  bn == 256 ? " (setmaxnreg 40 / 232)" : "");
+    fg_buf_printf(&em->notes, "//   tile:      %d x %d x %d, %d stages%s (%u bytes of shared memory), %d threads: two "
+                  "wgmma%s warpgroups, thread 0 issuing the TMA loads; %u block(s) an SM, at most %d registers a "
+                  "thread; sm_90a\n", WG_BM, bn, bk, stages, split_text, smem, WG_THREADS,
+                  dt == FG_DTYPE_F32 ? " tf32" : "", per_sm, max_regs);
     if (splits > 1)
         fg_buf_printf(&em->notes, "//   schedule:  persistent over %" PRId64 " units (%" PRId64 " tiles (%" PRId64
                       " x %" PRId64 ") x %d k splits, fixed-order reduction of the fp32 partials): %u block(s) an "
@@ -682,7 +703,7 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
     else
         fg_buf_printf(&em->notes, "//   schedule:  persistent over %" PRId64 " tiles (%" PRId64 " x %" PRId64 "): %u "
                       "block(s) an SM, each looping over tiles\n", tiles, w.mtiles, (w.d.N + bn - 1) / bn, per_sm);
-    /* split-K: per half tile (a consumer warpgroup's 64 rows) splits slots of 64 x BN floats and a counter */
+    /* split-K: per half tile (a warpgroup's 64 rows) splits slots of 64 x BN floats and a counter */
     fg_em_split_buffers(em, splits > 1 ? tiles * splits * WG_BM * bn * 4 : 0, tiles * 2);
     if (w.pix)
         fg_buf_printf(&em->notes, "//   operands:  A = tiles of %d x %d x %d output pixels (images x rows x columns), "
@@ -692,7 +713,7 @@ static fg_status wg_emit(fg_emitter *em, fg_op_kind kind)
                       w.sh, w.sw, w.d.K / w.c);
     else if (w.conv && w.taps)
         fg_buf_printf(&em->notes, "//   operands:  A = x as [N*H*W, C] (%" PRId64 " pixels, C %" PRId64 ") shifted "
-                      "by each of the %" PRId64 " taps, padding rows zeroed by producer warps 1-3; B = w as [K, R*S*C] "
+                      "by each of the %" PRId64 " taps, padding rows zeroed by the warpgroups; B = w as [K, R*S*C] "
                       "(K-major), Y [N*H*W, K]: an implicit-GEMM conv; 128B swizzle\n", w.rows, w.c, w.d.K / w.c);
     else if (w.conv)
         fg_buf_printf(&em->notes, "//   operands:  A = x as [N*H*W, C] (%" PRId64 " pixels, C %" PRId64 "), B = w as "
@@ -737,8 +758,8 @@ static const fg_template rows[] = {
      .dtypes = FG_DTYPES_HALF | (1u << FG_DTYPE_F32), .priority = 20, .tiles = tiles, .arch_ok = fg_arch_hopper,
      .arch_needs = "wgmma needs sm_90", .arch_hint = "sm_90", .check = check_wgmma, .describe = describe_wgmma,
      .emit = emit_gemm_wgmma,
-     .summary = "GEMM on Hopper (sm_90a): wgmma from 128B-swizzled shared memory, TMA loads into a 4-stage mbarrier "
-                "ring, a producer and two consumer warpgroups; fp16/bf16, fp32 with precision tf32 (B stored [N, K]), "
+     .summary = "GEMM on Hopper (sm_90a): wgmma from 128B-swizzled shared memory, TMA loads into a 3- or 4-stage mbarrier "
+                "ring, two warpgroups of 256 threads (two blocks an SM up to BN 128); fp16/bf16, fp32 with precision tf32 (B stored [N, K]), "
                 "K and N multiples of 8, large shapes"},
 };
 FG_TEMPLATE_FAMILY(gemm_wgmma, rows);

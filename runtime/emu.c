@@ -439,6 +439,7 @@ static fg_status open_so(fg_context *ctx, const fg_kernel *k, const char *path, 
     const unsigned *mt = dlsym(dl, sym);
     h->max_threads = mt ? *mt : 0;
     fg_emu_sched_set_strict(h->sched, ctx->env.emu_strict);
+    fg_emu_sched_set_shuffle(h->sched, (uint64_t)ctx->env.emu_shuffle);
     *out = h;
     return FG_OK;
 }

@@ -217,6 +217,8 @@ void fg_emu_api_mbar_wait(void *bar, unsigned parity)
  * reads it now, element by element along axis 0 in 16-byte chunks, the
  * landed elements packed axis 0 fastest, out-of-range ones zero; lands it
  * when the barrier is waited on. */
+static int wgmma_reading(fg_emu_sched *s, uint64_t lo, uint64_t hi);
+
 void fg_emu_api_tma_load(void *dst, const void *map, int rank, const int *coord, void *bar)
 {
     fg_emu_sched *s = fg_emu_tls_sched;
@@ -246,6 +248,13 @@ void fg_emu_api_tma_load(void *dst, const void *map, int rank, const int *coord,
         snprintf(msg, sizeof msg, "%s: the shared destination (offset 0x%lx) is not %lu-byte aligned (%s)", fn,
                  fg_emu_soff(s, dst), align,
                  d.swizzle ? "a swizzled box starts its pattern at the destination" : "cp.async.bulk.tensor");
+        fg_emu_api_fail(msg);
+    }
+    int reader = wgmma_reading(s, fg_emu_soff(s, dst), fg_emu_soff(s, dst) + bytes);
+    if (reader >= 0) {
+        snprintf(msg, sizeof msg, "%s: the box overwrites shared memory (offset 0x%lx) that a wgmma of warpgroup %d "
+                 "still reads (not yet waited for): the stage was refilled before its empty barrier said so", fn,
+                 fg_emu_soff(s, dst), reader);
         fg_emu_api_fail(msg);
     }
     tmacopy *c = fg_xcalloc(1, sizeof *c + bytes);   /* zero: the out-of-bounds fill */
@@ -322,6 +331,49 @@ static void poison_floats(float *d, int n)
 }
 
 static int operand_sig(fg_emu_sched *s, const wgop *op, uint64_t *sig);
+static int operand_spans(const wgop *op, uint64_t span[2][2]);
+
+/* Whether [lo, hi) overlaps either of op's operand spans. */
+static int op_overlaps(const wgop *op, uint64_t lo, uint64_t hi)
+{
+    uint64_t sp[2][2];
+    if (operand_spans(op, sp) != 0)
+        return 0;
+    for (int i = 0; i < 2; i++)
+        if (sp[i][0] < hi && lo < sp[i][1])
+            return 1;
+    return 0;
+}
+
+/* The first TMA copy in flight (issued, not yet landed) whose shared
+ * destination overlaps shared offsets [lo, hi), or NULL. */
+static const tmacopy *copy_in_flight(fg_emu_sched *s, uint64_t lo, uint64_t hi)
+{
+    for (int i = 0; i < s->nmbar; i++)
+        for (const tmacopy *c = s->mbars[i].head; c; c = c->next) {
+            uint64_t d = fg_emu_soff(s, c->dst);
+            if (d < hi && lo < d + c->bytes)
+                return c;
+        }
+    return NULL;
+}
+
+/* The warpgroup (0, 1, ...) one of whose wgmma operations, issued and not
+ * yet landed by a wait, reads shared offsets overlapping [lo, hi); -1 when
+ * none.  A TMA copy there would change what the device's wgmma may still
+ * be reading (a stage refilled before its empty barrier said so). */
+static int wgmma_reading(fg_emu_sched *s, uint64_t lo, uint64_t hi)
+{
+    for (int j = 0; j < s->nthreads; j++) {
+        thread *t = &s->threads[j];
+        if (t->lin % 128)
+            continue;
+        for (int i = 0; i < t->wg_nops; i++)
+            if (op_overlaps(&t->wgq[i], lo, hi))
+                return (int)(t->lin / 128);
+    }
+    return -1;
+}
 
 void fg_emu_api_wgmma(int kind, int bn, int trans_b, uint64_t desc_a, uint64_t desc_b, int acc, float *d)
 {
@@ -371,8 +423,21 @@ void fg_emu_api_wgmma(int kind, int bn, int trans_b, uint64_t desc_a, uint64_t d
     if (op->acc && !op->chained)
         memcpy(op->snap, d, (size_t)bn / 2 * sizeof *d);
     /* the operands must already be what the wgmma reads at its wait (the
-     * device may read them any time in between) */
+     * device may read them any time in between), and no copy in flight may
+     * be about to change them */
     op->signed_ = t->lin % 128 == 0 && operand_sig(s, op, &op->sig) == 0;
+    uint64_t sp[2][2];
+    if (op->signed_ && operand_spans(op, sp) == 0)
+        for (int i = 0; i < 2; i++)
+            if (copy_in_flight(s, sp[i][0], sp[i][1])) {
+                snprintf(msg, sizeof msg,
+                         "%s: warpgroup %d reads shared memory (%s at offsets 0x%llx..0x%llx) that a TMA copy in "
+                         "flight will overwrite (no wait on the stage's full barrier, or the stage refilled before "
+                         "its release)",
+                         fn, (int)(t->lin / 128), i ? "B" : "A", (unsigned long long)sp[i][0],
+                         (unsigned long long)sp[i][1]);
+                fg_emu_api_fail(msg);
+            }
     t->wg_nops++;
     poison_floats(d, bn / 2);   /* undefined until the covering wait */
 }
@@ -487,6 +552,27 @@ static int operand_sig(fg_emu_sched *s, const wgop *op, uint64_t *sig)
                 h = (h ^ s->view[a + 1]) * 0x100000001b3ull;
             }
     *sig = h;
+    return 0;
+}
+
+/* The shared offsets [span[0][0], span[0][1]) op's A elements span, and
+ * span[1] B's (each the lowest and highest byte its descriptor addresses);
+ * -1 when a descriptor cannot be emulated. */
+static int operand_spans(const wgop *op, uint64_t span[2][2])
+{
+    if (desc_invalid(op->desc_a) || desc_invalid(op->desc_b))
+        return -1;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t l = UINT64_MAX, h = 0;
+        for (int mn = 0; mn < (pass ? op->bn : 64); mn++)
+            for (int k = 0; k < 16; k++) {
+                uint64_t a = pass ? operand_addr(op->desc_b, mn, k, op->trans_b) : operand_addr(op->desc_a, mn, k, 0);
+                l = a < l ? a : l;
+                h = a + 2 > h ? a + 2 : h;
+            }
+        span[pass][0] = l;
+        span[pass][1] = h;
+    }
     return 0;
 }
 

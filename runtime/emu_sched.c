@@ -551,6 +551,28 @@ void fg_emu_sched_set_shared(fg_emu_sched *s, void *begin, void *end)
     s->shared_end = end;
 }
 
+void fg_emu_sched_set_shuffle(fg_emu_sched *s, uint64_t seed)
+{
+    s->shuffle = seed;
+}
+
+/* The next ready thread: the queue's head, or under a shuffle a random
+ * one, swapped to the head first. */
+static int rq_pop(fg_emu_sched *s)
+{
+    if (s->shuffle && s->rq_len > 1) {
+        s->shuffle = s->shuffle * 6364136223846793005ull + 1442695040888963407ull;   /* an LCG */
+        int k = (s->rq_head + (int)((s->shuffle >> 33) % (uint64_t)s->rq_len)) % MAX_THREADS;
+        int t = s->rq[k];
+        s->rq[k] = s->rq[s->rq_head];
+        s->rq[s->rq_head] = t;
+    }
+    int lin = s->rq[s->rq_head];
+    s->rq_head = (s->rq_head + 1) % MAX_THREADS;
+    s->rq_len--;
+    return lin;
+}
+
 void fg_emu_sched_set_strict(fg_emu_sched *s, int strict)
 {
     s->strict = strict;
@@ -637,9 +659,7 @@ static int run_block(fg_emu_sched *s)
     s->fence_epoch = s->view_epoch = 0;
     while (s->live > 0 && !s->failed) {
         if (s->rq_len > 0) {
-            thread *t = &s->threads[s->rq[s->rq_head]];
-            s->rq_head = (s->rq_head + 1) % MAX_THREADS;
-            s->rq_len--;
+            thread *t = &s->threads[rq_pop(s)];
             t->state = T_RUNNING;
             s->cur = t;
             s->api.cur = &t->info;

@@ -40,6 +40,13 @@ void fg_emu_sched_set_shared(fg_emu_sched *s, void *begin, void *end);
  * stop counting, as on the device. */
 void fg_emu_sched_set_strict(fg_emu_sched *s, int strict);
 
+/* With seed != 0 the scheduler runs a pseudo-random ready thread (a
+ * generator started from seed) instead of the longest-waiting one, so that
+ * interleavings the first-in, first-out order never makes (one warpgroup
+ * running ahead of another) occur; 0 restores that order.  A kernel
+ * correct on the device is correct under any seed. */
+void fg_emu_sched_set_shuffle(fg_emu_sched *s, uint64_t seed);
+
 /* Runs the whole grid.  Returns 0, or -1 with a message in err (which names
  * the block and thread where that is known). */
 int fg_emu_sched_run(fg_emu_sched *s, fg_emu_entry entry, const void *params, const unsigned grid[3],

@@ -154,6 +154,7 @@ struct fg_emu_sched {
     const void *params;
     char *shared_begin, *shared_end;
     int strict;
+    uint64_t shuffle;           /* the generator's state; 0: first in, first out */
     int failed;
     char err[1024];
     /* Hopper: mbarriers, TMA copies in flight, the async proxy's view of

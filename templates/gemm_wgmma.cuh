@@ -2,16 +2,18 @@
 // Y = A (MR x K) * B (K x N), fp16 / bf16 operands (or fp32 read as tf32: EB,
 // the element bytes, 4; BK = 128 / EB elements either way), fp32 accumulation, with
 // wgmma.mma_async from shared-memory descriptors, TMA loads into a STAGES-deep
-// ring completed on mbarriers, and a warp-specialized schedule:
-//   - warpgroup 0 (threads 0..127) is the producer: thread 0 waits until a
-//     stage is empty, announces its bytes on the stage's full barrier and
-//     issues the TMA copies of A's and B's k tile into it;
-//   - warpgroups 1 and 2 are the consumers, 64 rows of the BM x BN tile
-//     each: wait until the stage is full, issue four wgmma steps (k16, or
-//     k8 for tf32: 32 bytes of each row),
-//     commit, wait until at most one group is in flight (the previous
-//     stage's wgmmas are done) and release the previous stage on its empty
-//     barrier (one arrival per consumer warpgroup).
+// ring completed on mbarriers, and 256 threads, two warpgroups of 64 rows of
+// the BM x BN tile each, with no producer warpgroup (so that two blocks of
+// BN 128 fit an SM: 128 registers a thread):
+//   - thread 0 is also the loader: it issues the first STAGES k tiles, then
+//     one after each release of its warpgroup: it waits until both
+//     warpgroups have released the stage, announces its bytes on the
+//     stage's full barrier and issues the TMA copies of A's and B's k tile;
+//   - each warpgroup waits until the stage is full, issues four wgmma steps
+//     (k16, or k8 for tf32: 32 bytes of each row), commits, waits until at
+//     most one group is in flight (the previous stage's wgmmas are done) and
+//     releases the previous stage on its empty barrier (one arrival per
+//     warpgroup).
 // Tiles: A [BM rows][BK k], K contiguous, 128-byte rows with the 128B swizzle
 // (chunk j of row r at j ^ (r % 8)), one box of BK x BM; B stored [N, K]
 // (TB 0): the same layout, [BN rows][BK]; B stored [K, N] (TB 1): BN / 64
@@ -29,10 +31,10 @@
 // (C a multiple of BK, so a tile lies in one tap) is a box of BM such rows
 // at channel (kt % (C / BK)) BK, and B's k tile is the weights [K, R*S*C]
 // at column kt BK.  A row whose pixel lies in the padding read a neighbour
-// (or zero past the tensor): warps 1-3 of the producer warpgroup wait for
-// the stage, zero those rows with generic stores, fence them for the async
-// proxy (wgmma) and arrive on the stage's ready barrier, which the
-// consumers wait for as well.
+// (or zero past the tensor): after the stage is full, each warpgroup zeroes
+// those of its own 64 rows with generic stores (two threads a row), fences
+// them for the async proxy (wgmma) and meets on its `fixed` mbarrier before
+// its wgmmas read them.
 // Pixel tiles (conv2d_wgmma, PIX: any stride up to 8, padding, output
 // size): the block's BM rows are TN images x TH output rows x TW output
 // columns from (nb0, oh0, ow0), tile row r = (image * TH + row) * TW +
@@ -45,14 +47,14 @@
 // Persistent: the kernel covers MT x NT tiles of BM x BN (tile t is row
 // tile t / NT, column tile t % NT, so consecutive tiles share A's rows);
 // block b runs tiles b, b + gridDim.x, ... (fg_kernel.persistent: the GPU
-// launch has as many blocks as its SMs hold at once).  The producer runs
-// ahead into the next tile while the consumers store the last one: a stage
+// launch has as many blocks as its SMs hold at once).  The loader runs
+// ahead into the next tile while the warpgroups store the last one: a stage
 // is released as soon as its wgmmas are done, the tile's last one after its
 // final wait.
 // Split-K (SPLIT, SPLITS > 1: few tiles for the SMs): the units of work are
 // (tile, split) pairs, unit u = tile * SPLITS + split, split z reducing k
 // tiles [z KT_SPLIT, (z + 1) KT_SPLIT); every role walks the units as it
-// walks tiles.  After its last wgmma a consumer warpgroup writes its 64 x BN
+// walks tiles.  After its last wgmma a warpgroup writes its 64 x BN
 // accumulators to slot z of its half tile in the workspace, fences, and
 // meets its warpgroup on an mbarrier; thread 0 bumps the half tile's
 // counter, and the warpgroup that sees SPLITS - 1 arrivals before it resets
@@ -62,7 +64,7 @@
 // The ring lives in dynamic shared memory (FG_SHARED_DYN: the launch's
 // fg_kernel.smem bytes on the device, a static array in emulation), from its
 // first 1024-byte aligned address (the 128B swizzle pattern's repeat).
-FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
+FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}}, {{MIN_BLOCKS}})
 {
 {{SHAPES}}
     constexpr int BM = 128, BN = {{BN}}, EB = {{EB}}, BK = 128 / EB, STAGES = {{STAGES}};
@@ -75,10 +77,10 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
     fg_mbar *const full = (fg_mbar *)(ring + STAGES * STAGE_BYTES);
     fg_mbar *const empty = full + STAGES;
 {{#TAPS}}
-    fg_mbar *const ready = empty + STAGES;
+    fg_mbar *const fixed = empty + STAGES;           // per warpgroup: its padding rows are zero
 {{/TAPS}}
 {{#SPLIT}}
-    fg_mbar *const met = full + {{NBAR}} * STAGES;   // per consumer warpgroup: its 128 threads wrote their slot
+    fg_mbar *const met = empty + STAGES + 2 * {{TAPS}};   // per warpgroup: its 128 threads wrote their slot
     fg_mbar *const told = met + 2;                   // and thread 0 has read the counter
     int *const last = (int *)(told + 2);             // whether the warpgroup reduces the half tile
 {{/SPLIT}}
@@ -95,12 +97,13 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
 {{/PIX}}
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++) {
-            fg_mbar_init(&full[s], 1);    // the producer's arrive_expect_tx (+ the TMA bytes)
-            fg_mbar_init(&empty[s], 2);   // one arrival per consumer warpgroup
-{{#TAPS}}
-            fg_mbar_init(&ready[s], 96);  // one arrival per fixer thread
-{{/TAPS}}
+            fg_mbar_init(&full[s], 1);    // the loader's arrive_expect_tx (+ the TMA bytes)
+            fg_mbar_init(&empty[s], 2);   // one arrival per warpgroup
         }
+{{#TAPS}}
+        for (int c = 0; c < 2; c++)
+            fg_mbar_init(&fixed[c], 128);   // the warpgroup's threads zeroed their padding rows
+{{/TAPS}}
 {{#SPLIT}}
         for (int c = 0; c < 2; c++) {
             fg_mbar_init(&met[c], 128);
@@ -111,102 +114,66 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
     }
     fg_sync();
 
-    // Every role walks the same tiles, bid, bid + gdim, ..., and counts the
-    // k tiles it has passed in `it`: stage it % STAGES, in round it / STAGES
-    // (a barrier's phase parity), carried from one tile to the next.
-    if (wg == 0) {
-        // ---- producer ----
-{{#MAXNREG}}
-        fg_setmaxnreg_dec<40>();
-{{/MAXNREG}}
-        if (tid == 0) {
-            int it = 0;
-            for (int u = (int)fg_bid_x(); u < UNITS; u += (int)fg_gdim_x()) {
-                const int tile = u / SPLITS, k0 = u % SPLITS * KT_SPLIT;
-                const int k1 = k0 + KT_SPLIT < KT ? k0 + KT_SPLIT : KT;
+    // Every walk -- the loader's and each warpgroup's -- covers the same units,
+    // bid, bid + gdim, ..., and counts the k tiles it has passed: k tile `it`
+    // lies in stage it % STAGES, in round it / STAGES (a barrier's phase parity),
+    // carried from one unit to the next.
+    //
+    // ---- the loader: thread 0, STAGES k tiles ahead of the warpgroups ----
+    // load_next() issues the loader's next k tile (lu: its unit, lkt: the k
+    // tile, lit: its count) into stage lit % STAGES once both warpgroups have
+    // released it; called STAGES times here, then once after each release of
+    // thread 0's warpgroup, so stage (it - 1) % STAGES, just released, gets
+    // k tile it - 1 + STAGES.
+    int lu = (int)fg_bid_x(), lkt = lu % SPLITS * KT_SPLIT, lit = 0;
+    auto load_next = [&]() {
+        if (lu >= UNITS)
+            return;
+        const int tile = lu / SPLITS, kt = lkt;
 {{TILE_P}}
-                for (int kt = k0; kt < k1; kt++, it++) {
-                    const int s = it % STAGES;
-                    fg_mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);   // round 0 passes: a fresh barrier
-                    unsigned char *const a_s = ring + s * STAGE_BYTES;
-                    unsigned char *const b_s = a_s + A_BYTES;
-                    fg_mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
+        const int s = lit % STAGES;
+        fg_mbar_wait(&empty[s], ((lit / STAGES) & 1) ^ 1);   // round 0 passes: a fresh barrier
+        unsigned char *const a_s = ring + s * STAGE_BYTES;
+        unsigned char *const b_s = a_s + A_BYTES;
+        fg_mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
 {{#PIX}}
-                    const int CT = (int)((C + BK - 1) / BK);   // channel tiles per tap
-                    const int tap = kt / CT, cb = kt % CT;
-                    fg_tma_load_4d(a_s, &p.{{TMAP_A}}, cb * BK, ow0 * (int)SW - (int)PL + tap % (int)S * (int)DW,
-                                   oh0 * (int)SH - (int)PT + tap / (int)S * (int)DH, nb0, &full[s]);
+        const int CT = (int)((C + BK - 1) / BK);   // channel tiles per tap
+        const int tap = kt / CT, cb = kt % CT;
+        fg_tma_load_4d(a_s, &p.{{TMAP_A}}, cb * BK, ow0 * (int)SW - (int)PL + tap % (int)S * (int)DW,
+                       oh0 * (int)SH - (int)PT + tap / (int)S * (int)DH, nb0, &full[s]);
 {{/PIX}}
 {{^PIX}}
 {{^TAPS}}
-                    fg_tma_load_2d(a_s, &p.{{TMAP_A}}, kt * BK, (int)m0, &full[s]);
+        fg_tma_load_2d(a_s, &p.{{TMAP_A}}, kt * BK, (int)m0, &full[s]);
 {{/TAPS}}
 {{/PIX}}
 {{#TAPS}}
-                    const int tap = kt / (int)(C / BK), cb = kt % (int)(C / BK);
-                    const int shift = (tap / (int)S * (int)DH - (int)PT) * (int)W + tap % (int)S * (int)DW - (int)PL;
-                    fg_tma_load_2d(a_s, &p.{{TMAP_A}}, cb * BK, (int)m0 + shift, &full[s]);
+        const int tap = kt / (int)(C / BK), cb = kt % (int)(C / BK);
+        const int shift = (tap / (int)S * (int)DH - (int)PT) * (int)W + tap % (int)S * (int)DW - (int)PL;
+        fg_tma_load_2d(a_s, &p.{{TMAP_A}}, cb * BK, (int)m0 + shift, &full[s]);
 {{/TAPS}}
 {{^TB}}
-                    fg_tma_load_2d(b_s, &p.{{TMAP_B}}, kt * BK, (int)n0, &full[s]);
+        fg_tma_load_2d(b_s, &p.{{TMAP_B}}, kt * BK, (int)n0, &full[s]);
 {{/TB}}
 {{#TB}}
-                    constexpr int BOX_BYTES = 64 * BK * EB;   // one [BK][64 n] box of B
-                    FG_UNROLL
-                    for (int j = 0; j < BN / 64; j++)
-                        fg_tma_load_2d(b_s + j * BOX_BYTES, &p.{{TMAP_B}}, (int)n0 + 64 * j, kt * BK, &full[s]);
+        constexpr int BOX_BYTES = 64 * BK * EB;   // one [BK][64 n] box of B
+        FG_UNROLL
+        for (int j = 0; j < BN / 64; j++)
+            fg_tma_load_2d(b_s + j * BOX_BYTES, &p.{{TMAP_B}}, (int)n0 + 64 * j, kt * BK, &full[s]);
 {{/TB}}
-                }
-            }
+        lit++;
+        const int lk1 = lu % SPLITS * KT_SPLIT + KT_SPLIT;
+        if (++lkt >= (lk1 < KT ? lk1 : KT)) {   // the unit's last k tile: on to the next unit
+            lu += (int)fg_gdim_x();
+            lkt = lu % SPLITS * KT_SPLIT;
         }
-{{#TAPS}}
-        else if (tid >= 32) {
-            // ---- fixers: rows f and f + 96 of each stage's A tile ----
-            const int f = tid - 32;
-            int it = 0;
-            for (int u = (int)fg_bid_x(); u < UNITS; u += (int)fg_gdim_x()) {
-                const int tile = u / SPLITS, k0 = u % SPLITS * KT_SPLIT;
-                const int k1 = k0 + KT_SPLIT < KT ? k0 + KT_SPLIT : KT;
-                const int m0 = tile / NT * BM;   // MR < 2^31 (the emitter checks)
-                int fh[2], fw[2];
-                bool fok[2];
-                FG_UNROLL
-                for (int j = 0; j < 2; j++) {
-                    const int m = m0 + f + 96 * j;
-                    fok[j] = f + 96 * j < BM && m < MR;   // rows past MR are never stored
-                    fh[j] = m / (int)W % (int)H;
-                    fw[j] = m % (int)W;
-                }
-                for (int kt = k0; kt < k1; kt++, it++) {
-                    const int s = it % STAGES;
-                    fg_mbar_wait(&full[s], (it / STAGES) & 1);
-                    const int tap = kt / (int)(C / BK);
-                    const int dh = tap / (int)S * (int)DH - (int)PT, dw = tap % (int)S * (int)DW - (int)PL;
-                    FG_UNROLL
-                    for (int j = 0; j < 2; j++) {
-                        const int ih = fh[j] + dh, iw = fw[j] + dw;
-                        if (fok[j] && (ih < 0 || ih >= (int)H || iw < 0 || iw >= (int)W)) {
-                            // a whole 128-byte row: the swizzle only permutes its chunks
-                            fg_chunk16 *const row = (fg_chunk16 *)(ring + s * STAGE_BYTES + (f + 96 * j) * (BK * EB));
-                            FG_UNROLL
-                            for (int q = 0; q < BK * EB / 16; q++)
-                                row[q] = fg_chunk16{};
-                        }
-                    }
-                    fg_fence_proxy_async();   // the zeros are what wgmma reads
-                    fg_mbar_arrive(&ready[s]);
-                }
-            }
-        }
-{{/TAPS}}
-        return;
-    }
+    };
+    if (tid == 0)
+        for (int i = 0; i < STAGES; i++)
+            load_next();
 
-    // ---- consumers: rows 64 c .. 64 c + 63 of each tile ----
-{{#MAXNREG}}
-    fg_setmaxnreg_inc<232>();
-{{/MAXNREG}}
-    const int c = wg - 1;
+    // ---- the warpgroups: rows 64 c .. 64 c + 63 of each tile ----
+    const int c = wg;
     const int w = (tid % 128) / 32, l = tid % 32, q = l % 4;
     float d[BN / 2];
     FG_UNROLL
@@ -225,11 +192,31 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
             d[i] = 0.0f;
 {{/SPLIT}}
 {{TILE_C}}
+{{#TAPS}}
+        // this thread's half (fq) of row fr of the tile, whose pixel under a tap may lie in the padding
+        const int fr = c * 64 + tid % 128 / 2, fq = tid % 2;
+        const fg_i64 fm = m0 + fr;
+        const bool fok = fm < MR;   // rows past MR are never stored
+        const int fh = (int)(fm / W % H), fw = (int)(fm % W);
+{{/TAPS}}
         for (int kt = k0; kt < k1; kt++, it++) {
             const int s = it % STAGES;
             fg_mbar_wait(&full[s], (it / STAGES) & 1);
 {{#TAPS}}
-            fg_mbar_wait(&ready[s], (it / STAGES) & 1);   // the padding rows are zero
+            {   // a row whose pixel lies in the padding read a neighbour (or TMA's zeros): zero it
+                const int tap = kt / (int)(C / BK);
+                const int ih = fh + tap / (int)S * (int)DH - (int)PT, iw = fw + tap % (int)S * (int)DW - (int)PL;
+                if (fok && (ih < 0 || ih >= (int)H || iw < 0 || iw >= (int)W)) {
+                    // half of a 128-byte row: the swizzle only permutes its chunks
+                    fg_chunk16 *const half = (fg_chunk16 *)(ring + s * STAGE_BYTES + fr * (BK * EB)) + fq * 4;
+                    FG_UNROLL
+                    for (int j = 0; j < 4; j++)
+                        half[j] = fg_chunk16{};
+                }
+                fg_fence_proxy_async();   // the zeros are what wgmma reads
+                fg_mbar_arrive(&fixed[c]);
+                fg_mbar_wait(&fixed[c], it & 1);   // one phase per k tile: the warpgroup's rows are all fixed
+            }
 {{/TAPS}}
             const unsigned char *const a_s = ring + s * STAGE_BYTES + c * (64 * BK * EB);
             const unsigned char *const b_s = ring + s * STAGE_BYTES + A_BYTES;
@@ -251,10 +238,14 @@ FG_KERNEL({{KERNEL}}, __grid_constant__ {{PARAMS}}, {{THREADS}})
             fg_wgmma_wait<1>();                     // the previous stage's wgmmas are done
             if (kt > k0 && tid % 128 == 0)
                 fg_mbar_arrive(&empty[(it - 1) % STAGES]);
+            if (kt > k0 && tid == 0)
+                load_next();                        // into the stage just released
         }
         fg_wgmma_wait<0>();
-        if (tid % 128 == 0)   // the tile's last stage (the producer is already loading the next tile)
+        if (tid % 128 == 0)   // the unit's last stage (the loader is already loading the next unit)
             fg_mbar_arrive(&empty[(it - 1) % STAGES]);
+        if (tid == 0)
+            load_next();
 {{#SPLIT}}
 
         // ---- split-K: slot u % SPLITS of this warpgroup's half tile, each

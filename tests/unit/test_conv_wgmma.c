@@ -267,12 +267,11 @@ typedef struct mutation {
 
 static const mutation mutations[] = {
     {"unmutated", NULL, NULL},
-    {"the padding rows are not zeroed", "if (fok[j] && (ih < 0", "if (false && (ih < 0"},
+    {"the padding rows are not zeroed", "if (fok && (ih < 0", "if (false && (ih < 0"},
     {"no proxy fence after the zeros", "fg_fence_proxy_async();   // the zeros are what wgmma reads", ""},
-    {"the consumers do not wait for the fix-up", "fg_mbar_wait(&ready[s], (it / STAGES) & 1);   // the padding",
-     "(void)ready;   // the padding"},
-    {"the tap's column shift ignores the padding", "tap % (int)S * (int)DW - (int)PL;\n                    fg_tma_load_2d",
-     "tap % (int)S * (int)DW;\n                    fg_tma_load_2d"},
+    {"the warpgroup does not wait for its fix-up", "fg_mbar_wait(&fixed[c], it & 1);", "(void)fixed;"},
+    {"the tap's column shift ignores the padding", "tap % (int)S * (int)DW - (int)PL;\n        fg_tma_load_2d",
+     "tap % (int)S * (int)DW;\n        fg_tma_load_2d"},
 };
 
 /* Pixel tiles: the box's start, the tile's pixel order or the stride

@@ -22,7 +22,7 @@
  *
  * Mutations: the kernel's source with its synchronization or addressing
  * broken -- no wait on the full barrier, no wgmma wait before a stage is
- * released, the producer not waiting for an empty stage, a wrong A stride
+ * released, the loader not waiting for an empty stage, a wrong A stride
  * or B leading byte offset in a descriptor, the epilogue's column pairs
  * crossed, the quad transpose before the 16-byte stores without its second
  * step or without writing back the slots it sent -- is built and launched directly (tensor maps encoded by
@@ -322,12 +322,14 @@ static const mutation mutations[] = {
     {"unmutated", NULL, NULL},
     {"no wait on the full barrier", "fg_mbar_wait(&full[s], (it / STAGES) & 1);", "(void)full;"},
     {"no wgmma wait before the stage is released", "fg_wgmma_wait<1>();", ""},
-    {"the producer does not wait for an empty stage", "fg_mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);", ""},
-    {"a tile's last stage not released", "// the tile's last stage (the producer is already loading the next tile)\n"
+    {"the loader does not wait for an empty stage", "fg_mbar_wait(&empty[s], ((lit / STAGES) & 1) ^ 1);", ""},
+    {"a unit's last stage not released", "// the unit's last stage (the loader is already loading the next unit)\n"
      "            fg_mbar_arrive(&empty[(it - 1) % STAGES]);", ";"},
-    {"the producer's ring position restarts at each tile",
-     "const int s = it % STAGES;\n                    fg_mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);",
-     "const int s = kt % STAGES;\n                    fg_mbar_wait(&empty[s], ((kt / STAGES) & 1) ^ 1);"},
+    {"no load into a stage just released", "load_next();                        // into the stage just released", ";"},
+    {"the loader's ring position restarts at each unit",
+     "const int s = lit % STAGES;\n        fg_mbar_wait(&empty[s], ((lit / STAGES) & 1) ^ 1);",
+     "const int s = (kt - lu % SPLITS * KT_SPLIT) % STAGES;\n"
+     "        fg_mbar_wait(&empty[s], (((kt - lu % SPLITS * KT_SPLIT) / STAGES) & 1) ^ 1);"},
     {"A's stride byte offset 512", "fg_wgmma_desc(a_s + kk * 32, 128, 16, 1024)",
      "fg_wgmma_desc(a_s + kk * 32, 128, 16, 512)"},
     {"B's leading byte offset half a box", "fg_wgmma_desc(b_s + kk * 16 * 128, 128, 64 * BK * EB, 1024)",
@@ -361,7 +363,11 @@ static const mutation split_mutations[] = {
 static double run_mutated(const char *dtype, const char *body, const mutation *m)
 {
     char *dir;
+    /* a shuffled schedule: one warpgroup may run a stage ahead of the other,
+     * which the first-in, first-out order never lets happen */
+    setenv("FUSEGEN_EMU_SHUFFLE", "12345", 1);
     fg_context *ctx = arch_ctx("sm_90", NULL, &dir);
+    unsetenv("FUSEGEN_EMU_SHUFFLE");
     fg_graph *src = parse(ctx, "mut", dtype, body);
     fg_plan *p = plan(ctx, src);
     assert_string_equal(p->groups[0].template_name, "gemm_wgmma");
@@ -375,7 +381,7 @@ static double run_mutated(const char *dtype, const char *body, const mutation *m
 static void test_mutations(void **state)
 {
     (void)state;
-    /* [K, N] B (the N-major descriptor), 5 k stages: the 4-stage ring wraps */
+    /* [K, N] B (the N-major descriptor), 5 k tiles: the 3-stage ring wraps */
     const char *body = MLP(1031, 320, 1032, relu);
     const char *tf32_body = "inputs: [{ name: a, shape: [1031, 200] }]\nweights: [{ name: w, shape: [1032, 200] }]\n"
                             "nodes:\n  - { name: mm, op: matmul, inputs: [a, w], attrs: { trans_b: true } }\n"

@@ -11,13 +11,15 @@
  * A table of the instruction counts and resources is printed.  Two
  * convolutions (conv2d_wgmma, NHWC, ResNet-50's stage 2 at batch 32: the 1x1
  * conv3 with BN + residual add + relu, and the 3x3 conv2 with BN + relu,
- * whose producer warpgroup also zeroes padding rows) are compiled and
+ * whose warpgroups also zero padding rows) are compiled and
  * checked the same way, and in tf32 (fp32 with precision tf32) a [N, K] gemm
  * and the 3x3 conv, whose HGMMA must read TF32 operands.  Two strided
  * convolutions (stage 3's 3x3 stride-2 conv2, stage 4's 1x1 stride-2
  * downsample: pixel tiles) must load their input with 4-D TMA boxes
  * (UTMALDG.4D).  The stride-2 3x3 (98 tiles for 132 SMs) runs split-K: its
- * reduction must not spill either.
+ * reduction must not spill either.  Every BN 64 and BN 128 kernel must fit
+ * two blocks an SM: 256 threads, at most 128 registers, two blocks' shared
+ * memory (dynamic, static and 1 KiB reserved each) within 228 KiB.
  *
  * nvdisasm and cuobjdump as in test_gemm_sass.c (the toolkit or pip);
  * without them the test is skipped and says so ("SASS check NOT RUN").
@@ -343,8 +345,17 @@ static void test_wgmma_sass(void **state)
         if (!ldg128)
             fprintf(stderr, "%s: no 16-byte global load (LDG.E.128) of the epilogue's inputs in the SASS\n",
                     cases[i].name);
+        /* BN 64 and 128: two blocks of 256 threads an SM, so at most 128
+         * registers a thread and two blocks' shared memory (dynamic, static
+         * and 1 KiB reserved each) within 228 KiB */
+        int two = !strstr(tile, "x 256 x");
+        int fit_ok = !two || (ks[i].persistent == 2 && ks[i].block[0] == 256 && reg > 0 && reg <= 128 &&
+                              2 * ((long)ks[i].smem + shared + 1024) <= 228 * 1024);
+        if (!fit_ok)
+            fprintf(stderr, "%s: not two blocks an SM (%u blocks, %u threads, %ld registers, %u + %ld bytes of "
+                    "shared memory)\n", cases[i].name, ks[i].persistent, ks[i].block[0], reg, ks[i].smem, shared);
         if (!hgmma || !utmaldg || !syncs || ldl || stl || stack != 0 || local != 0 || !tf32_ok || !pix_ok || !stg128 ||
-            !ldg128) {
+            !ldg128 || !fit_ok) {
             fprintf(stderr, "%s: HGMMA %d, UTMALDG %d, SYNCS %d, LDL %d, STL %d, STACK %ld, LOCAL %ld\n%s\n",
                     cases[i].name, hgmma, utmaldg, syncs, ldl, stl, stack, local, res);
             failures++;
