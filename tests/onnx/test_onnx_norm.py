@@ -19,7 +19,8 @@ kernels it should take:
 An fp32 x normalized into an fp16 model (the RMSNorm cast to fp16 before
 the fp16 weight, rows 1, 7, 129 and 14, widths 13, 36, 45, 1031): one
 layernorm kernel storing fp16, within rel L2 1e-2 of onnxruntime; the
-Cast to int32, or its input also a graph output: not rewritten.  The fp16
+Cast to int32, or its input also a graph output: not rewritten; an fp32
+LayerNormalization cast to fp16: one kernel (layer_norm_cast_*).  The fp16
 TorchScript Llama of tests/onnx/zoo: each RMSNorm one layernorm kernel,
 the output within rel L2 1e-2 of onnxruntime.
 
@@ -217,6 +218,32 @@ def mixed_part(run, tmp, failed):
         groups = group_templates(run, path)
         tm.expect([t for t, _ in groups] == ["layernorm"], "%s: planned to layernorm (%s)" % (
             name, ",".join(t for t, _ in groups)), failed)
+    # LayerNormalization in fp32 whose result is cast to fp16 (bias or not): one layernorm kernel
+    TP = onnx.TensorProto
+    for shape, bias in (((7, 36), True), ((129, 45), False)):
+        name = "ln_fp32_cast_fp16_%s%s" % ("x".join(map(str, shape)), "" if bias else "_nobias")
+        inits = [onnx.numpy_helper.from_array(f32(shape[-1], lo=True), "g")]
+        if bias:
+            inits.append(onnx.numpy_helper.from_array(f32(shape[-1]), "b"))
+        nodes = [N("LayerNormalization", ["x", "g"] + (["b"] if bias else []), ["n"], epsilon=1e-5),
+                 N("Cast", ["n"], ["y"], to=TP.FLOAT16)]
+        gr = h.make_graph(nodes, name, [h.make_tensor_value_info("x", TP.FLOAT, list(shape))],
+                          [h.make_tensor_value_info("y", TP.FLOAT16, list(shape))], inits)
+        m = h.make_model(gr, opset_imports=[h.make_opsetid("", 17)])
+        m.ir_version = 8
+        x = RNG.standard_normal(shape).astype(np.float32)
+        ref = tm.ort_run(m, {"x": x})["y"]
+        path = os.path.join(tmp, name + ".onnx")
+        onnx.save(m, path)
+        g = run.lib.load(path)
+        try:
+            outs, nk = run.lib.run(g, {"x": x})
+        finally:
+            run.lib.free_graph(g)
+        mx, rel, err = tm.compare(outs["y"], ref)
+        run.result(name, "mixed", mx, rel, 1e-2, err, kernels=nk)
+        tm.expect(nk == 1 and outs["y"].dtype == np.float16, "%s: one kernel, fp16 out (got %d, %s)" % (
+            name, nk, outs["y"].dtype), failed)
     for tail in ("int32", "shared"):
         name = "rms_fp32_cast_%s_not_rewritten" % tail
         m = mixed_rms_model((7, 36), 0, tail)

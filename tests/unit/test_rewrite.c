@@ -8,7 +8,8 @@
  * consumer of an intermediate, a constant outside its tolerance, a graph
  * output in the middle, another tensor where x must be, a non-commutative
  * op with swapped inputs, a broadcast that grows the output, an RMSNorm
- * cast to an integer type or whose cast's input is read elsewhere.  Rewrite
+ * cast to an integer type or whose cast's input is read elsewhere, a
+ * layer_norm cast to int32 or whose result is a graph output too.  Rewrite
  * documents with errors give located messages; a user directory's rewrite
  * with two inputs, attribute predicates and replacement attributes works
  * with no C change; two rewrites that undo each other stop at the bound;
@@ -207,6 +208,18 @@ static const rw_case CASES[] = {
      PW("e", "add", "v, c_eps") PW("sq", "sqrt", "e") PW("r", "reciprocal", "sq") PW("h", "mul", "r, x")
      PWA("b", "cast", "h", "to: bf16") PW("y", "mul", "b, ln_g16") "outputs: [y]\n", "layer_norm", 7, NULL, 0, 0,
      1e-2},
+    /* a layer_norm cast to fp16 / bf16: one layer_norm with `to` (each set of present inputs; the skip
+     * forms after layer_norm_skip*) */
+    {"layer_norm_cast", PW("r", "sigmoid", "x") PW("u", "add", "x, r")
+     "  - { name: ln, op: layer_norm, inputs: [u, ln_g, ln_b] }\n" PWA("y", "cast", "ln", "to: fp16") "outputs: [y]\n",
+     "layer_norm", 2, NULL, 2, 2, 2e-3},
+    {"layer_norm_cast_bias", "  - { name: ln, op: layer_norm, inputs: [x, ln_g, ln_b], attrs: { eps: 1e-3 } }\n"
+     PWA("y", "cast", "ln", "to: fp16") "outputs: [y]\n", "layer_norm", 1, NULL, 0, 0, 2e-3},
+    {"layer_norm_cast_scale", "  - { name: ln, op: layer_norm, inputs: [x, ln_g], attrs: { rms: true } }\n"
+     PWA("y", "cast", "ln", "to: bf16") "outputs: [y]\n", "layer_norm", 1, NULL, 0, 0, 1e-2},
+    {"layer_norm_cast_skip", PW("r", "sigmoid", "x") PW("u", "add", "x, r")
+     "  - { name: ln, op: layer_norm, inputs: [u, ln_g] }\n" PWA("y", "cast", "ln", "to: fp16") "outputs: [y]\n",
+     "layer_norm", 2, NULL, 2, 2, 2e-3},
     /* T5's fp16 overflow clamp (here fp32, the bounds 0.5 / 1): the any-inf flag of x (false) and a
      * positive max of x (true) pick the bound */
     {"t5_clamp_any", T5_FLAG_INF("f") T5_BOUND("cast_bool", "f") PW("mx", "max2", "x, l") PW("y", "min2", "mx, h")
@@ -424,6 +437,11 @@ static void test_must_not_fire(void **state)
         PW("p", "pow", "x, c_two") PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "c_eps, v")
             PW("sq", "sqrt", "e") PW("r", "div", "c_one, sq") PW("h", "mul", "x, r") PWA("b", "cast", "h", "to: fp16")
                 PW("y", "mul", "ln_g16, b") "outputs: [y, b]\n",
+        /* a layer_norm cast to an integer type; a layer_norm whose fp32 result is a graph output too */
+        "  - { name: ln, op: layer_norm, inputs: [x, ln_g, ln_b] }\n" PWA("y", "cast", "ln", "to: int32")
+            "outputs: [y]\n",
+        "  - { name: ln, op: layer_norm, inputs: [x, ln_g, ln_b] }\n" PWA("y", "cast", "ln", "to: fp16")
+            "outputs: [y, ln]\n",
         /* the exponentials are a graph output too */
         SOFTMAX_FRONT("x", "1") PW("y", "div", "ex, sm") "outputs: [y, ex]\n",
         /* the max of another tensor than the one shifted */
