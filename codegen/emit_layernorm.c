@@ -6,7 +6,10 @@
  * per warp, held in registers, when the row has at most 1024 elements; one
  * row per block otherwise.  16-byte vector accesses when the row length is a
  * multiple of the vector and the tensors are row-major (an alignment check
- * at run time falls back to scalar accesses).
+ * at run time falls back to scalar accesses).  The output may have another
+ * dtype than x (attribute `to`): the vector is x's (16 bytes), its store in
+ * the output's dtype (8 bytes for fp32 -> fp16 / bf16, checked for 8-byte
+ * alignment); statistics are fp32 either way.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -84,7 +87,10 @@ static fg_status emit_layernorm(fg_emitter *em)
     int warp = d.len <= LN_WARP_MAX;
     int vec = vec_of(x->dtype);
     int vin = d.len % vec == 0 && fg_em_row_major(em, xt) && (kt < 0 || fg_em_row_major(em, kt));
-    int vout = vin && fg_em_row_major(em, em->out) && em->ot->dtype == x->dtype;
+    /* the output in another dtype (`to`) stores VEC elements too: 8 bytes for fp32 -> fp16 / bf16 */
+    int vout = vin && fg_em_row_major(em, em->out);
+    int oalign = vec * (int)fg_dtype_size(em->ot->dtype);
+    oalign = oalign > 16 ? 16 : oalign;
     if (!vin)
         vec = 1;
     int64_t per = (d.len + 32 * vec - 1) / (32 * vec), threads;
@@ -130,7 +136,10 @@ static fg_status emit_layernorm(fg_emitter *em)
             fg_buf_iprintf(&storev, 1, "float w[%d];\n", vec);
             fg_buf_iprintf(&storev, 1, "for (int j = 0; j < %d; j++)\n", vec);
             fg_buf_iprintf(&storev, 2, "w[j] = fg_ln_val(p, lin + j, v[j]);\n");
-            fg_buf_iprintf(&storev, 1, "if (fg_aligned16(p.%s + lin))\n", Y);
+            if (oalign == 16)
+                fg_buf_iprintf(&storev, 1, "if (fg_aligned16(p.%s + lin))\n", Y);
+            else   /* fg_store4 of 2-byte elements: one 8-byte access */
+                fg_buf_iprintf(&storev, 1, "if (((fg_u64)(p.%s + lin) & %du) == 0)\n", Y, oalign - 1);
             fg_buf_iprintf(&storev, 2, "fg_store%d(p.%s + lin, w);\n", vec, Y);
             fg_buf_iprintf(&storev, 1, "else\n");
             fg_buf_iprintf(&storev, 2, "for (int j = 0; j < %d; j++)\n", vec);
@@ -153,10 +162,13 @@ static fg_status emit_layernorm(fg_emitter *em)
         fg_em_set(em, "VEC", "%d", vec);
         fg_em_set(em, "PER", "%" PRId64, per);
         fg_em_set(em, "EPS", "%.9gf", d.eps);
-        fg_buf_printf(&em->notes, "//   layernorm: %s of %" PRId64 " rows of %" PRId64 " elements%s, %s, %d-element %s\n",
+        char io[64] = "";
+        if (em->ot->dtype != x->dtype)
+            snprintf(io, sizeof io, ", %s in, %s out", fg_dtype_name(x->dtype), fg_dtype_name(em->ot->dtype));
+        fg_buf_printf(&em->notes, "//   layernorm: %s of %" PRId64 " rows of %" PRId64 " elements%s, %s, %d-element %s%s\n",
                       d.rms ? "RMS norm" : "layer norm", d.rows, d.len, kt >= 0 ? " (with skip)" : "",
                       warp ? "a warp per row" : "a block per row", vec,
-                      vec > 1 ? (vout ? "loads and stores" : "loads") : "accesses");
+                      vec > 1 ? (vout ? "loads and stores" : "loads") : "accesses", io);
         em->template_file = "layernorm.cuh";
         int64_t per_block = warp ? threads / 32 : 1, blocks = (d.rows + per_block - 1) / per_block;
         em->k->grid[0] = (unsigned)(blocks > 65535 ? 65535 : blocks);
@@ -174,8 +186,10 @@ static fg_status emit_layernorm(fg_emitter *em)
     return st;
 }
 
-/* Capability check (fg_template.check): a layer_norm whose parameters fit
- * its input (layernorm.h); any layouts (offsets follow each tensor's). */
+/* Capability check (fg_template.check): a layer_norm of a float input whose
+ * parameters fit it (layernorm.h); the output's dtype (the family's dtypes,
+ * checked by the planner) may differ from x's; any layouts (offsets follow
+ * each tensor's). */
 static int check_layernorm(const fg_tcand *c, char *why, size_t whysz)
 {
     const fg_node *nd = &c->g->nodes[c->main_node];
@@ -183,6 +197,11 @@ static int check_layernorm(const fg_tcand *c, char *why, size_t whysz)
     char r[400];
     if (fg_ln_geom_of(c->g, nd, &d, r, sizeof r) != 0) {
         snprintf(why, whysz, "layernorm computes a layer_norm whose parameters fit its input: %s", r);
+        return 0;
+    }
+    const fg_tensor *x = &c->g->tensors[nd->inputs[0]];
+    if (!fg_dtype_is_float(x->dtype)) {
+        snprintf(why, whysz, "layernorm reads a float input (fp32, fp16, bf16), not %s", fg_dtype_name(x->dtype));
         return 0;
     }
     return 1;

@@ -84,6 +84,19 @@ int fg_ln_geom_of(const fg_graph *g, const fg_node *n, fg_ln_geom *d, char *why,
             return -1;
         }
     }
+    const fg_attr_value *to = fg_node_attr(n, "to");
+    d->out = x->dtype;
+    if (to && to->type == FG_ATTR_STRING && to->s && strcmp(to->s, "x") != 0) {
+        int t = 0;
+        while (t < FG_DTYPE_COUNT && strcmp(to->s, fg_dtype_name((fg_dtype)t)) != 0)
+            t++;
+        if (t == FG_DTYPE_COUNT || !fg_dtype_is_float((fg_dtype)t)) {
+            snprintf(why, whysz, "to '%.40s' must be x (the input's dtype) or a float dtype (fp32, fp16, bf16)",
+                     to->s);
+            return -1;
+        }
+        d->out = (fg_dtype)t;
+    }
     if (!(d->eps >= 0)) {
         snprintf(why, whysz, "eps %g must not be negative", d->eps);
         return -1;
@@ -102,7 +115,7 @@ fg_status fg_infer_layer_norm(fg_infer *s)
     }
     s->out->rank = x->rank;
     memcpy(s->out->shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
-    s->out->dtype = x->dtype;
+    s->out->dtype = d.out;
     s->out->layout = x->layout;
     return FG_OK;
 }

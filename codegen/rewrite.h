@@ -103,7 +103,8 @@ typedef struct fg_rewrite {
     fg_rw_step steps[FG_RW_MAX_STEPS];
     int nbinds;
     const char *binds[FG_RW_MAX_BINDS];    /* attribute variables, in pattern order */
-    int bind_list[FG_RW_MAX_BINDS];        /* the variable holds a whole ints list (else one number) */
+    int bind_list[FG_RW_MAX_BINDS];        /* the variable holds a whole ints list (else one value) */
+    int bind_str[FG_RW_MAX_BINDS];         /* the variable holds a string (bound from a string attribute) */
     const fg_opdef *op;                    /* the replacement op (any kind) */
     int nargs;
     fg_rw_rep_arg args[FG_MAX_INPUTS];

@@ -248,8 +248,18 @@ static int parse_attr_el(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, int
     const char *name;
     if (!fg_yget_name(ctx, v, "an attribute value (a number, true / false, or a variable name)", &name))
         return 0;
+    int fresh = find_str(rw->binds, rw->nbinds, name) < 0;
     *bind = attr_var(ctx, rw, name, list, v);
-    return *bind >= 0;
+    if (*bind < 0)
+        return 0;
+    if (fresh)
+        rw->bind_str[*bind] = is_string;
+    else if (rw->bind_str[*bind] != is_string) {
+        fg_diag_error(ctx, FG_ERR_INPUT, v->loc, "attribute variable '%s' stands for %s here but for %s before",
+                      name, is_string ? "a string" : "a number", is_string ? "a number" : "a string");
+        return 0;
+    }
+    return 1;
 }
 
 /* `attrs: { keepdims: true, axes: [A] }` of step s: every named attribute
@@ -574,10 +584,15 @@ static void parse_replace(fg_context *ctx, fg_rewrite *rw, const fg_ynode *v, co
             int b = av->kind == FG_YNODE_SCALAR && av->style == FG_YSTYLE_PLAIN
                         ? find_str(rw->binds, rw->nbinds, av->str) : -1;
             if (b >= 0) {   /* an attribute variable of the pattern */
-                if (rw->bind_list[b] != (d->attrs[a].type == FG_ATTR_INTS))
+                if (rw->bind_list[b] != (d->attrs[a].type == FG_ATTR_INTS) ||
+                    rw->bind_str[b] != (d->attrs[a].type == FG_ATTR_STRING))
                     fg_diag_error(ctx, FG_ERR_INPUT, av->loc, "attribute variable '%s' stands for %s, but attribute "
-                                  "'%s' of %s is %s", av->str, rw->bind_list[b] ? "an ints list" : "one number",
-                                  k->str, d->name, d->attrs[a].type == FG_ATTR_INTS ? "a list" : "one value");
+                                  "'%s' of %s is %s", av->str,
+                                  rw->bind_list[b] ? "an ints list" : rw->bind_str[b] ? "a string" : "one number",
+                                  k->str, d->name,
+                                  d->attrs[a].type == FG_ATTR_INTS     ? "a list"
+                                  : d->attrs[a].type == FG_ATTR_STRING ? "a string"
+                                                                       : "one value");
                 rw->attr_bind[a] = b;
                 continue;
             }

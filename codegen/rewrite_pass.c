@@ -254,7 +254,8 @@ static int match_at(const fg_graph *g, const fg_rewrite *rw, int node, rw_match 
 }
 
 /* The replacement node's attributes: the rewrite's, with those read from
- * attribute variables filled in (converted to the attribute's type). */
+ * attribute variables filled in (numbers converted to the attribute's type;
+ * lists and strings as bound). */
 static void rep_attrs(const fg_rewrite *rw, const rw_match *M, fg_attr_value *out)
 {
     memcpy(out, rw->attrs, sizeof rw->attrs);
@@ -273,8 +274,10 @@ static void rep_attrs(const fg_rewrite *rw, const rw_match *M, fg_attr_value *ou
         if (b < 0)
             continue;
         const fg_attr_value *v = &M->bval[b];
-        if (rw->op->attrs[a].type == FG_ATTR_INTS) {
-            out[a] = *v;
+        if (rw->op->attrs[a].type == FG_ATTR_INTS || rw->op->attrs[a].type == FG_ATTR_STRING) {
+            out[a] = *v;   /* a string is bound from a string attribute (the interned name) */
+            if (out[a].type != rw->op->attrs[a].type)
+                out[a] = rw->op->attrs[a].def;   /* a number for a string: the default (rejected at load) */
             continue;
         }
         double x = fg_attr_number(v);

@@ -3,7 +3,8 @@
  * reference_norm.h): per row, u = x + skip, the mean and the variance (two
  * passes) in double, then (u - mean) / sqrt(var + eps) * scale + bias; with
  * `rms`, u / sqrt(mean(u^2) + eps) * scale + bias.  Values are logical
- * (row-major), as everywhere in the reference.
+ * (row-major), as everywhere in the reference; `to` (the output's dtype)
+ * changes no value here: like a cast, it applies where a tensor is stored.
  */
 #include "reference_norm.h"
 

@@ -16,6 +16,14 @@ kernels it should take:
   that must not be rewritten.  A used Mean output is refused with its
   reason.
 
+An fp32 x normalized into an fp16 model (the RMSNorm cast to fp16 before
+the fp16 weight, rows 1, 7, 129 and 14, widths 13, 36, 45, 1031): one
+layernorm kernel storing fp16, within rel L2 1e-2 of onnxruntime; the
+Cast to int32, or its input also a graph output: not rewritten; an fp32
+LayerNormalization cast to fp16: one kernel (layer_norm_cast_*).  The fp16
+TorchScript Llama of tests/onnx/zoo: each RMSNorm one layernorm kernel,
+the output within rel L2 1e-2 of onnxruntime.
+
 With --torch (exit 77 when torch is missing; a test of its own): small modules
 exported by torch.onnx (dynamo=False at opset 14 and 17, and dynamo=True):
 nn.LayerNorm, a Llama-style RMSNorm, nn.RMSNorm; and a two-stage ConvNeXt
@@ -133,6 +141,164 @@ def refusal(run, tmp, failed):
     except tm.fgapi.FusegenError as e:
         msg = "; ".join(e.messages)
     tm.expect("Mean and InvStdDev outputs" in msg and "ln_mean_used.onnx" in msg, "refused used Mean: %s" % msg[:160],
+              failed)
+
+
+# ---- fp32 in, fp16 out: the RMSNorm of an fp16 model's fp32 residual stream ------
+
+def mixed_rms_model(shape, recip, tail="fp16"):
+    """x (fp32) -> Pow, ReduceMean, Add, Sqrt, Div(1, .) or Reciprocal, Mul(x, .)
+    -> Cast -> Mul(w, .), as the fp16 TorchScript export of Hugging Face's
+    Llama writes its later RMSNorms.  tail "fp16": the Cast to fp16, the
+    weight fp16 (one layer_norm, fp16 out); "int32": the Cast to int32 and an
+    int32 weight (must not be rewritten); "shared": the Cast's input also a
+    graph output (must not be rewritten)."""
+    TP = onnx.TensorProto
+    w = (np.abs(RNG.standard_normal(shape[-1])) + 0.5)
+    inits = {"two": np.array(2.0, np.float32), "eps": np.array(1e-6, np.float32), "one": np.array(1.0, np.float32),
+             "w": w.astype(np.int32 if tail == "int32" else np.float16)}
+    nodes = [N("Pow", ["x", "two"], ["p"]), N("ReduceMean", ["p"], ["v"], axes=[-1], keepdims=1),
+             N("Add", ["v", "eps"], ["e"]), N("Sqrt", ["e"], ["s"]),
+             N("Reciprocal", ["s"], ["r"]) if recip else N("Div", ["one", "s"], ["r"]),
+             N("Mul", ["x", "r"], ["hh"]),
+             N("Cast", ["hh"], ["b"], to=TP.INT32 if tail == "int32" else TP.FLOAT16), N("Mul", ["w", "b"], ["y"])]
+    ydt = TP.INT32 if tail == "int32" else TP.FLOAT16
+    outs = [h.make_tensor_value_info("y", ydt, list(shape))]
+    if tail == "shared":
+        outs.append(h.make_tensor_value_info("hh", TP.FLOAT, list(shape)))
+    g = h.make_graph(nodes, "mixed_rms", [h.make_tensor_value_info("x", TP.FLOAT, list(shape))], outs,
+                     [onnx.numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def group_templates(run, path):
+    """[(template, [node names])] of the plan of the ONNX model at path."""
+    import zoo_graphs
+    g = run.lib.load(path)
+    try:
+        return [(t, nodes) for t, _, nodes in zoo_graphs.group_templates(run.lib, g)]
+    finally:
+        run.lib.free_graph(g)
+
+
+def mixed_part(run, tmp, failed):
+    """The fp32-in / fp16-out RMSNorm against onnxruntime at odd shapes: one
+    layernorm kernel (rms_norm_div_cast, rms_norm_reciprocal_cast); a Cast to
+    int32 and a Cast whose input is also read elsewhere stay unrewritten; the
+    fp16 TorchScript Llama of tests/onnx/zoo: every RMSNorm one layernorm
+    kernel, its output within rel L2 1e-2 of onnxruntime's."""
+    import onnxruntime as ort
+    for shape, recip in (((1, 13), 0), ((7, 36), 1), ((129, 45), 0), ((2, 7, 1031), 1)):
+        name = "rms_fp32_to_fp16_%s%s" % ("x".join(map(str, shape)), "_recip" if recip else "")
+        m = mixed_rms_model(shape, recip)
+        x = RNG.standard_normal(shape).astype(np.float32) * 3.0
+        ref = tm.ort_run(m, {"x": x})["y"]
+        path = os.path.join(tmp, name + ".onnx")
+        onnx.save(m, path)
+        g = run.lib.load(path)
+        try:
+            outs, nk = run.lib.run(g, {"x": x})
+        finally:
+            run.lib.free_graph(g)
+        mx, rel, err = tm.compare(outs["y"], ref)
+        run.result(name, "mixed", mx, rel, 1e-2, err, kernels=nk)
+        # onnxruntime's default optimizations fold the Cast pair its CPU fp16 Mul needs, so the
+        # product is rounded once there too; unoptimized, the Cast rounds h to fp16 first
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        ref2 = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
+            None, {"x": x})[0]
+        mx, rel, err = tm.compare(outs["y"], ref2)
+        run.result(name + "_unoptimized", "mixed", mx, rel, 1e-2, err, kernels=nk)
+        tm.expect(nk == 1 and outs["y"].dtype == np.float16, "%s: one kernel, fp16 out (got %d, %s)" % (
+            name, nk, outs["y"].dtype), failed)
+        groups = group_templates(run, path)
+        tm.expect([t for t, _ in groups] == ["layernorm"], "%s: planned to layernorm (%s)" % (
+            name, ",".join(t for t, _ in groups)), failed)
+    # LayerNormalization in fp32 whose result is cast to fp16 (bias or not): one layernorm kernel
+    TP = onnx.TensorProto
+    for shape, bias in (((7, 36), True), ((129, 45), False)):
+        name = "ln_fp32_cast_fp16_%s%s" % ("x".join(map(str, shape)), "" if bias else "_nobias")
+        inits = [onnx.numpy_helper.from_array(f32(shape[-1], lo=True), "g")]
+        if bias:
+            inits.append(onnx.numpy_helper.from_array(f32(shape[-1]), "b"))
+        nodes = [N("LayerNormalization", ["x", "g"] + (["b"] if bias else []), ["n"], epsilon=1e-5),
+                 N("Cast", ["n"], ["y"], to=TP.FLOAT16)]
+        gr = h.make_graph(nodes, name, [h.make_tensor_value_info("x", TP.FLOAT, list(shape))],
+                          [h.make_tensor_value_info("y", TP.FLOAT16, list(shape))], inits)
+        m = h.make_model(gr, opset_imports=[h.make_opsetid("", 17)])
+        m.ir_version = 8
+        x = RNG.standard_normal(shape).astype(np.float32)
+        ref = tm.ort_run(m, {"x": x})["y"]
+        path = os.path.join(tmp, name + ".onnx")
+        onnx.save(m, path)
+        g = run.lib.load(path)
+        try:
+            outs, nk = run.lib.run(g, {"x": x})
+        finally:
+            run.lib.free_graph(g)
+        mx, rel, err = tm.compare(outs["y"], ref)
+        run.result(name, "mixed", mx, rel, 1e-2, err, kernels=nk)
+        tm.expect(nk == 1 and outs["y"].dtype == np.float16, "%s: one kernel, fp16 out (got %d, %s)" % (
+            name, nk, outs["y"].dtype), failed)
+    for tail in ("int32", "shared"):
+        name = "rms_fp32_cast_%s_not_rewritten" % tail
+        m = mixed_rms_model((7, 36), 0, tail)
+        path = os.path.join(tmp, name + ".onnx")
+        onnx.save(m, path)
+        groups = group_templates(run, path)
+        tm.expect(len(groups) > 1 and "layernorm" not in [t for t, _ in groups],
+                  "%s: no layernorm kernel (%d kernels: %s)" % (name, len(groups), ",".join(t for t, _ in groups)),
+                  failed)
+        if tail == "shared":   # the values still those of onnxruntime
+            x = RNG.standard_normal((7, 36)).astype(np.float32)
+            ref = tm.ort_run(m, {"x": x})
+            g = run.lib.load(path)
+            try:
+                outs, nk = run.lib.run(g, {"x": x})
+            finally:
+                run.lib.free_graph(g)
+            mx, rel, err = tm.compare(outs["y"], ref["y"])
+            run.result(name, "mixed", mx, rel, 1e-2, err, kernels=nk)
+    llama_zoo(run, tmp, failed)
+
+
+def llama_zoo(run, tmp, failed):
+    """llama_masked.torchscript.fp16.onnx (tests/onnx/zoo, weights regenerated
+    as zoo_graphs.py does): each of its five RMSNorms (an fp16 input for the
+    first, the fp32 residual stream for the others) is one layernorm kernel;
+    the output within rel L2 1e-2 of onnxruntime."""
+    import json
+    import onnxruntime as ort
+    import zoo_graphs
+    fname = "llama_masked.torchscript.fp16.onnx"
+    with open(os.path.join(zoo_graphs.ZOO, "index.json")) as fh:
+        ent = json.load(fh)[fname]
+    m = onnx.load(os.path.join(zoo_graphs.ZOO, fname))
+    zoo_graphs.regenerate(m, 1234)
+    path = os.path.join(tmp, fname)
+    onnx.save(m, path)
+    arrays = [np.array(d["values"], dtype=d["dtype"]).reshape(d["shape"]) for d in ent["inputs"]]
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), arrays)})[0]
+    g = run.lib.load(path)
+    try:
+        outs, nk, _ = tm.fgapi.run_ordered(run.lib, g, arrays)
+        groups = [(t, nodes) for t, _, nodes in zoo_graphs.group_templates(run.lib, g)]
+    finally:
+        run.lib.free_graph(g)
+    mx, rel, err = tm.compare(outs[0], np.asarray(ref))
+    run.result("llama_masked_torchscript_fp16", "fp16", mx, rel, 1e-2, err, kernels=nk)
+    norms = sorted({n.name.rsplit("/", 1)[0] for n in m.graph.node if n.op_type == "ReduceMean"})
+    for pre in norms:
+        stem = "".join(c if c.isalnum() or c in "_." else "_" for c in pre + "/")   # fusegen's node names
+        mine = [t for t, nodes in groups if any(x.startswith((stem, "t_" + stem)) for x in nodes)]
+        tm.expect(mine == ["layernorm"], "llama fp16: %s is one layernorm kernel (%s)" % (pre, ",".join(mine)), failed)
+    tm.expect(len(norms) == 5, "llama fp16: 5 RMSNorms (got %d)" % len(norms), failed)
+    tm.expect(nk <= 62, "llama fp16: at most 62 kernels (got %d; 78 before the fp32-in norms were one)" % nk,
               failed)
 
 
@@ -266,6 +432,7 @@ def main(argv):
                 for dtype in ("fp32", "fp16"):
                     tr.run_case(run, case, dtype, tmp, failed)
             refusal(run, tmp, failed)
+            mixed_part(run, tmp, failed)
     print("test_onnx_norm: %d rows, %d failed" % (len(run.rows), len(failed)))
     for f in failed:
         print("  FAILED: %s" % f)

@@ -1,10 +1,12 @@
 /*
  * test_emit_nvrtc.c -- every kernel the shipped rules produce on the example
  * graphs, whole networks included (and a coverage graph of pooling, flatten,
- * depthwise, batched / transposed gemm, pointwise chains and convolutions
- * that the tensor-core template takes in fp16 / bf16 NHWC) compiles under
- * NVRTC for sm_80 and sm_90, for fp32 / fp16 / bf16 and NCHW / NHWC,
- * specialized and not, with an empty log: no errors and no warnings.
+ * depthwise, batched / transposed gemm, pointwise chains, an RMS layer_norm
+ * and convolutions that the tensor-core template takes in fp16 / bf16 NHWC)
+ * compiles under NVRTC for sm_80 and sm_90, for fp32 / fp16 / bf16 and
+ * NCHW / NHWC, specialized and not, with an empty log: no errors and no
+ * warnings.  A graph of layer_norms whose output dtype is not their input's
+ * (`to`) is compiled with the dtypes it declares, specialized and not.
  * Sources identical up to the names taken from the graph (comments, the entry
  * point, the parameter struct's fields; see normalized_source) are compiled
  * once, through the JIT's own compile path (fg_jit_compile_all on all cores,
@@ -67,6 +69,7 @@ static const char coverage_graph[] =
     "  - { name: tc2.b, shape: [24] }\n"
     "  - { name: shd.w, shape: [6, 1, 3, 3] }\n"
     "  - { name: shc.w, shape: [4, 6, 1, 1] }\n"
+    "  - { name: ln.g, shape: [13], init: positive }\n"
     "nodes:\n"
     "  - { name: mp, op: max_pool2d, inputs: [x], attrs: { kernel: [3, 3], stride: [2, 2], padding: [1, 1] } }\n"
     "  - { name: lr, op: leaky_relu, inputs: [mp], attrs: { alpha: 0.2 } }\n"
@@ -94,7 +97,51 @@ static const char coverage_graph[] =
     "  - { name: sh2b, op: transpose, inputs: [sh2a], attrs: { perm: [0, 2, 1, 3, 4] } }\n"
     "  - { name: sh2c, op: reshape, inputs: [sh2b], attrs: { shape: [2, 6, 9, 9] } }\n"
     "  - { name: shc, op: conv2d, inputs: [sh2c, shc.w] }\n"
-    "outputs: [fl, dw, sq, sg, th, tc, tc2r, shd, shc]\n";
+    "  - { name: ln, op: layer_norm, inputs: [m, ln.g], attrs: { rms: true } }\n"
+    "outputs: [fl, dw, sq, sg, th, tc, tc2r, shd, shc, ln]\n";
+
+/* layer_norm with an output dtype other than its input's (`to`), compiled
+ * with the dtypes it declares (not the sweep's): fp32 rows into fp16 and
+ * bf16 (scalar, 4-element loads with 8-byte stores, a block per row,
+ * the residual skip with an epilogue, the decomposed RMSNorm an fp16
+ * export writes), fp16 into fp32 (8-element loads, two 16-byte stores). */
+static const char mixed_graph[] =
+    "graph: layer_norm_mixed\n"
+    "seed: 7\n"
+    "dtype: fp16\n"
+    "inputs:\n"
+    "  - { name: a, shape: [1, 13], dtype: fp32 }\n"
+    "  - { name: b, shape: [7, 36], dtype: fp32 }\n"
+    "  - { name: kb, shape: [7, 36], dtype: fp32 }\n"
+    "  - { name: c, shape: [129, 45], dtype: fp32 }\n"
+    "  - { name: d, shape: [3, 1036], dtype: fp32 }\n"
+    "  - { name: e, shape: [7, 40] }\n"
+    "weights:\n"
+    "  - { name: two, shape: [1], values: [2.0] }\n"
+    "  - { name: eps, shape: [1], values: [1e-5] }\n"
+    "  - { name: one, shape: [1], values: [1.0] }\n"
+    "  - { name: ga, shape: [13], init: positive }\n"
+    "  - { name: gb, shape: [36], init: positive }\n"
+    "  - { name: bb, shape: [36] }\n"
+    "  - { name: gc, shape: [45], init: positive }\n"
+    "  - { name: gd, shape: [1036], dtype: bf16, init: positive }\n"
+    "  - { name: ge, shape: [40], init: positive }\n"
+    "nodes:\n"
+    "  - { name: ya, op: layer_norm, inputs: [a, ga], attrs: { rms: true, to: fp16 } }\n"
+    "  - { name: ub, op: add, inputs: [b, kb] }\n"
+    "  - { name: nb, op: layer_norm, inputs: [ub, gb, bb], attrs: { to: bf16 } }\n"
+    "  - { name: yb, op: gelu, inputs: [nb] }\n"
+    "  - { name: pc, op: pow, inputs: [c, two] }\n"
+    "  - { name: vc, op: reduce_mean, inputs: [pc], attrs: { axes: [1] } }\n"
+    "  - { name: ec, op: add, inputs: [vc, eps] }\n"
+    "  - { name: sc, op: sqrt, inputs: [ec] }\n"
+    "  - { name: rc, op: div, inputs: [one, sc] }\n"
+    "  - { name: hc, op: mul, inputs: [c, rc] }\n"
+    "  - { name: bc, op: cast, inputs: [hc], attrs: { to: fp16 } }\n"
+    "  - { name: yc, op: mul, inputs: [gc, bc] }\n"
+    "  - { name: yd, op: layer_norm, inputs: [d, gd], attrs: { rms: true, to: bf16 } }\n"
+    "  - { name: ye, op: layer_norm, inputs: [e, ge], attrs: { to: fp32 } }\n"
+    "outputs: [ya, yb, yc, yd, ye]\n";
 
 typedef struct seen {
     fg_hash128 *h;
@@ -220,11 +267,12 @@ static fg_kernel *kernels;
 static char **origin;
 static int nkernels, kernels_cap, norigin, origin_cap, nfailed, nemitted;
 
-/* Plans g with every tensor set to dtype d and layout l and compiles each new kernel. */
-static void compile_graph(fg_context *ctx, fg_graph *g, fg_dtype d, fg_layout l, int specialize, seen *s)
+/* Plans g with every tensor set to dtype d and layout l (d < 0: as g
+ * declares them, l then only names them) and compiles each new kernel. */
+static void compile_graph(fg_context *ctx, fg_graph *g, int d, fg_layout l, int specialize, seen *s)
 {
-    for (int t = 0; t < g->ntensors; t++) {
-        g->tensors[t].dtype = d;
+    for (int t = 0; t < g->ntensors && d >= 0; t++) {
+        g->tensors[t].dtype = (fg_dtype)d;
         g->tensors[t].layout = l;
     }
     fg_plan *p = NULL;
@@ -248,7 +296,8 @@ static void compile_graph(fg_context *ctx, fg_graph *g, fg_dtype d, fg_layout l,
             assert_int_equal(fg_plan_group_info(ctx, p, i, &gi), FG_OK);
             char what[256];
             snprintf(what, sizeof what, "rule %s, %s %s %s%s", gi.rule ? gi.rule : "- (single op)", g->name,
-                     fg_dtype_name(d), fg_layout_name(l), specialize ? "" : " unspecialized");
+                     d >= 0 ? fg_dtype_name((fg_dtype)d) : "mixed dtypes", fg_layout_name(l),
+                     specialize ? "" : " unspecialized");
             *FG_PUSH(origin, norigin, origin_cap) = fg_xstrdup(what);
             *FG_PUSH(kernels, nkernels, kernels_cap) = k;
         } else {
@@ -356,6 +405,18 @@ static void test_examples_compile(void **state)
     assert_int_equal(st, FG_OK);
     run_graph(ctx, g, &s);
     fg_graph_free(g);
+    g = NULL;
+    st = fg_graph_parse(ctx, "layer_norm_mixed.yaml", mixed_graph, strlen(mixed_graph), &g);
+    if (st != FG_OK)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    int before = nkernels;
+    for (int spec = 1; spec >= 0; spec--)
+        compile_graph(ctx, g, -1, FG_LAYOUT_NCHW, spec, &s);
+    fg_graph_free(g);
+    int nmixed = 0;   /* the mixed graph's layer_norm kernels: 5 groups, each new, both emissions */
+    for (int i = before; i < nkernels; i++)
+        nmixed += kernels[i].template_name && strcmp(kernels[i].template_name, "layernorm") == 0;
 
     static const char *const archs[] = {"sm_80", "sm_90"};
     fg_jit_info *infos = fg_xcalloc((size_t)nkernels, sizeof *infos);
@@ -406,6 +467,9 @@ static void test_examples_compile(void **state)
     else
         assert_true(ntc > 0);
     assert_true(graphs >= 6);
+    printf("nvrtc: the mixed-dtype layer_norm graph gave %d new layernorm kernels\n", nmixed);
+    if (!(only && *only) || strstr(only, "layernorm"))
+        assert_int_equal(nmixed, 10);
     assert_int_equal(clean, 2 * nkernels);
     assert_int_equal(nfailed, 0);
     assert_int_equal(local[0], 0);

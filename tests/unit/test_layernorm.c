@@ -7,8 +7,9 @@
  * emulation against the host reference with NaN-poisoned outputs; cases
  * that must not fuse; every kernel compiles under NVRTC for sm_80 and sm_90
  * with an empty log, and (with cuobjdump / nvdisasm) without local memory,
- * with 16-byte loads and stores where the row allows them; bad axes and
- * parameters are located errors.
+ * with 16-byte loads and stores where the row allows them; fp32 rows
+ * normalized into fp16 (`to`) with 16-byte loads and 8-byte stores; bad
+ * axes, parameters and `to` are located errors.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -254,6 +255,78 @@ static void test_sass(void **state)
     fg_context_free(ctx);
 }
 
+/* fp32 rows normalized into fp16 (`to`): rows of 36 (a warp per row) and
+ * 1036 (a block per row) elements read 16 bytes at a time and stored 8
+ * bytes at a time (STG.E.64: four fp16 values), a row of 45 scalar; no
+ * local memory, clean logs, on sm_80 and sm_90. */
+static void test_mixed_sass(void **state)
+{
+    (void)state;
+    if (!tu_cuda_tools_found("SASS check"))
+        skip();
+    setenv("FUSEGEN_CACHE", "off", 1);
+    fg_context *ctx = tu_ctx_shipped();
+    static const char text[] =
+        "graph: mixed\n"
+        "dtype: fp16\n"
+        "inputs:\n"
+        "  - { name: a, shape: [7, 36], dtype: fp32 }\n"
+        "  - { name: b, shape: [3, 1036], dtype: fp32 }\n"
+        "  - { name: c, shape: [129, 45], dtype: fp32 }\n"
+        "weights:\n"
+        "  - { name: ga, shape: [36], init: positive }\n"
+        "  - { name: gb, shape: [1036], init: positive }\n"
+        "  - { name: gc, shape: [45], init: positive }\n"
+        "nodes:\n"
+        "  - { name: ya, op: layer_norm, inputs: [a, ga], attrs: { rms: true, to: fp16 } }\n"
+        "  - { name: yb, op: layer_norm, inputs: [b, gb], attrs: { to: fp16 } }\n"
+        "  - { name: yc, op: layer_norm, inputs: [c, gc], attrs: { rms: true, to: fp16 } }\n"
+        "outputs: [ya, yb, yc]\n";
+    fg_graph *g = NULL;
+    assert_int_equal(fg_graph_parse(ctx, "mixed.yaml", text, strlen(text), &g), FG_OK);
+    fg_plan *p = NULL;
+    assert_int_equal(fg_plan_build(ctx, g, &p), FG_OK);
+    int nk = p->ngroups;
+    assert_int_equal(nk, 3);
+    fg_kernel *ks = calloc((size_t)nk, sizeof *ks);
+    fg_emit_opts o = {.specialize = 1};
+    for (int i = 0; i < nk; i++) {
+        assert_int_equal(fg_emit_group(ctx, p, i, &o, &ks[i]), FG_OK);
+        assert_string_equal(p->groups[i].template_name, "layernorm");
+        assert_int_equal(p->graph->tensors[p->groups[i].output].dtype, FG_DTYPE_F16);
+    }
+    static const char *const archs[] = {"sm_80", "sm_90"};
+    int failures = 0;
+    for (int a = 0; a < 2; a++) {
+        fg_jit_info *infos = calloc((size_t)nk, sizeof *infos);
+        assert_int_equal(fg_jit_compile_all(ctx, ks, nk, archs[a], infos), FG_OK);
+        for (int i = 0; i < nk; i++) {
+            fg_res_usage ru;
+            fg_sass_mix mx;
+            char *sass = NULL;
+            tu_cubin_read(&ks[i], &ru, &mx, &sass);
+            int stg64 = 0;
+            for (const char *s = sass; (s = strstr(s, "STG.E.64")) != NULL; s++)
+                stg64++;
+            const char *out = p->graph->tensors[p->groups[i].output].name;
+            int vec = strcmp(out, "yc") != 0;
+            print_message("%s fp32 -> fp16 %s: REG %d LDG.128 %d STG.E.64 %d LDL %d STL %d\n", archs[a], out,
+                          ru.registers, mx.ldg128, stg64, mx.ldl, mx.stl);
+            if (mx.ldl || mx.stl || ru.stack || ru.local || infos[i].log[0] || (vec && (!mx.ldg128 || !stg64)))
+                failures++;
+            free(sass);
+        }
+        free(infos);
+    }
+    for (int i = 0; i < nk; i++)
+        fg_kernel_free(&ks[i]);
+    free(ks);
+    fg_plan_free(p);
+    fg_graph_free(g);
+    assert_int_equal(failures, 0);
+    fg_context_free(ctx);
+}
+
 /* A graph that must fail to load with a message holding want. */
 static void expect_bad(const char *nodes, const char *want)
 {
@@ -289,6 +362,10 @@ static void test_errors(void **state)
                "skip 'k' [2, 3, 4] fp32 must have the input's shape and dtype [2, 3, 8] fp32");
     expect_bad("  - { name: y, op: layer_norm, inputs: [x, g], attrs: { axis: 1, naxes: 1 } }\n",
                "which is not through its last axis");
+    expect_bad("  - { name: y, op: layer_norm, inputs: [x, g], attrs: { to: int32 } }\n",
+               "layer_norm 'y': to 'int32' must be x (the input's dtype) or a float dtype (fp32, fp16, bf16)");
+    expect_bad("  - { name: y, op: layer_norm, inputs: [x, g], attrs: { to: half } }\n",
+               "to 'half' must be x (the input's dtype) or a float dtype");
 }
 
 int main(void)
@@ -298,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_not_fused),
         cmocka_unit_test(test_nvrtc),
         cmocka_unit_test(test_sass),
+        cmocka_unit_test(test_mixed_sass),
         cmocka_unit_test(test_errors),
     };
     if (getenv("FUSEGEN_TEST_FILTER"))

@@ -932,6 +932,77 @@ static const ncase cases[] = {
      "  - { name: qh, op: mul, inputs: [z, qr] }\n"
      "  - { name: r, op: mul, inputs: [g2, qh] }\n"
      "outputs: [y, r]\n"},
+    /* ---- layer_norm whose output dtype is not its input's (`to`): an fp32 residual stream
+     * normalized into an fp16 / bf16 model (fp32 statistics, the store converted).  The weights
+     * take the variant's dtype; x is fp32 and the output fp16 (bf16) in every variant.  Rows 1,
+     * 7, 129; widths 13, 45 (scalar), 36 (fp32 vectors of 4 loaded, 8-byte fp16 stores), 1036
+     * and 1031 (a block per row, vectorized and not); the residual skip with an epilogue; the
+     * Llama RMSNorm an fp16 TorchScript export writes (rms_norm_div_cast); a matmul whose
+     * residual sum the norm reads (matmul_bias_residual); fp16 in, fp32 out (vectors of 8, two
+     * 16-byte stores) ---- */
+    {"norm", "layer_norm_mixed_fp32_to_fp16_rows_1_7_129", "-,layer_norm_epilogue,-,-,matmul_bias_residual,-",
+     {1e-2, 1e-2, 1e-2}, "the outputs are fp16 in every variant (x is fp32, `to: fp16`)",
+     "inputs:\n"
+     "  - { name: a, shape: [1, 13], dtype: fp32 }\n"
+     "  - { name: b, shape: [7, 36], dtype: fp32 }\n"
+     "  - { name: kb, shape: [7, 36], dtype: fp32 }\n"
+     "  - { name: c, shape: [129, 45], dtype: fp32 }\n"
+     "  - { name: d, shape: [3, 1036], dtype: fp32 }\n"
+     "  - { name: x, shape: [7, 24], dtype: fp32 }\n"
+     "  - { name: h, shape: [7, 40], dtype: fp32 }\n"
+     "weights:\n"
+     "  - { name: two, shape: [1], values: [2.0] }\n"
+     "  - { name: eps, shape: [1], values: [1e-5] }\n"
+     "  - { name: one, shape: [1], values: [1.0] }\n"
+     "  - { name: ga, shape: [13], init: positive }\n"
+     "  - { name: gb, shape: [36], init: positive }\n"
+     "  - { name: bb, shape: [36] }\n"
+     "  - { name: gc, shape: [45], dtype: fp16, init: positive }\n"
+     "  - { name: gd, shape: [1036], init: positive }\n"
+     "  - { name: w, shape: [40, 24], dtype: fp32 }\n"
+     "  - { name: wb, shape: [24], dtype: fp32 }\n"
+     "  - { name: gx, shape: [24], init: positive }\n"
+     "nodes:\n"
+     "  - { name: ya, op: layer_norm, inputs: [a, ga], attrs: { rms: true, to: fp16 } }\n"
+     "  - { name: ub, op: add, inputs: [b, kb] }\n"
+     "  - { name: nb, op: layer_norm, inputs: [ub, gb, bb], attrs: { eps: 1e-6, to: fp16 } }\n"
+     "  - { name: yb, op: gelu, inputs: [nb] }\n"
+     "  - { name: pc, op: pow, inputs: [c, two] }\n"
+     "  - { name: vc, op: reduce_mean, inputs: [pc], attrs: { axes: [1] } }\n"
+     "  - { name: ec, op: add, inputs: [vc, eps] }\n"
+     "  - { name: sc, op: sqrt, inputs: [ec] }\n"
+     "  - { name: rc, op: div, inputs: [one, sc] }\n"
+     "  - { name: hc, op: mul, inputs: [c, rc] }\n"
+     "  - { name: bc, op: cast, inputs: [hc], attrs: { to: fp16 } }\n"
+     "  - { name: yc, op: mul, inputs: [gc, bc] }\n"
+     "  - { name: yd, op: layer_norm, inputs: [d, gd], attrs: { rms: true, to: fp16 } }\n"
+     "  - { name: px, op: matmul, inputs: [h, w] }\n"
+     "  - { name: pbx, op: add, inputs: [px, wb] }\n"
+     "  - { name: rx, op: add, inputs: [x, pbx] }\n"
+     "  - { name: yx, op: layer_norm, inputs: [rx, gx], attrs: { rms: true, to: fp16 } }\n"
+     "outputs: [ya, yb, yc, yd, rx, yx]\n"},
+    {"norm", "layer_norm_mixed_fp32_to_bf16_rows_129_1_7", "-,-,-,-,-",
+     {2e-2, 2e-2, 2e-2}, "the outputs are bf16 (and one fp32 from an fp16 input) in every variant",
+     "inputs:\n"
+     "  - { name: a, shape: [129, 13], dtype: fp32 }\n"
+     "  - { name: b, shape: [1, 36], dtype: fp32 }\n"
+     "  - { name: c, shape: [7, 45], dtype: fp32 }\n"
+     "  - { name: d, shape: [3, 1031], dtype: fp32 }\n"
+     "  - { name: e, shape: [7, 40], dtype: fp16 }\n"
+     "weights:\n"
+     "  - { name: ga, shape: [13], init: positive }\n"
+     "  - { name: gb, shape: [36], init: positive }\n"
+     "  - { name: bb, shape: [36] }\n"
+     "  - { name: gc, shape: [45], init: positive }\n"
+     "  - { name: gd, shape: [1031], init: positive }\n"
+     "  - { name: ge, shape: [40], init: positive }\n"
+     "nodes:\n"
+     "  - { name: ya, op: layer_norm, inputs: [a, ga], attrs: { rms: true, to: bf16 } }\n"
+     "  - { name: yb, op: layer_norm, inputs: [b, gb, bb], attrs: { to: bf16 } }\n"
+     "  - { name: yc, op: layer_norm, inputs: [c, gc], attrs: { rms: true, eps: 1e-6, to: bf16 } }\n"
+     "  - { name: yd, op: layer_norm, inputs: [d, gd], attrs: { to: bf16 } }\n"
+     "  - { name: ye, op: layer_norm, inputs: [e, ge], attrs: { rms: true, to: fp32 } }\n"
+     "outputs: [ya, yb, yc, yd, ye]\n"},
     /* ---- resize (templates/resize.cuh) with its pointwise epilogue, and conv_transpose2d with bias and
      * activation (conv_transpose.cuh): odd sizes, a non-integer scale, stride 2 with output_padding ---- */
     {"resize", "resize_linear_sigmoid_nearest_cubic", "resize_pointwise,-,-", {TOL}, NULL,

@@ -7,7 +7,9 @@
  * graph computes on the host reference.  Must-not-fire cases: a second
  * consumer of an intermediate, a constant outside its tolerance, a graph
  * output in the middle, another tensor where x must be, a non-commutative
- * op with swapped inputs, a broadcast that grows the output.  Rewrite
+ * op with swapped inputs, a broadcast that grows the output, an RMSNorm
+ * cast to an integer type or whose cast's input is read elsewhere, a
+ * layer_norm cast to int32 or whose result is a graph output too.  Rewrite
  * documents with errors give located messages; a user directory's rewrite
  * with two inputs, attribute predicates and replacement attributes works
  * with no C change; two rewrites that undo each other stop at the bound;
@@ -77,6 +79,7 @@ static const char *HEADER =
     "  - { name: m, shape: [8, 6] }\n  - { name: mb, shape: [6] }\n"
     "  - { name: c_two, shape: [1], values: [2.0] }\n  - { name: c_eps, shape: [1], values: [1e-5] }\n"
     "  - { name: ln_g, shape: [3], init: positive }\n  - { name: ln_b, shape: [3] }\n"
+    "  - { name: ln_g16, shape: [3], dtype: fp16, init: positive }\n"
     "nodes:\n";
 
 #define PW(n, op, ins) "  - { name: " n ", op: " op ", inputs: [" ins "] }\n"
@@ -120,6 +123,7 @@ typedef struct rw_case {
     const char *input;     /* y's input 0 afterwards (NULL: x) */
     int kernels;           /* the plan's kernels (0: 1) */
     int nrewrites;         /* rewrites applied in all (0: 1) */
+    double tol;            /* rel L2 against the unfused graph's reference (0: 1e-5) */
 } rw_case;
 
 static const rw_case CASES[] = {
@@ -193,6 +197,29 @@ static const rw_case CASES[] = {
      PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "v, c_eps") PW("sq", "sqrt", "e")
      PW("r", "div", "c_one, sq") PWA("d", "cast", "x", "to: fp32") PW("h", "mul", "d, r")
      PWA("b", "cast", "h", "to: fp32") PW("y", "mul", "b, ln_g") "outputs: [y]\n", "layer_norm", 9},
+    /* an fp32 x (an fp16 model's fp32 residual stream) whose normalized product is cast to fp16 before
+     * the fp16 weight: one layer_norm, fp32 in, fp16 out (the fp16 TorchScript Llama's later norms); the
+     * reciprocal form cast to bf16, the product by an fp16 weight in bf16 */
+    {"rms_norm_div_cast", PW("p", "pow", "x, c_two") PWA("v", "reduce_mean", "p", "axes: [3]")
+     PW("e", "add", "c_eps, v") PW("sq", "sqrt", "e") PW("r", "div", "c_one, sq") PW("h", "mul", "x, r")
+     PWA("b", "cast", "h", "to: fp16") PW("y", "mul", "ln_g16, b") "outputs: [y]\n", "layer_norm", 7, NULL, 0, 0,
+     2e-3},
+    {"rms_norm_reciprocal_cast", PW("p", "pow", "x, c_two") PWA("v", "reduce_mean", "p", "axes: [3]")
+     PW("e", "add", "v, c_eps") PW("sq", "sqrt", "e") PW("r", "reciprocal", "sq") PW("h", "mul", "r, x")
+     PWA("b", "cast", "h", "to: bf16") PW("y", "mul", "b, ln_g16") "outputs: [y]\n", "layer_norm", 7, NULL, 0, 0,
+     1e-2},
+    /* a layer_norm cast to fp16 / bf16: one layer_norm with `to` (each set of present inputs; the skip
+     * forms after layer_norm_skip*) */
+    {"layer_norm_cast", PW("r", "sigmoid", "x") PW("u", "add", "x, r")
+     "  - { name: ln, op: layer_norm, inputs: [u, ln_g, ln_b] }\n" PWA("y", "cast", "ln", "to: fp16") "outputs: [y]\n",
+     "layer_norm", 2, NULL, 2, 2, 2e-3},
+    {"layer_norm_cast_bias", "  - { name: ln, op: layer_norm, inputs: [x, ln_g, ln_b], attrs: { eps: 1e-3 } }\n"
+     PWA("y", "cast", "ln", "to: fp16") "outputs: [y]\n", "layer_norm", 1, NULL, 0, 0, 2e-3},
+    {"layer_norm_cast_scale", "  - { name: ln, op: layer_norm, inputs: [x, ln_g], attrs: { rms: true } }\n"
+     PWA("y", "cast", "ln", "to: bf16") "outputs: [y]\n", "layer_norm", 1, NULL, 0, 0, 1e-2},
+    {"layer_norm_cast_skip", PW("r", "sigmoid", "x") PW("u", "add", "x, r")
+     "  - { name: ln, op: layer_norm, inputs: [u, ln_g] }\n" PWA("y", "cast", "ln", "to: fp16") "outputs: [y]\n",
+     "layer_norm", 2, NULL, 2, 2, 2e-3},
     /* T5's fp16 overflow clamp (here fp32, the bounds 0.5 / 1): the any-inf flag of x (false) and a
      * positive max of x (true) pick the bound */
     {"t5_clamp_any", T5_FLAG_INF("f") T5_BOUND("cast_bool", "f") PW("mx", "max2", "x, l") PW("y", "min2", "mx, h")
@@ -286,7 +313,10 @@ static void test_shipped_rewrites_fire(void **state)
         assert_int_equal(p->graph->nodes[y].inputs[0], fg_graph_find_tensor(g, k->input ? k->input : "x"));
         assert_int_equal(p->graph->nodes[y].loc.line, g->nodes[fg_graph_find_node(g, "y")].loc.line);
         assert_int_equal(p->ngroups, kernels);
-        check_numerics(g_ctx, g, p, kernels, 1e-5);
+        /* the replacement keeps the root's output dtype (fp16 / bf16 from an fp32 x for the _cast forms) */
+        assert_int_equal(p->graph->tensors[p->graph->nodes[y].output].dtype,
+                         g->tensors[g->nodes[fg_graph_find_node(g, "y")].output].dtype);
+        check_numerics(g_ctx, g, p, kernels, k->tol > 0 ? k->tol : 1e-5);
         fg_plan_free(p);
         fg_graph_free(g);
     }
@@ -394,6 +424,24 @@ static void test_must_not_fire(void **state)
         /* its flag compared with 0.5, not 0 */
         PWA("f", "reduce_max", "x", "axes: [0, 1, 2, 3], keepdims: false") T5_BOUND("cmp_greater", "f, c_half")
             PW("y", "clip_t", "x, l, h") "outputs: [y]\n",
+        /* the fp32 RMSNorm's product cast to an integer type (the layer_norm's `to` must be a float
+         * dtype): mul(int32, fp16) is int32 like the cast */
+        PW("p", "pow", "x, c_two") PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "c_eps, v")
+            PW("sq", "sqrt", "e") PW("r", "div", "c_one, sq") PW("h", "mul", "x, r") PWA("b", "cast", "h", "to: int32")
+                PW("y", "mul", "b, ln_g16") "outputs: [y]\n",
+        /* the same cast's input (the normalized fp32 product) read by another node too */
+        PW("p", "pow", "x, c_two") PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "c_eps, v")
+            PW("sq", "sqrt", "e") PW("r", "div", "c_one, sq") PW("h", "mul", "x, r") PWA("b", "cast", "h", "to: fp16")
+                PW("y", "mul", "ln_g16, b") PW("z", "tanh", "h") "outputs: [y, z]\n",
+        /* the cast a graph output */
+        PW("p", "pow", "x, c_two") PWA("v", "reduce_mean", "p", "axes: [3]") PW("e", "add", "c_eps, v")
+            PW("sq", "sqrt", "e") PW("r", "div", "c_one, sq") PW("h", "mul", "x, r") PWA("b", "cast", "h", "to: fp16")
+                PW("y", "mul", "ln_g16, b") "outputs: [y, b]\n",
+        /* a layer_norm cast to an integer type; a layer_norm whose fp32 result is a graph output too */
+        "  - { name: ln, op: layer_norm, inputs: [x, ln_g, ln_b] }\n" PWA("y", "cast", "ln", "to: int32")
+            "outputs: [y]\n",
+        "  - { name: ln, op: layer_norm, inputs: [x, ln_g, ln_b] }\n" PWA("y", "cast", "ln", "to: fp16")
+            "outputs: [y, ln]\n",
         /* the exponentials are a graph output too */
         SOFTMAX_FRONT("x", "1") PW("y", "div", "ex, sm") "outputs: [y, ex]\n",
         /* the max of another tensor than the one shifted */
@@ -585,6 +633,14 @@ static void test_bad_documents(void **state)
          "  - y: { op: exp, inputs: [m] }\nreplace: { op: softmax, inputs: [x], attrs: { axis: AX } }\n",
          "extra.yaml:5:53: error: attribute variable 'AX' stands for an ints list, but attribute 'axis' of softmax "
          "is one value"},
+        {"rewrite: a\nmatch:\n  - c: { op: cast, inputs: [x], attrs: { to: T } }\n"
+         "replace: { op: leaky_relu, inputs: [x], attrs: { alpha: T } }\n",
+         "extra.yaml:4:57: error: attribute variable 'T' stands for a string, but attribute 'alpha' of leaky_relu "
+         "is one value"},
+        {"rewrite: a\nmatch:\n  - m: { op: leaky_relu, inputs: [x], attrs: { alpha: A } }\n"
+         "replace: { op: cast, inputs: [x], attrs: { to: A } }\n",
+         "extra.yaml:4:48: error: attribute variable 'A' stands for one number, but attribute 'to' of cast is a "
+         "string"},
         {"rewrite: a\nmatch:\n  - s: { op: mul, inputs: [x] }\nreplace: { op: silu, inputs: [x] }\n",
          "extra.yaml:3:27: error: step 's' gives 1 input but op 'mul' takes 2"},
         {"rewrite: a\nmatch:\n  - m: { op: mul, inputs: [x, { const: any, as: k }] }\n"
