@@ -43,8 +43,11 @@
 #     (PyTorch with cuDNN, channels_last, BN folded, cudnn.benchmark, CUDA
 #     graph; cuBLASLt's fused GELU epilogue and matmul + separate ops; a copy
 #     kernel), and by bench_graphs again with the rules that fuse nothing (the
-#     unfused plan, for UNFUSED_PRECISIONS, default fp16_nhwc); joined by
-#     bench/side_table.py.
+#     unfused plan, for UNFUSED_PRECISIONS, default fp16_nhwc), and right
+#     after the first precision its whole networks once more with
+#     FUSEGEN_PDL=0 (the same kernels, from the cache, launched without
+#     programmatic dependent launch: the "no PDL" column; PDL_OFF=0 leaves
+#     it out); joined by bench/side_table.py.
 #  2. numerics (NUMERICS_BUDGET_S, 120 s): the Hopper-sized graphs first (the
 #     basic and bottleneck blocks at batch 8 and the MLP at 4096 tokens, fp16 /
 #     bf16 / tf32 NHWC, with how many groups took wgmma), then the example
@@ -57,7 +60,7 @@
 # ./device-results/) receives exactly summary.txt, graphs.txt,
 # side-summary.txt, side-layers.txt and results.tar.gz (every log and TSV).
 # Knobs: ITERS (50), WARMUP (5), PRECISIONS, UNFUSED_PRECISIONS, BATCHES
-# (1,32), KINDS (attn,ln,layer,net,gemm,pw), SMOKE/SIDE/NUMERICS/HOPPER=0 leave a
+# (1,32), KINDS (attn,ln,layer,net,gemm,pw), SMOKE/SIDE/NUMERICS/HOPPER/PDL_OFF=0 leave a
 # step out, GRAPHS (the example graphs checked), the three budgets above.
 # Record the table of every real GPU run in bench/RESULTS.md.
 set -uo pipefail
@@ -200,7 +203,7 @@ bench="$work/bench"
 BG="$root/$B/bench/bench_graphs"
 ITERS=${ITERS:-50} WARMUP=${WARMUP:-5}
 precs=${PRECISIONS:-"fp16_nhwc tf32 bf16_nhwc fp32"}
-: >"$res/fusegen-fused.tsv"; : >"$res/fusegen-unfused.tsv"; : >"$res/torch.tsv"
+: >"$res/fusegen-fused.tsv"; : >"$res/fusegen-unfused.tsv"; : >"$res/fusegen-nopdl.tsv"; : >"$res/torch.tsv"
 if [ "${SIDE:-1}" = 1 ]; then
   gen=(python3 bench/gen_bench_graphs.py "$bench" --batches "${BATCHES:-1,32}" --kinds "${KINDS:-attn,ln,layer,net,gemm,pw}"
        --precisions "$(echo $precs | tr ' ' ,)")
@@ -237,17 +240,24 @@ if [ "${SIDE:-1}" = 1 ]; then
     timeout -k 5 "$t" python3 "${args[@]}" >>"$dst" 2>>"$res/torch_side.log" ||
       note "side by side: PyTorch $1: rc $? (torch_side.log)"
   }
+  first=1
   for p in $precs; do
     fusegen_side "$p" attn,ln,layer,net,gemm,pw "" "$res/fusegen-fused.tsv"
     torch_side "$p"
+    # the first precision's whole networks without programmatic dependent launch, in the same budget
+    if [ "$first" = 1 ] && [ "${PDL_OFF:-1}" = 1 ]; then
+      ( export FUSEGEN_PDL=0; fusegen_side "$p" net "" "$res/fusegen-nopdl.tsv" )
+    fi
+    first=0
   done
   for p in ${UNFUSED_PRECISIONS:-fp16_nhwc}; do
     fusegen_side "$p" layer,net "$unfused" "$res/fusegen-unfused.tsv"
   done
   nf=$(grep -vc FAIL "$res/fusegen-fused.tsv"); ff=$(grep -c FAIL "$res/fusegen-fused.tsv")
-  note "side by side ($((SECONDS - step0)) s of $TIMING_BUDGET_S): fusegen timed $nf graphs ($ff failed; bench_graphs.log), unfused $(grep -vc FAIL "$res/fusegen-unfused.tsv"), PyTorch rows $(grep -vc '^#' "$res/torch.tsv")"
+  note "side by side ($((SECONDS - step0)) s of $TIMING_BUDGET_S): fusegen timed $nf graphs ($ff failed; bench_graphs.log), unfused $(grep -vc FAIL "$res/fusegen-unfused.tsv"), without PDL $(grep -vc FAIL "$res/fusegen-nopdl.tsv"), PyTorch rows $(grep -vc '^#' "$res/torch.tsv")"
   python3 bench/side_table.py "$bench/manifest.tsv" "$res/fusegen-fused.tsv" "$res/fusegen-unfused.tsv" \
-    "$res/torch.tsv" "$res" >/dev/null 2>"$res/side_table.log" || note "side by side: the table failed (side_table.log)"
+    "$res/torch.tsv" "$res" "$res/fusegen-nopdl.tsv" >/dev/null 2>"$res/side_table.log" ||
+    note "side by side: the table failed (side_table.log)"
 fi
 
 # ---- 2. numerics, in a budget of their own ------------------------------------

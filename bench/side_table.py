@@ -2,10 +2,12 @@
 """side_table.py -- joins the two sides of the GPU benchmark
 (bench/device-check.sh, step 4) into the tables it prints last.
 
-    python3 bench/side_table.py MANIFEST FUSED_TSV UNFUSED_TSV TORCH_TSV OUT_DIR
+    python3 bench/side_table.py MANIFEST FUSED_TSV UNFUSED_TSV TORCH_TSV OUT_DIR [NOPDL_TSV]
 
 FUSED_TSV / UNFUSED_TSV: bench_graphs lines (id, kernels, median_ms, min_ms)
-of the shipped rules and of the rules without fusion; TORCH_TSV:
+of the shipped rules and of the rules without fusion; NOPDL_TSV (optional):
+the same for graphs run with FUSEGEN_PDL=0 (no programmatic dependent
+launch), shown beside the whole networks; TORCH_TSV:
 torch_side.py lines (id, variant, median_ms, min_ms).  Missing files or rows
 print as '-'.  Writes OUT_DIR/side-layers.txt (every layer) and
 OUT_DIR/side-summary.txt (what is printed: attention, LayerNorm, whole
@@ -53,9 +55,10 @@ def geomean(v):
 
 
 def main():
-    if len(sys.argv) != 6:
+    if len(sys.argv) not in (6, 7):
         sys.exit(__doc__)
-    manifest, fused_p, unfused_p, torch_p, out = sys.argv[1:]
+    manifest, fused_p, unfused_p, torch_p, out = sys.argv[1:6]
+    nopdl = read(sys.argv[6] if len(sys.argv) == 7 else None)
     rows = [line.rstrip("\n").split("\t") for line in open(manifest) if line.strip()]
     fused, unfused, torch = read(fused_p), read(unfused_p), read(torch_p, True)
     ms = lambda d, i: d[i][1] if i in d else None  # noqa: E731
@@ -84,17 +87,18 @@ def main():
         summary.append("%-12s %-10s %8s %10s %7s %9s %7s" % (shape, prec, fmt(f), fmt(a), fmt(ratio(a, f), "%.2f"),
                                                            fmt(o), fmt(ratio(o, f), "%.2f")))
     summary.append("")
-    summary.append("whole networks: median ms per run, CUDA graph replay on both sides; x = other / fusegen")
-    summary.append("%-12s %-5s %-10s %8s %9s %9s %7s %9s %7s" % ("net", "batch", "precision", "kernels", "fusegen",
-                                                               "pytorch", "x", "unfused", "x"))
+    summary.append("whole networks: median ms per run, CUDA graph replay on both sides; x = other / fusegen; "
+                   "no PDL: fusegen with FUSEGEN_PDL=0")
+    summary.append("%-12s %-5s %-10s %8s %9s %9s %7s %9s %7s %9s %7s" % (
+        "net", "batch", "precision", "kernels", "fusegen", "pytorch", "x", "unfused", "x", "no PDL", "x"))
     for gid, kind, prec, _, _ in rows:
         if kind != "net":
             continue
         _, net, b, _ = gid.split("/")
-        f, t, u = ms(fused, gid), torch.get((gid, "cudnn")), ms(unfused, gid)
-        summary.append("%-12s %-5s %-10s %8s %9s %9s %7s %9s %7s" % (
+        f, t, u, n = ms(fused, gid), torch.get((gid, "cudnn")), ms(unfused, gid), ms(nopdl, gid)
+        summary.append("%-12s %-5s %-10s %8s %9s %9s %7s %9s %7s %9s %7s" % (
             net, b[1:], prec, kn(fused, gid), fmt(f), fmt(t), fmt(ratio(t, f), "%.2f"), fmt(u),
-            fmt(ratio(u, f), "%.2f")))
+            fmt(ratio(u, f), "%.2f"), fmt(n), fmt(ratio(n, f), "%.2f")))
 
     layers.append("%-58s %8s %9s %7s %9s %7s" % ("layer", "fusegen", "pytorch", "x", "unfused", "x"))
     groups = {}

@@ -472,6 +472,7 @@ fg_status fg_env_resolve(fg_context *ctx, const fg_options *given)
     e->emu_strict = env_switch(ctx, "FUSEGEN_EMU_STRICT", 0);
     e->emu_shuffle = env_count(ctx, "FUSEGEN_EMU_SHUFFLE", 0, INT64_MAX, 0);
     e->keep_layout = env_switch(ctx, "FUSEGEN_KEEP_LAYOUT", 0);
+    e->pdl = env_switch(ctx, "FUSEGEN_PDL", 1);
     e->emu_stack_bytes = (size_t)env_count(ctx, "FUSEGEN_EMU_STACK_KB", FG_MIN_EMU_STACK_KB, FG_MAX_EMU_STACK_KB,
                                            FG_DEFAULT_EMU_STACK_KB) * 1024;
 

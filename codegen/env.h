@@ -63,6 +63,7 @@ typedef struct fg_env {
     int emu_strict;             /* FUSEGEN_EMU_STRICT */
     long long emu_shuffle;      /* FUSEGEN_EMU_SHUFFLE: the emulator's schedule seed (0: first in, first out) */
     int keep_layout;            /* FUSEGEN_KEEP_LAYOUT: the planner stores every tensor in the graph's layout */
+    int pdl;                    /* FUSEGEN_PDL (default 1): the CUDA backend may launch with programmatic dependent launch */
     size_t emu_stack_bytes;     /* FUSEGEN_EMU_STACK_KB * 1024, else 64 KiB */
     /* The disk cache limit in bytes: opts.cache_max_mb MiB, else
      * $FUSEGEN_CACHE_MAX_MB (which may have a fraction: "0.5"), else 1 GiB. */

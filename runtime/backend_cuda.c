@@ -3,8 +3,22 @@
  * toolchain of jit.c; the device, memory, streams, events, kernel launches
  * and CUDA graphs go through the driver opened by cuda.c.  Every driver call
  * is checked with CU_CHECK (the call, its place, the driver's message).
+ *
+ * Programmatic dependent launch: on a device and driver that have it
+ * (fg_cuda_launch_ex: sm_90+, CUDA 12.3+, cuLaunchKernelEx), a kernel whose
+ * module says it was compiled with the wait (FG_KERNEL's name__fg_grid_dep
+ * constant is 1, prelude.cuh) is launched with
+ * CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION set to 1: it may
+ * start while the kernel before it in the stream finishes, and waits for it
+ * (griddepcontrol.wait) before touching global memory.  Every such kernel
+ * is launched this way, a plan's first included: whatever precedes it in the
+ * stream (an upload, a fill, the caller's own kernel) is complete and
+ * visible when its wait returns, so the first kernel needs no state telling
+ * it apart, and a predecessor that is no kernel serializes as usual.
+ * FUSEGEN_PDL=0 (ctx->env.pdl) launches everything with cuLaunchKernel.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,11 +26,33 @@
 #include "cuda_driver.h"
 #include "jit.h"
 
-/* A loaded kernel: its module and entry point. */
+/* A loaded kernel: its module and entry point, and whether the entry point
+ * waits for the grids it depends on (its module's marker is 1). */
 typedef struct cuda_kernel {
     CUmodule mod;
     CUfunction fn;
+    int grid_dep;
 } cuda_kernel;
+
+/* Whether module m of kernel `name` holds the marker FG_KERNEL writes
+ * (the 4-byte constant name__fg_grid_dep, prelude.cuh): it is there only
+ * when the entry point was compiled for sm_90 or newer, where it waits
+ * before any global access.  A module without it (compiled for an older
+ * arch, or a kernel not made through FG_KERNEL) is never launched with
+ * programmatic serialization.  Returns 1, 0, or -1 with the error recorded. */
+static int module_grid_dep(fg_context *ctx, CUmodule m, const char *name, fg_status *st)
+{
+    char sym[sizeof ((fg_kernel *)0)->name + 16];
+    snprintf(sym, sizeof sym, "%s__fg_grid_dep", name);
+    CUdeviceptr p = 0;
+    size_t bytes = 0;
+    CUresult r = fg_cu()->ModuleGetGlobal(&p, &bytes, m, sym);
+    if (r == CUDA_ERROR_NOT_FOUND)
+        return 0;
+    if ((*st = CU_CHECK_K(ctx, r, name)) != FG_OK)
+        return -1;
+    return bytes == sizeof(int);
+}
 
 static int cuda_present(fg_context *ctx)
 {
@@ -55,6 +91,8 @@ static fg_status cuda_load(fg_context *ctx, fg_kernel *k)
     if (!st && k->smem > 48 * 1024)
         st = CU_CHECK_K(ctx, cu->FuncSetAttribute(h->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)k->smem),
                         k->name);
+    if (!st && fg_cuda_launch_ex())
+        h->grid_dep = module_grid_dep(ctx, h->mod, k->name, &st) == 1;
     k->handle = h;
     k->release = cuda_release;
     if (st)
@@ -62,6 +100,35 @@ static fg_status cuda_load(fg_context *ctx, fg_kernel *k)
     return st;
 }
 
+/* cuLaunchKernelEx of h with k's launch shape (gx blocks along x) and the
+ * attribute CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 1.
+ * Named for what a failure's message shows (CU_CHECK quotes the call). */
+static CUresult cuLaunchKernelEx_programmatic_serialization(fg_cu_launch_ex_fn launch_ex, const cuda_kernel *h,
+                                                            const fg_kernel *k, unsigned gx, void *stream,
+                                                            void **params)
+{
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = gx;
+    cfg.gridDimY = k->grid[1];
+    cfg.gridDimZ = k->grid[2];
+    cfg.blockDimX = k->block[0];
+    cfg.blockDimY = k->block[1];
+    cfg.blockDimZ = k->block[2];
+    cfg.sharedMemBytes = k->smem;
+    cfg.hStream = (CUstream)stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return launch_ex(&cfg, h->fn, params, NULL);
+}
+
+/* Launches k: with programmatic stream serialization when its module waits
+ * (h->grid_dep), the device and driver have it and FUSEGEN_PDL allows it,
+ * else with cuLaunchKernel. */
 static fg_status cuda_launch(fg_context *ctx, const fg_kernel *k, const uint64_t *slots, void *stream)
 {
     const cuda_kernel *h = k->handle;
@@ -73,6 +140,10 @@ static fg_status cuda_launch(fg_context *ctx, const fg_kernel *k, const uint64_t
     unsigned long long resident = (unsigned long long)fg_cuda_sm_count() * k->persistent;
     if (k->persistent && resident > 0 && resident < gx)
         gx = (unsigned)resident;
+    fg_cu_launch_ex_fn launch_ex = h->grid_dep && ctx->env.pdl ? fg_cuda_launch_ex() : NULL;
+    if (launch_ex)
+        return CU_CHECK_K(ctx, cuLaunchKernelEx_programmatic_serialization(launch_ex, h, k, gx, stream, params),
+                          k->name);
     return CU_CHECK_K(ctx,
                       fg_cu()->LaunchKernel(h->fn, gx, k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
                                             k->smem, (CUstream)stream, params, NULL),

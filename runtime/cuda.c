@@ -42,6 +42,7 @@ static const sym_def syms[] = {
     SYM(ModuleLoadData, "cuModuleLoadData"),
     SYM(ModuleUnload, "cuModuleUnload"),
     SYM(ModuleGetFunction, "cuModuleGetFunction"),
+    SYM(ModuleGetGlobal, "cuModuleGetGlobal_v2"),
     SYM(FuncSetAttribute, "cuFuncSetAttribute"),
     SYM(LaunchKernel, "cuLaunchKernel"),
     SYM(StreamCreate, "cuStreamCreate"),
@@ -75,6 +76,8 @@ static struct {
     CUcontext pctx;
     int cc_major, cc_minor;
     int sms;                /* multiprocessors of device 0 (0: unknown) */
+    int version;            /* cuDriverGetVersion: 12030 for CUDA 12.3 (0: unknown) */
+    fg_cu_launch_ex_fn launch_ex;   /* fg_cuda_launch_ex */
     char arch[16];          /* "sm_XY" of device 0 once open */
     char name[128];
 } drv = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -114,6 +117,8 @@ static void open_driver(const char *path)
     memset(&drv.api, 0, sizeof drv.api);
     drv.pctx = NULL;
     drv.name[0] = 0;
+    drv.version = 0;
+    drv.launch_ex = NULL;
     snprintf(drv.path, sizeof drv.path, "%s", path);
     drv.tried = 1;
     drv.st = FG_ERR_NO_DEVICE;
@@ -167,6 +172,12 @@ static void open_driver(const char *path)
     if (drv.api.DeviceGetAttribute(&drv.sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, drv.dev) != CUDA_SUCCESS)
         drv.sms = 0;
     snprintf(drv.arch, sizeof drv.arch, "sm_%d%d", drv.cc_major, drv.cc_minor);
+    if (drv.api.DriverGetVersion(&drv.version) != CUDA_SUCCESS)
+        drv.version = 0;
+    if (drv.cc_major >= 9 && drv.version >= 12030) {
+        void *f = dlsym(drv.lib, "cuLaunchKernelEx");
+        memcpy(&drv.launch_ex, &f, sizeof f);
+    }
     drv.st = FG_OK;
 }
 
@@ -208,6 +219,8 @@ const fg_cu_api *fg_cu(void) { return &drv.api; }
 const char *fg_cuda_device_name(void) { return drv.st == FG_OK ? drv.name : ""; }
 
 int fg_cuda_sm_count(void) { return drv.st == FG_OK ? drv.sms : 0; }
+
+fg_cu_launch_ex_fn fg_cuda_launch_ex(void) { return drv.st == FG_OK ? drv.launch_ex : NULL; }
 
 void *fg_cuda_optional_sym(const char *name)
 {

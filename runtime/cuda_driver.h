@@ -47,6 +47,7 @@ typedef struct fg_cu_api {
     CUresult (*ModuleLoadData)(CUmodule *m, const void *image);
     CUresult (*ModuleUnload)(CUmodule m);
     CUresult (*ModuleGetFunction)(CUfunction *f, CUmodule m, const char *name);
+    CUresult (*ModuleGetGlobal)(CUdeviceptr *p, size_t *bytes, CUmodule m, const char *name);
     CUresult (*FuncSetAttribute)(CUfunction f, CUfunction_attribute a, int v);
     CUresult (*LaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, unsigned smem, CUstream s, void **params, void **extra);
@@ -80,6 +81,15 @@ const fg_cu_api *fg_cu(void);
  * oldest supported driver (cuTensorMapEncodeTiled, CUDA 12) are looked up
  * when first needed, so an older driver keeps everything else. */
 void *fg_cuda_optional_sym(const char *name);
+/* cuLaunchKernelEx when device 0 and its driver support programmatic
+ * dependent launch as fusegen uses it: compute capability 9.0 or newer, a
+ * driver of CUDA 12.3 or newer (stream capture turns the launch attribute
+ * into a programmatic graph edge from 12.3 on; CUDA-graph replay captures
+ * every launch) that exports cuLaunchKernelEx.  NULL otherwise, or before a
+ * successful init.  Whether a launch uses it is the backend's choice
+ * (backend_cuda.c: FUSEGEN_PDL, and a kernel compiled with the wait). */
+typedef CUresult (*fg_cu_launch_ex_fn)(const CUlaunchConfig *config, CUfunction f, void **params, void **extra);
+fg_cu_launch_ex_fn fg_cuda_launch_ex(void);
 /* The device name ("NVIDIA H200"), or "" before a successful init. */
 const char *fg_cuda_device_name(void);
 /* Device 0's multiprocessor count, or 0 before a successful init (or when

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 /* Value of "KEY<n>" within line [s, end), or -1. */
 static int field(const char *s, const char *end, const char *key)
 {
@@ -135,6 +137,38 @@ void fg_sass_mix_count(const char *sass, fg_sass_mix *m)
                 m->ldl++;
             else if (is(op, len, "STL"))
                 m->stl++;
+        }
+        line = *end ? end + 1 : end;
+    }
+}
+
+/* Opcodes that may touch global memory, and those that leave the straight
+ * line, for fg_sass_grid_dep_scan. */
+static const char *const global_ops[] = {"LDG",    "STG",    "LD",     "ST",      "ATOM",   "ATOMG", "RED",
+                                         "LDGSTS", "UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF", "UTMACCTL",
+                                         "UBLKCP", "UBLKRED", "UBLKPF", "CCTL",    "SULD",   "SUST",  "SURED",
+                                         "SUATOM", "TLD",    "TEX"};
+static const char *const flow_ops[] = {"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "BSSY", "BREAK"};
+
+void fg_sass_grid_dep_scan(const char *sass, fg_sass_grid_dep *g)
+{
+    memset(g, 0, sizeof *g);
+    for (const char *line = sass ? sass : ""; *line;) {
+        const char *end = line + strcspn(line, "\n");
+        const char *op;
+        size_t len = opcode_at(line, end, &op);
+        if (len && is(op, len, "ACQBULK")) {
+            g->waits++;
+        } else if (len && is(op, len, "PREEXIT")) {
+            g->launches++;
+        } else if (len && !g->waits && !g->before_wait[0]) {
+            int hit = 0;
+            for (size_t i = 0; i < FG_COUNTOF(global_ops) && !hit; i++)
+                hit = is(op, len, global_ops[i]);
+            for (size_t i = 0; i < FG_COUNTOF(flow_ops) && !hit; i++)
+                hit = is(op, len, flow_ops[i]);
+            if (hit)
+                snprintf(g->before_wait, sizeof g->before_wait, "%.*s", (int)len, op);
         }
         line = *end ? end + 1 : end;
     }

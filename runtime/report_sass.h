@@ -35,6 +35,19 @@ typedef struct fg_sass_mix {
 int fg_res_usage_parse(const char *text, const char *name, fg_res_usage *r);
 /* Counts the opcodes of SASS text (nvdisasm or cuobjdump -sass output). */
 void fg_sass_mix_count(const char *sass, fg_sass_mix *m);
+/* Programmatic dependent launch in a SASS listing of one function (sm_90:
+ * griddepcontrol.wait is ACQBULK, griddepcontrol.launch_dependents
+ * PREEXIT).  before_wait is the opcode of the first instruction ahead of
+ * the first wait (in listing order) that may touch global memory (a global,
+ * generic, atomic, TMA, bulk-copy, cache-control, surface or texture
+ * access) or leaves the straight line (a branch, call, return or exit, after
+ * which the wait might not cover every path); "" when there is none. */
+typedef struct fg_sass_grid_dep {
+    int waits;              /* ACQBULK */
+    int launches;           /* PREEXIT */
+    char before_wait[32];
+} fg_sass_grid_dep;
+void fg_sass_grid_dep_scan(const char *sass, fg_sass_grid_dep *g);
 /* From an NVRTC log holding ptxas -v output for function name: the stack
  * frame and spill store / load bytes.  Returns 0, or -1 when absent. */
 int fg_ptxas_spills_parse(const char *log, const char *name, int *stack, int *spill_stores, int *spill_loads);

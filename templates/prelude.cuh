@@ -18,13 +18,65 @@ typedef unsigned long long fg_u64;
 struct fg_half { unsigned short bits; };
 struct fg_bf16 { unsigned short bits; };
 
+#define FG_DEVICE __device__ __forceinline__
+
+// ---- programmatic dependent launch (sm_90 and newer) -----------------------
+// The CUDA backend may launch a kernel with programmatic stream
+// serialization (runtime/backend_cuda.c): it can then start while the
+// kernel before it in the stream is still running.  fg_grid_dep_wait()
+// (griddepcontrol.wait) returns once every grid it depends on has completed
+// and its memory is visible; nothing may touch global memory before it,
+// neither a read (the predecessor may still be writing) nor a write (it may
+// still be reading).  fg_grid_dep_launch() (griddepcontrol.launch_dependents)
+// lets the next grid be scheduled once every block of this one has called it
+// or exited; it orders no memory.  Both are no-ops without a programmatic
+// dependency, and compile to nothing below sm_90 (PTX ISA 7.8, sm_90).
+FG_DEVICE void fg_grid_dep_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+FG_DEVICE void fg_grid_dep_launch()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// FG_GRID_DEP_MARKER_(name): the module constant that says the entry point
+// waits (FG_KERNEL, below); only where the wait is compiled in.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FG_GRID_DEP_MARKER_(name) extern "C" __constant__ int name##__fg_grid_dep = 1;
+#else
+#define FG_GRID_DEP_MARKER_(name)
+#endif
+
 // FG_KERNEL(name, Params, max_threads[, min_blocks]): min_blocks, when given,
 // is the launch bound's blocks per SM; 1 lets ptxas use the registers the
 // bound allows (65536 / max_threads, 255 at most) instead of spilling a few
 // to reach an occupancy it picked itself.
-#define FG_KERNEL(name, Params, ...) \
-    extern "C" __global__ void __launch_bounds__(__VA_ARGS__) name(const Params p)
-#define FG_DEVICE __device__ __forceinline__
+//
+// The entry point waits for the grids it depends on (fg_grid_dep_wait)
+// before anything else, then lets its dependents be scheduled
+// (fg_grid_dep_launch: they wait in turn, so at most the next grid is
+// resident early), then runs the body: the text after the macro, a function
+// of p (a reference to the kernel parameter, so that a __grid_constant__
+// parameter's address stays the parameter's), inlined.  The body is a
+// template only so that it need not name Params, which may carry
+// __grid_constant__.  name__fg_grid_dep, a constant of the module (1), is
+// there only when the entry point was compiled with the wait (sm_90 and
+// newer): the CUDA backend launches with programmatic stream serialization
+// only a kernel whose module holds it.
+#define FG_KERNEL(name, Params, ...)                                                      \
+    template <class fg_params_t_> FG_DEVICE void name##__fg_body(const fg_params_t_ &p); \
+    FG_GRID_DEP_MARKER_(name)                                                             \
+    extern "C" __global__ void __launch_bounds__(__VA_ARGS__) name(const Params p)       \
+    {                                                                                     \
+        fg_grid_dep_wait();                                                               \
+        fg_grid_dep_launch();                                                             \
+        name##__fg_body(p);                                                               \
+    }                                                                                     \
+    template <class fg_params_t_> FG_DEVICE void name##__fg_body(const fg_params_t_ &p)
 #define FG_SHARED __shared__
 #define FG_RESTRICT __restrict__
 #define FG_UNROLL _Pragma("unroll")

@@ -99,15 +99,24 @@ extern "C" __attribute__((visibility("default"))) void fg_emu_shared_range(char 
 /* One 16-byte chunk: the element type of shared tiles for cp.async / ldmatrix. */
 struct alignas(16) fg_chunk16 { fg_u32 w[4]; };
 
-/* extern "C" void name(const void *params): the body for the current thread;
- * name__fg_max_threads lets the runtime check the launch bound.  A fourth
- * argument (the device's blocks per SM, prelude.cuh) is ignored here. */
+/* Programmatic dependent launch (prelude.cuh): the emulator runs one kernel
+ * after another, each to completion, so every dependency is complete before
+ * a kernel starts; both are no-ops. */
+static inline void fg_grid_dep_wait() {}
+static inline void fg_grid_dep_launch() {}
+
+/* extern "C" void name(const void *params): the body for the current thread,
+ * entered as on the device (fg_grid_dep_wait, fg_grid_dep_launch, then the
+ * body); name__fg_max_threads lets the runtime check the launch bound.  A
+ * fourth argument (the device's blocks per SM, prelude.cuh) is ignored here. */
 #define FG_KERNEL(name, Params, ...) FG_KERNEL_(name, Params, __VA_ARGS__, 0)
 #define FG_KERNEL_(name, Params, max_threads, ...)                                   \
     extern "C" __attribute__((visibility("default"))) const unsigned name##__fg_max_threads = (max_threads); \
     static void name##__fg_body(const Params &p);                                    \
     extern "C" __attribute__((visibility("default"))) void name(const void *params)  \
     {                                                                                \
+        fg_grid_dep_wait();                                                          \
+        fg_grid_dep_launch();                                                        \
         name##__fg_body(*(const Params *)params);                                    \
     }                                                                                \
     static void name##__fg_body(const Params &p)

@@ -23,6 +23,16 @@
  * cuobjdump comes from the toolkit or pip (nvidia-cuda-cuobjdump); without
  * it the check is skipped and says so.  test_local_memory_detected shows the
  * check fails on a kernel with a dynamically indexed local array.
+ *
+ * The same cubins hold the programmatic-dependent-launch structure: every
+ * sm_90 kernel waits for the grids before it (griddepcontrol.wait, SASS
+ * ACQBULK) ahead of its first instruction that may touch global memory or
+ * branch, and lets the next grid launch (launch_dependents, PREEXIT); no
+ * sm_80 kernel has either (they are sm_90 instructions: prelude.cuh emits
+ * them only for __CUDA_ARCH__ >= 900).  test_grid_dep_detected shows the
+ * scan fails a kernel that stores before its wait and one without a wait,
+ * and that the PTX of compute_90 holds the instructions and the module's
+ * marker (name__fg_grid_dep = 1) and compute_80's none of them.
  * FUSEGEN_NVRTC_TEMPLATES=conv2d,gemm (template names, comma-separated)
  * compiles only those templates' kernels: a quick run while working on them.
  */
@@ -367,6 +377,42 @@ static int uses_local_memory(const fg_kernel *k, const char *what, const char *a
     return 1;
 }
 
+/* Reads k's SASS with cuobjdump into *g: 0, or -1 (printed) when cuobjdump
+ * failed. */
+static int grid_dep_of(const fg_kernel *k, const char *what, const char *arch, fg_sass_grid_dep *g)
+{
+    static const char *const sass_args[] = {"-sass"};
+    char *out = NULL;
+    memset(g, 0, sizeof *g);
+    if (fg_cuda_tool_run(FG_TOOL_CUOBJDUMP, sass_args, 1, k->binary, k->binary_size, &out) != 0 || !out ||
+        !strstr(out, k->name)) {
+        fprintf(stderr, "%s (%s, %s): cuobjdump -sass unreadable:\n%s\n", k->name, what, arch, out ? out : "(no output)");
+        free(out);
+        return -1;
+    }
+    fg_sass_grid_dep_scan(out, g);
+    free(out);
+    return 0;
+}
+
+/* Whether k's cubin for arch has the grid dependency control it should:
+ * on sm_90 at least one wait and one launch, nothing that may touch global
+ * memory or branch before the first wait; below sm_90 neither instruction.
+ * Returns 0, or 1 (printed with what) when it does not, -1 when unreadable. */
+static int grid_dep_wrong(const fg_kernel *k, const char *what, const char *arch)
+{
+    fg_sass_grid_dep g;
+    if (grid_dep_of(k, what, arch, &g) != 0)
+        return -1;
+    int sm90 = strcmp(arch, "sm_90") == 0;
+    int ok = sm90 ? g.waits > 0 && g.launches > 0 && !g.before_wait[0] : g.waits == 0 && g.launches == 0;
+    if (!ok)
+        fprintf(stderr, "GRID DEPENDENCY: %s (template %s; %s; %s): ACQBULK %d, PREEXIT %d%s%s\n", k->name,
+                k->template_name ? k->template_name : "-", what, arch, g.waits, g.launches,
+                g.before_wait[0] ? ", before the first wait: " : "", g.before_wait);
+    return !ok;
+}
+
 static void test_examples_compile(void **state)
 {
     (void)state;
@@ -424,6 +470,9 @@ static void test_examples_compile(void **state)
      * using local memory on archs[a]; local_unspec[a]: kernels with shapes as
      * parameters.  All four must be 0. */
     int clean = 0, checked = 0, local[2] = {0, 0}, local_unspec[2] = {0, 0}, unread = 0;
+    /* grid_dep[a]: kernels whose wait / launch_dependents are not as they
+     * should be on archs[a] (grid_dep_wrong); both must be 0. */
+    int grid_dep[2] = {0, 0}, grid_checked = 0;
     const int tools = cuobjdump_present();
     double check_s = 0;
     for (int a = 0; a < 2; a++) {
@@ -444,6 +493,10 @@ static void test_examples_compile(void **state)
                 continue;
             int r = uses_local_memory(&kernels[i], origin[i], archs[a]);
             checked++;
+            int gd = grid_dep_wrong(&kernels[i], origin[i], archs[a]);
+            grid_dep[a] += gd > 0;
+            unread += gd < 0;
+            grid_checked++;
             if (strstr(origin[i], " unspecialized"))
                 local_unspec[a] += r > 0;
             else
@@ -456,6 +509,10 @@ static void test_examples_compile(void **state)
         printf("no local memory: %d cubins read with cuobjdump in %.2f s, using local memory: specialized %d for "
                "sm_80, %d for sm_90; shapes as parameters %d for sm_80, %d for sm_90; %d unreadable\n",
                checked, check_s, local[0], local[1], local_unspec[0], local_unspec[1], unread);
+    if (tools)
+        printf("grid dependency control: %d cubins read; sm_90 kernels without a wait ahead of every global access "
+               "(or without launch_dependents): %d; sm_80 kernels with either: %d\n",
+               grid_checked, grid_dep[1], grid_dep[0]);
     int ntc = 0;
     for (int i = 0; i < nkernels; i++)
         ntc += kernels[i].template_name && strcmp(kernels[i].template_name, "conv2d_tc") == 0;
@@ -476,8 +533,11 @@ static void test_examples_compile(void **state)
     assert_int_equal(local[1], 0);
     assert_int_equal(local_unspec[0], 0);
     assert_int_equal(local_unspec[1], 0);
+    assert_int_equal(grid_dep[0], 0);
+    assert_int_equal(grid_dep[1], 0);
     assert_int_equal(unread, 0);
     assert_true(!tools || checked == 2 * nkernels);
+    assert_true(!tools || grid_checked == 2 * nkernels);
     for (int i = 0; i < nkernels; i++) {
         fg_kernel_free(&kernels[i]);
         free(origin[i]);
@@ -535,10 +595,93 @@ static void test_local_memory_detected(void **state)
     fg_context_free(ctx);
 }
 
+/* The grid dependency scan can fail: a kernel that stores before its wait,
+ * and one that never waits, are reported on sm_90; a kernel entered through
+ * FG_KERNEL passes.  The PTX says the same without cuobjdump: compute_90
+ * holds griddepcontrol.wait / launch_dependents and the marker
+ * (name__fg_grid_dep = 1), compute_80 none of them. */
+static void test_grid_dep_detected(void **state)
+{
+    (void)state;
+    setenv("FUSEGEN_CACHE", "off", 1);
+    static const char *const src[3] = {
+        "#include \"fusegen_prelude.cuh\"\n"
+        "extern \"C\" __global__ void fg_dep_probe0(float *y)\n"
+        "{\n"
+        "    y[fg_tid_x()] = 1.0f;\n"
+        "    fg_grid_dep_wait();\n"
+        "    y[fg_tid_x() + 32] += 2.0f;\n"
+        "}\n",
+        "#include \"fusegen_prelude.cuh\"\n"
+        "extern \"C\" __global__ void fg_dep_probe1(float *y)\n"
+        "{\n"
+        "    y[fg_tid_x()] += 1.0f;\n"
+        "}\n",
+        "#include \"fusegen_prelude.cuh\"\n"
+        "struct fg_params_dep { float *y; int n; };\n"
+        "FG_KERNEL(fg_dep_probe2, fg_params_dep, 32)\n"
+        "{\n"
+        "    const int t = (int)fg_tid_x();\n"
+        "    if (t >= p.n)\n"
+        "        return;\n"
+        "    p.y[t] += 1.0f;\n"
+        "}\n",
+    };
+    fg_context *ctx = tu_ctx_shipped();
+    fg_kernel ks[3];
+    memset(ks, 0, sizeof ks);
+    for (int i = 0; i < 3; i++) {
+        snprintf(ks[i].name, sizeof ks[i].name, "fg_dep_probe%d", i);
+        ks[i].source = fg_xstrdup(src[i]);
+        ks[i].template_name = "probe";
+    }
+    fg_jit_info infos[3];
+    static const char *const ptx_archs[2] = {"compute_80", "compute_90"};
+    for (int a = 0; a < 2; a++) {
+        memset(infos, 0, sizeof infos);
+        fg_status st = fg_jit_compile_all(ctx, &ks[2], 1, ptx_archs[a], infos);
+        if (st != FG_OK)
+            tu_dump_errors(ctx);
+        assert_int_equal(st, FG_OK);
+        assert_string_equal(infos[0].log, "");
+        char *ptx = fg_xmalloc(ks[2].binary_size + 1);
+        memcpy(ptx, ks[2].binary, ks[2].binary_size);
+        ptx[ks[2].binary_size] = 0;
+        const char *marker = strstr(ptx, "fg_dep_probe2__fg_grid_dep");
+        printf("%s: griddepcontrol.wait %s, launch_dependents %s, marker %.*s\n", ptx_archs[a],
+               strstr(ptx, "griddepcontrol.wait") ? "present" : "absent",
+               strstr(ptx, "griddepcontrol.launch_dependents") ? "present" : "absent",
+               marker ? (int)strcspn(marker, ";\n") : 6, marker ? marker : "absent");
+        assert_true(!strstr(ptx, "griddepcontrol.wait") == (a == 0));
+        assert_true(!strstr(ptx, "griddepcontrol.launch_dependents") == (a == 0));
+        assert_true(!marker == (a == 0));   /* ".const .align 4 .u32 NAME = 1;" on compute_90 only */
+        free(ptx);
+    }
+    if (!cuobjdump_present())
+        skip();
+    memset(infos, 0, sizeof infos);
+    fg_status st = fg_jit_compile_all(ctx, ks, 3, "sm_90", infos);
+    if (st != FG_OK)
+        tu_dump_errors(ctx);
+    assert_int_equal(st, FG_OK);
+    printf("expected: the store ahead of the wait and the kernel without one reported\n");
+    fg_sass_grid_dep g;
+    assert_int_equal(grid_dep_of(&ks[0], "store before the wait", "sm_90", &g), 0);
+    assert_int_equal(g.waits, 1);
+    assert_true(strncmp(g.before_wait, "STG", 3) == 0);
+    assert_int_equal(grid_dep_wrong(&ks[0], "store before the wait", "sm_90"), 1);
+    assert_int_equal(grid_dep_wrong(&ks[1], "no wait", "sm_90"), 1);
+    assert_int_equal(grid_dep_wrong(&ks[2], "FG_KERNEL with an early return", "sm_90"), 0);
+    for (int i = 0; i < 3; i++)
+        fg_kernel_free(&ks[i]);
+    fg_context_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_local_memory_detected),
+        cmocka_unit_test(test_grid_dep_detected),
         cmocka_unit_test(test_examples_compile),
     };
     /* FUSEGEN_TEST_FILTER=test_local* runs the tests whose names match */
