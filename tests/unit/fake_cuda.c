@@ -21,14 +21,17 @@ EXPORT fake_cuda_state fake_cuda = {
     .launch_result = CUDA_SUCCESS,
 };
 
-/* A module remembers its image; a function its name. */
+/* A module remembers its image and owns its functions (freed with it); a
+ * function remembers its name. */
+typedef struct fake_fn {
+    char name[64];
+    struct fake_fn *next;
+} fake_fn;
 typedef struct fake_module {
     const unsigned char *image;
     size_t size;                 /* of the ELF image (0: not an ELF file) */
+    fake_fn *fns;
 } fake_module;
-typedef struct fake_fn {
-    char name[64];
-} fake_fn;
 static int ctx_token, stream_token, event_token, graph_token;
 static int marker_value = 1;
 
@@ -115,7 +118,17 @@ EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image)
     *m = (CUmodule)mod;
     return CUDA_SUCCESS;
 }
-EXPORT CUresult cuModuleUnload(CUmodule m) { free(m); return CUDA_SUCCESS; }
+EXPORT CUresult cuModuleUnload(CUmodule m)
+{
+    fake_module *mod = (fake_module *)m;
+    while (mod && mod->fns) {
+        fake_fn *next = mod->fns->next;
+        free(mod->fns);
+        mod->fns = next;
+    }
+    free(mod);
+    return CUDA_SUCCESS;
+}
 
 /* Whether the image of m holds the symbol name (its string table entry,
  * NUL-terminated). */
@@ -130,11 +143,13 @@ static int image_names(const fake_module *m, const char *name)
 
 EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
-    (void)m;
-    fake_fn *fn = calloc(1, sizeof *fn);   /* one per load; a test loads a handful */
+    fake_module *mod = (fake_module *)m;
+    fake_fn *fn = calloc(1, sizeof *fn);
     if (!fn)
         return CUDA_ERROR_OUT_OF_MEMORY;
     strncpy(fn->name, name, sizeof fn->name - 1);
+    fn->next = mod->fns;   /* freed by cuModuleUnload */
+    mod->fns = fn;
     *f = (CUfunction)fn;
     return CUDA_SUCCESS;
 }
