@@ -183,7 +183,8 @@ static void record(int api, CUfunction f, const unsigned g[3], const unsigned b[
     memcpy(fake_cuda.last.block, b, sizeof fake_cuda.last.block);
     fake_cuda.last.smem = smem;
     fake_cuda.last.stream = s;
-    fake_cuda.last.params = params;
+    fake_cuda.last.has_params = params != NULL;
+    fake_cuda.last.param0 = params ? params[0] : NULL;
     strncpy(fake_cuda.last.fn, ((const fake_fn *)f)->name, sizeof fake_cuda.last.fn - 1);
 }
 

@@ -29,7 +29,8 @@ typedef struct fake_cuda_state {
         int api;                 /* FAKE_LAUNCH_* */
         unsigned grid[3], block[3], smem;
         CUstream stream;
-        void **params;
+        void *param0;            /* params[0] at the launch (the array itself is the caller's, gone after) */
+        int has_params;
         unsigned nattrs;
         CUlaunchAttribute attr0; /* the first attribute (cuLaunchKernelEx) */
         char fn[64];             /* the function's name (cuModuleGetFunction) */

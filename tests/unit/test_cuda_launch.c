@@ -138,8 +138,8 @@ static void test_pdl_launch(void **state)
     assert_int_equal(fake->last.block[2], 1);
     assert_int_equal(fake->last.smem, 4096);
     assert_ptr_equal(fake->last.stream, stream);
-    assert_non_null(fake->last.params);
-    assert_ptr_equal(fake->last.params[0], slots);   /* one struct argument: the slots */
+    assert_true(fake->last.has_params);
+    assert_ptr_equal(fake->last.param0, slots);   /* one struct argument: the slots */
     fg_context_free(ctx);
 }
 
@@ -168,7 +168,7 @@ static void test_plain_launch(void **state)
         assert_int_equal(fake->last.api, FAKE_LAUNCH_PLAIN);
         assert_int_equal(fake->last.grid[0], 7);
         assert_int_equal(fake->last.smem, 4096);
-        assert_ptr_equal(fake->last.params[0], slots);
+        assert_ptr_equal(fake->last.param0, slots);
         if (cases[i].cc < 9 || cases[i].version < 12030 || cases[i].old)
             assert_int_equal(fake->global_lookups, 0);   /* no device support: the module is not asked */
         fg_context_free(ctx);
